@@ -1,0 +1,39 @@
+"""numfuse: fuse numpy code into multi-output numba kernels.
+
+>>> import numfuse, numpy as np
+>>> @numfuse.jit
+... def logp_and_grad(x, mu):
+...     d = x - mu
+...     return -(d ** 2) / 2, -d
+"""
+
+from .api import Compiled, Jitted, compile, jit, trace
+from .errors import (
+    ConcretizationError,
+    NumfuseError,
+    SignatureMismatchError,
+    TracingError,
+    UnsupportedDtypeError,
+    UnsupportedOperationError,
+)
+from .graph import Graph, Node
+from .runtime import Kernel
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Compiled",
+    "ConcretizationError",
+    "Graph",
+    "Jitted",
+    "Kernel",
+    "Node",
+    "NumfuseError",
+    "SignatureMismatchError",
+    "TracingError",
+    "UnsupportedDtypeError",
+    "UnsupportedOperationError",
+    "compile",
+    "jit",
+    "trace",
+]

@@ -1,0 +1,207 @@
+"""The public entry points, wiring the stages together:
+
+``trace -> simplify -> partition -> emit -> compile -> Program``
+
+``jit`` compiles on the first call with each new argument signature; ``compile`` does it
+now for example arguments.  Kernels are cached in memory by their generated source, so
+the same region structure with the same dtypes compiles once per process, whichever
+function it came from.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from . import backend
+from .codegen import KernelSource, emit
+from .dtypes import ArgSpec, as_operand, spec_of
+from .errors import SignatureMismatchError
+from .graph import Graph, verify
+from .partition import Plan, partition
+from .passes import simplify
+from .runtime import Kernel, Program
+from .trace import trace_graph
+
+_kernel_cache: dict[str, Any] = {}
+_kernel_lock = threading.Lock()
+
+
+def _gufunc_for(generated: KernelSource) -> Any:
+    with _kernel_lock:
+        gufunc = _kernel_cache.get(generated.name)
+        if gufunc is None:
+            gufunc = backend.compile_gufunc(generated)
+            _kernel_cache[generated.name] = gufunc
+        return gufunc
+
+
+def _plan(fn: Callable[..., Any], specs: Sequence[ArgSpec],
+          static: dict[int, Any]) -> tuple[Plan, list[KernelSource]]:
+    graph = simplify(trace_graph(fn, specs, static), check=verify)
+    plan = partition(graph)
+    sources = [emit(region) for region in plan.regions]
+    region_of = {node: region.index for region in plan.regions for node in region.nodes}
+    layouts = {region.index: source.layout for region, source in zip(plan.regions, sources,
+                                                                      strict=True)}
+    return Plan(graph.annotate(region_of, layouts), plan.regions), sources
+
+
+def _unwrap(fn: Any) -> Callable[..., Any]:
+    return fn.fn if isinstance(fn, Jitted) else fn
+
+
+class Compiled:
+    """A function traced and compiled for one argument signature.
+
+    ``graph`` is the simplified graph (``str()`` shows the kernels), ``kernels`` the
+    compiled kernels in execution order.  Calling it with arguments of another signature
+    raises ``SignatureMismatchError`` (a ``TypeError``) naming the argument.
+    """
+
+    def __init__(self, fn: Callable[..., Any], specs: Sequence[ArgSpec],
+                 static: dict[int, Any] | None = None) -> None:
+        self.fn = fn
+        self.specs = tuple(specs)
+        self.static = dict(static or {})
+        plan, sources = _plan(fn, self.specs, self.static)
+        self.plan = plan
+        self.graph: Graph = plan.graph
+        self.kernels: tuple[Kernel, ...] = tuple(
+            Kernel(region, source, _gufunc_for(source))
+            for region, source in zip(plan.regions, sources, strict=True)
+        )
+        self._program = Program(plan, self.kernels)
+        self._dynamic = [index for index in range(len(self.specs)) if index not in self.static]
+
+    def run(self, operands: Sequence[Any]) -> Any:
+        """Run on already-converted operands that match this signature."""
+        return self._program(operands)
+
+    def __call__(self, *args: Any) -> Any:
+        operands = [as_operand(value, f"argument {index}") for index, value in enumerate(args)]
+        if len(operands) != len(self.specs):
+            raise SignatureMismatchError(
+                f"{_name(self.fn)} was compiled for {len(self.specs)} arguments and called "
+                f"with {len(operands)}; call numfuse.compile again for the new arguments."
+            )
+        for index in self._dynamic:
+            spec = spec_of(operands[index], f"argument {index}")
+            if spec != self.specs[index]:
+                raise SignatureMismatchError(
+                    f"argument {index} of {_name(self.fn)} is a {spec.describe()}, but this "
+                    f"Compiled was made for a {self.specs[index].describe()}; "
+                    f"{_difference(self.specs[index], spec)}. Call numfuse.compile with the "
+                    "new arguments, or use numfuse.jit to compile per signature."
+                )
+        for index, value in self.static.items():
+            if operands[index] is not value and operands[index] != value:
+                raise SignatureMismatchError(
+                    f"static argument {index} of {_name(self.fn)} was {value!r} when compiled "
+                    f"and is {operands[index]!r} now; compile again for the new value."
+                )
+        return self._program(operands)
+
+    def __repr__(self) -> str:
+        args = ", ".join(spec.describe() for spec in self.specs)
+        return f"<numfuse.Compiled {_name(self.fn)}({args}): {len(self.kernels)} kernel(s)>"
+
+
+def _difference(expected: ArgSpec, got: ArgSpec) -> str:
+    if expected.kind != got.kind:
+        return f"expected a {expected.kind} argument, got a {got.kind}"
+    if expected.dtype != got.dtype:
+        return f"the dtype differs ({expected.dtype} vs {got.dtype})"
+    if expected.ndim != got.ndim:
+        return f"the number of dimensions differs ({expected.ndim} vs {got.ndim})"
+    ones = [axis for axis, (a, b) in enumerate(zip(expected.ones, got.ones, strict=True))
+            if a != b]
+    return f"the length-1 (broadcast) dimensions differ at axes {ones}"
+
+
+def _name(fn: Any) -> str:
+    return getattr(fn, "__qualname__", getattr(fn, "__name__", repr(fn)))
+
+
+class Jitted:
+    """A function compiled on demand, once per argument signature.
+
+    ``static_argnums`` lists positional arguments passed to the function as concrete
+    Python values (they are part of the cache key and must be hashable).
+    """
+
+    def __init__(self, fn: Callable[..., Any], static_argnums: Sequence[int] = ()) -> None:
+        self.fn = fn
+        self.static_argnums = tuple(static_argnums)
+        self.compiled: dict[tuple[Any, ...], Compiled] = {}
+        self._lock = threading.Lock()
+        self._signature = inspect.signature(fn)
+        functools.update_wrapper(self, fn)  # type: ignore[arg-type]
+
+    def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        try:
+            bound = self._signature.bind(*args, **kwargs)
+        except TypeError as error:
+            raise TypeError(f"{_name(self.fn)}(): {error}") from None
+        bound.apply_defaults()
+        return bound.args
+
+    def specialize(self, *args: Any, **kwargs: Any) -> tuple[Compiled, list[Any]]:
+        """The ``Compiled`` for these arguments (compiling it if new) and the operands."""
+        if kwargs or len(args) != len(self._signature.parameters):
+            args = self._bind(args, kwargs)
+        operands = [as_operand(value, f"argument {index}") for index, value in enumerate(args)]
+        key = tuple(
+            ("static", operands[index]) if index in self.static_argnums
+            else spec_of(operands[index], f"argument {index}")
+            for index in range(len(operands))
+        )
+        compiled = self.compiled.get(key)
+        if compiled is None:
+            with self._lock:
+                compiled = self.compiled.get(key)
+                if compiled is None:
+                    specs = [part if isinstance(part, ArgSpec) else spec_of(0)
+                             for part in key]
+                    static = {index: operands[index] for index in self.static_argnums}
+                    compiled = Compiled(self.fn, specs, static)
+                    self.compiled[key] = compiled
+        return compiled, operands
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        compiled, operands = self.specialize(*args, **kwargs)
+        return compiled.run(operands)
+
+    def __repr__(self) -> str:
+        return f"<numfuse.jit {_name(self.fn)}: {len(self.compiled)} signature(s)>"
+
+
+def jit(fn: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] = ()) -> Any:
+    """Decorate a numpy function so it runs as fused kernels: ``@jit`` or ``@jit(...)``."""
+    if fn is None:
+        return lambda function: Jitted(function, static_argnums=static_argnums)
+    return Jitted(fn, static_argnums=static_argnums)
+
+
+def compile(fn: Callable[..., Any], *example_args: Any) -> Compiled:  # noqa: A001
+    """Trace and compile ``fn`` now for the signatures of ``example_args``."""
+    function = _unwrap(fn)
+    operands = [as_operand(value, f"argument {index}")
+                for index, value in enumerate(example_args)]
+    static_argnums = fn.static_argnums if isinstance(fn, Jitted) else ()
+    specs = [spec_of(0) if index in static_argnums else spec_of(value, f"argument {index}")
+             for index, value in enumerate(operands)]
+    static = {index: operands[index] for index in static_argnums}
+    return Compiled(function, specs, static)
+
+
+def trace(fn: Callable[..., Any], *example_args: Any) -> Graph:
+    """The simplified graph of ``fn`` for ``example_args``, annotated with its kernels."""
+    operands = [as_operand(value, f"argument {index}")
+                for index, value in enumerate(example_args)]
+    specs = [spec_of(value, f"argument {index}") for index, value in enumerate(operands)]
+    plan, _sources = _plan(_unwrap(fn), specs, {})
+    return plan.graph

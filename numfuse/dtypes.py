@@ -1,0 +1,136 @@
+"""Argument signatures, supported dtypes and NumPy 2 (NEP 50) scalar rules.
+
+A *signature* decides when a jitted function recompiles.  For an array it is the dtype,
+the number of dimensions and which dimensions have length 1 (the broadcast pattern); the
+sizes of the other dimensions are free, so a new size never recompiles.  A Python scalar
+(``bool``, ``int``, ``float``, ``complex``) is *weak*: only its kind matters and, as in
+NumPy 2, it adopts the dtype of the arrays it meets (``float32_array * 3.5`` is float32).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .errors import UnsupportedDtypeError
+
+SUPPORTED_DTYPES: tuple[np.dtype, ...] = tuple(
+    np.dtype(name)
+    for name in (
+        "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+        "float32", "float64", "complex64", "complex128",
+    )
+)
+_SUPPORTED = frozenset(SUPPORTED_DTYPES)
+
+# The dtype a weak Python scalar has when nothing else decides it.
+WEAK_DEFAULT: dict[type, np.dtype] = {
+    bool: np.dtype(bool),
+    int: np.dtype(np.int64),
+    float: np.dtype(np.float64),
+    complex: np.dtype(np.complex128),
+}
+
+SHORT_NAMES: dict[np.dtype, str] = {
+    np.dtype("bool"): "bool",
+    np.dtype("int8"): "i8", np.dtype("int16"): "i16", np.dtype("int32"): "i32",
+    np.dtype("int64"): "i64", np.dtype("uint8"): "u8", np.dtype("uint16"): "u16",
+    np.dtype("uint32"): "u32", np.dtype("uint64"): "u64", np.dtype("float32"): "f32",
+    np.dtype("float64"): "f64", np.dtype("complex64"): "c64", np.dtype("complex128"): "c128",
+}
+
+
+class ArgSpec(NamedTuple):
+    """The signature of one argument.
+
+    ``kind`` is ``"array"`` (an ndarray), ``"scalar"`` (a numpy scalar such as
+    ``np.float32(1)``: a strong 0-d value) or ``"weak"`` (a Python scalar).  ``ones`` has
+    one entry per dimension, True where that dimension has length 1.
+    """
+
+    kind: str
+    dtype: np.dtype
+    ones: tuple[bool, ...]
+
+    @property
+    def ndim(self) -> int:
+        return len(self.ones)
+
+    def describe(self) -> str:
+        if self.kind == "weak":
+            return f"Python {self.weak_type.__name__}"
+        dims = ",".join("1" if one else "n" for one in self.ones)
+        what = "numpy scalar" if self.kind == "scalar" else f"{self.ndim}-d array"
+        return f"{what} {self.dtype}[{dims}]"
+
+    @property
+    def weak_type(self) -> type:
+        for python_type, dtype in WEAK_DEFAULT.items():
+            if dtype == self.dtype:
+                return python_type
+        raise AssertionError(self)
+
+
+def check_dtype(dtype: np.dtype, what: str) -> np.dtype:
+    """Return ``dtype`` in native byte order, or raise if no kernel can handle it."""
+    native = dtype.newbyteorder("=") if dtype.byteorder not in "=|" else dtype
+    if native not in _SUPPORTED:
+        supported = ", ".join(str(d) for d in SUPPORTED_DTYPES)
+        raise UnsupportedDtypeError(
+            f"{what} has dtype {dtype}, which numfuse cannot compile; "
+            f"supported dtypes are {supported}. Convert it first (e.g. x.astype(np.float64))."
+        )
+    return native
+
+
+def spec_of(value: Any, what: str = "argument") -> ArgSpec:
+    """The signature of a call argument (an ndarray, numpy scalar or Python scalar)."""
+    if isinstance(value, np.ndarray):
+        dtype = value.dtype if value.dtype.isnative else check_dtype(value.dtype, what)
+        if dtype not in _SUPPORTED:
+            check_dtype(dtype, what)
+        return ArgSpec("array", dtype, tuple(size == 1 for size in value.shape))
+    if isinstance(value, np.generic):
+        return ArgSpec("scalar", check_dtype(value.dtype, what), ())
+    python_type = type(value)
+    if python_type in WEAK_DEFAULT:
+        return ArgSpec("weak", WEAK_DEFAULT[python_type], ())
+    if isinstance(value, (bool, int, float, complex)):  # subclasses such as IntEnum
+        for base in (bool, int, float, complex):
+            if isinstance(value, base):
+                return ArgSpec("weak", WEAK_DEFAULT[base], ())
+    raise TypeError(
+        f"{what} of type {python_type.__name__} is not an array or number; pass a numpy "
+        "array, a numpy scalar or a Python bool/int/float/complex (convert lists with "
+        "np.asarray)."
+    )
+
+
+def as_operand(value: Any, what: str = "argument") -> Any:
+    """Convert a call argument the way numpy converts ufunc operands.
+
+    Arrays and scalars pass through; lists and tuples become arrays.
+    """
+    if isinstance(value, (np.ndarray, np.generic, bool, int, float, complex)):
+        return value
+    if isinstance(value, (list, tuple)) or hasattr(value, "__array__"):
+        return np.asarray(value)
+    raise TypeError(
+        f"{what} of type {type(value).__name__} is not an array or number; pass a numpy "
+        "array, a numpy scalar or a Python bool/int/float/complex."
+    )
+
+
+def weak_python_type(value: Any) -> type | None:
+    """``int``/``float``/``complex``/``bool`` if ``value`` is a weak Python scalar."""
+    if isinstance(value, (np.generic, np.ndarray)):
+        return None
+    for base in (bool, int, float, complex):
+        if isinstance(value, base):
+            return base
+    return None
+
+
+def short_name(dtype: np.dtype) -> str:
+    return SHORT_NAMES.get(dtype, str(dtype))

@@ -1,0 +1,55 @@
+"""Exceptions whose messages say what to do instead.
+
+Every error raised while tracing names the user's source line (when it can be found) so
+the message points at the code to change, not at numfuse internals.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def user_source_line() -> str:
+    """The innermost stack frame outside numfuse and numpy, as ``file:line: code``.
+
+    Used only to word error messages; it never influences what is traced.
+    """
+    for frame in reversed(traceback.extract_stack()):
+        filename = os.path.abspath(frame.filename)
+        if filename.startswith(_PACKAGE_DIR) or "/numpy/" in filename:
+            continue
+        code = (frame.line or "").strip()
+        return f"{frame.filename}:{frame.lineno}: {code}"
+    return "<unknown location>"
+
+
+class NumfuseError(Exception):
+    """Base class of every exception numfuse raises on its own behalf."""
+
+
+class TracingError(NumfuseError, TypeError):
+    """The traced function did something that needs a concrete value or is not supported."""
+
+    def __init__(self, operation: str, advice: str) -> None:
+        self.operation = operation
+        self.location = user_source_line()
+        super().__init__(f"{operation} at {self.location}\n  {advice}")
+
+
+class ConcretizationError(TracingError):
+    """A traced value was used where Python needs a concrete one (``if``, ``bool``, ``float``)."""
+
+
+class UnsupportedOperationError(TracingError):
+    """A numpy function, ufunc or dtype combination numfuse cannot compile."""
+
+
+class SignatureMismatchError(NumfuseError, TypeError):
+    """A ``Compiled`` function was called with arguments of another signature."""
+
+
+class UnsupportedDtypeError(NumfuseError, TypeError):
+    """An argument's dtype has no numfuse kernel (object, string, datetime, float16...)."""

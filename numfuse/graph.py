@@ -1,0 +1,285 @@
+"""The one IR: immutable nodes ``(op, inputs, params)`` with a dtype and a shape pattern.
+
+A ``Graph`` is the traced function: its argument nodes, its flat output nodes and the
+container structure (``treedef``) the outputs are returned in.  ``str(graph)`` prints it
+in the spirit of a jaxpr, one equation per line, grouped by fusion region once the graph
+has been partitioned.
+
+Shapes are patterns: each dimension is an ``int`` when it is known at trace time (every
+dimension of a constant, and every length-1 dimension of an argument) or ``None`` for an
+argument's dimension whose size is free and never 1.  Two values "have the same loop
+shape" when their patterns have the same length and the same length-1 dimensions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from .dtypes import short_name
+
+Shape = tuple[int | None, ...]
+
+INPUT, CONST, ELEMENTWISE = "input", "const", "elementwise"
+
+
+class Const:
+    """A constant value snapshotted at trace time, hashable by its bytes."""
+
+    __slots__ = ("value", "_key")
+
+    def __init__(self, value: Any) -> None:
+        if isinstance(value, np.ndarray):
+            value = value.copy()
+            value.flags.writeable = False
+            self._key: tuple[Any, ...] = (value.dtype.str, value.shape, value.tobytes())
+        else:
+            self._key = (type(value).__name__, np.asarray(value).dtype.str,
+                         np.asarray(value).tobytes())
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Const) and self._key == other._key
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+    def __repr__(self) -> str:
+        if isinstance(self.value, np.ndarray) and self.value.size > 4:
+            return f"array<{self.value.dtype}{list(self.value.shape)}>"
+        return repr(self.value.tolist() if isinstance(self.value, np.ndarray) else self.value)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Node:
+    """One value of the traced program.  Nodes compare by identity.
+
+    ``kind`` is ``input``, ``const``, ``elementwise`` (fusible into a region) or the kind of
+    a non-fusible operation.  ``params`` holds the op's static parameters as ``(name, value)``
+    pairs.  ``weak`` marks a Python scalar (NEP 50 weak); ``scalar`` marks a 0-d result that
+    numpy returns as a numpy scalar rather than a 0-d array.
+    """
+
+    op: str
+    kind: str
+    inputs: tuple[Node, ...]
+    dtype: np.dtype
+    shape: Shape
+    params: tuple[tuple[str, Any], ...] = ()
+    weak: bool = False
+    scalar: bool = False
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def ones(self) -> tuple[bool, ...]:
+        """The loop shape: True for each length-1 dimension."""
+        return tuple(size == 1 for size in self.shape)
+
+    def param(self, name: str, default: Any = None) -> Any:
+        for key, value in self.params:
+            if key == name:
+                return value
+        return default
+
+    def type_str(self) -> str:
+        dims = ",".join("n" if size is None else str(size) for size in self.shape)
+        return f"{short_name(self.dtype)}[{dims}]"
+
+    def __repr__(self) -> str:
+        return f"Node({self.op}, {self.type_str()})"
+
+
+def toposort(outputs: Iterable[Node]) -> tuple[Node, ...]:
+    """All nodes reachable from ``outputs``, every node after its inputs (iteratively)."""
+    order: list[Node] = []
+    seen: set[int] = set()
+    for root in outputs:
+        stack: list[tuple[Node, int]] = [(root, 0)]
+        while stack:
+            node, next_input = stack.pop()
+            if next_input == 0 and id(node) in seen:
+                continue
+            if next_input < len(node.inputs):
+                stack.append((node, next_input + 1))
+                child = node.inputs[next_input]
+                if id(child) not in seen:
+                    stack.append((child, 0))
+                continue
+            if id(node) not in seen:
+                seen.add(id(node))
+                order.append(node)
+    return tuple(order)
+
+
+def broadcast_shapes(*shapes: Shape) -> Shape:
+    """numpy's broadcasting on shape patterns; raises ``ValueError`` like numpy."""
+    ndim = max((len(shape) for shape in shapes), default=0)
+    result: list[int | None] = []
+    for axis in range(-ndim, 0):
+        sizes = {shape[axis] for shape in shapes if len(shape) >= -axis} - {1}
+        known = {size for size in sizes if size is not None}
+        if len(known) > 1:
+            described = " ".join(
+                "(" + ",".join("n" if s is None else str(s) for s in shape) + ")"
+                for shape in shapes
+            )
+            raise ValueError(
+                f"operands could not be broadcast together with shapes {described}"
+            )
+        result.append(known.pop() if known else (None if sizes else 1))
+    return tuple(result)
+
+
+# ---------------------------------------------------------------------------- pytrees
+
+Leaf = object()
+
+
+def tree_flatten(tree: Any) -> tuple[list[Any], Any]:
+    """Flatten tuples, lists, dicts and namedtuples; everything else is a leaf."""
+    leaves: list[Any] = []
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, tuple) and hasattr(value, "_fields"):
+            return (type(value), tuple(walk(item) for item in value))
+        if isinstance(value, (tuple, list)):
+            return (type(value), tuple(walk(item) for item in value))
+        if isinstance(value, dict):
+            return (dict, tuple((key, walk(item)) for key, item in value.items()))
+        leaves.append(value)
+        return Leaf
+
+    return leaves, walk(tree)
+
+
+def tree_unflatten(treedef: Any, leaves: Sequence[Any]) -> Any:
+    iterator = iter(leaves)
+
+    def build(spec: Any) -> Any:
+        if spec is Leaf:
+            return next(iterator)
+        container, items = spec
+        if container is dict:
+            return {key: build(item) for key, item in items}
+        built = [build(item) for item in items]
+        if container is list:
+            return built
+        if container is tuple:
+            return tuple(built)
+        return container(*built)  # namedtuple
+
+    return build(treedef)
+
+
+# ---------------------------------------------------------------------------- Graph
+
+
+def _name(index: int) -> str:
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    name = ""
+    index += 1
+    while index:
+        index, rest = divmod(index - 1, 26)
+        name = letters[rest] + name
+    return name
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Graph:
+    """A traced function: argument nodes, flat output nodes and their container structure.
+
+    ``region_of`` maps fused nodes to the index of the kernel that computes them; it is
+    empty until the graph has been partitioned.  ``layouts`` gives each region's gufunc
+    layout for printing.
+    """
+
+    inputs: tuple[Node, ...]
+    outputs: tuple[Node, ...]
+    treedef: Any = Leaf
+    region_of: Mapping[Node, int] = dataclasses.field(default_factory=dict)
+    layouts: Mapping[int, str] = dataclasses.field(default_factory=dict)
+
+    @cached_property
+    def nodes(self) -> tuple[Node, ...]:
+        """Every node, topologically sorted; arguments first in argument order."""
+        return toposort(self.inputs + self.outputs)
+
+    @cached_property
+    def consumers(self) -> dict[Node, list[Node]]:
+        users: dict[Node, list[Node]] = {node: [] for node in self.nodes}
+        for node in self.nodes:
+            for source in node.inputs:
+                users[source].append(node)
+        return users
+
+    def with_outputs(self, outputs: Sequence[Node]) -> Graph:
+        return dataclasses.replace(self, outputs=tuple(outputs), region_of={}, layouts={})
+
+    def annotate(self, region_of: Mapping[Node, int], layouts: Mapping[int, str]) -> Graph:
+        return dataclasses.replace(self, region_of=dict(region_of), layouts=dict(layouts))
+
+    def __str__(self) -> str:
+        names = {node: _name(index) for index, node in enumerate(self.nodes)}
+
+        def ref(node: Node) -> str:
+            if node.kind == CONST and node.ndim == 0:
+                return repr(node.param("value"))
+            return names[node]
+
+        args = " ".join(f"{names[node]}:{node.type_str()}" for node in self.inputs)
+        lines = ["{ lambda " + args + " ."]
+        current_region: int | None = None
+        for node in self.nodes:
+            if node.kind == INPUT or (node.kind == CONST and node.ndim == 0):
+                continue
+            region = self.region_of.get(node)
+            if region != current_region and region is not None:
+                lines.append(f"    # kernel {region}: {self.layouts.get(region, '')}")
+            current_region = region
+            params = " ".join(
+                f"{key}={value}" for key, value in node.params
+                if key not in ("loop",) and node.kind != CONST
+            )
+            operands = " ".join(ref(source) for source in node.inputs)
+            if node.kind == CONST:
+                operands = repr(node.param("value"))
+            indent = "      " if region is not None else "    "
+            text = f"{indent}{names[node]}:{node.type_str()} = {node.op}"
+            if params:
+                text += f"[{params}]"
+            if operands:
+                text += f" {operands}"
+            lines.append(text)
+        outs = ", ".join(ref(node) for node in self.outputs)
+        lines.append(f"  in ({outs}) }}")
+        return "\n".join(lines)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(str(self))
+
+
+def verify(graph: Graph) -> None:
+    """Check the IR's structural invariants; raise ``AssertionError`` on the first breach.
+
+    Every node's inputs come before it, argument nodes are the graph's inputs, and every
+    elementwise node's shape is the broadcast of its inputs' shapes.
+    """
+    position = {node: index for index, node in enumerate(graph.nodes)}
+    for node in graph.nodes:
+        for source in node.inputs:
+            assert position[source] < position[node], f"{node} is before its input {source}"
+        if node.kind == INPUT:
+            assert node in graph.inputs, f"{node} is an argument the graph does not list"
+        if node.kind == ELEMENTWISE:
+            expected = broadcast_shapes(*(source.shape for source in node.inputs))
+            assert node.shape == expected, f"{node}: shape {node.shape} != {expected}"
+        assert isinstance(node.dtype, np.dtype), f"{node} has no dtype"
+    for output in graph.outputs:
+        assert output in position, f"output {output} is not in the graph"

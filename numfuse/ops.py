@@ -1,0 +1,228 @@
+"""The op table: one row per elementwise operation.
+
+A row names the numpy reference (the ufunc or function whose semantics it has), its arity
+and the scalar code the kernel runs for each kind of loop dtype.  Adding a ufunc is one row;
+the differential tests iterate over this table, so a new row is tested with no new test.
+
+Scalar code is a template over the operands ``{0} {1} {2}`` (already cast to the loop
+dtypes numpy would use) and ``{L}`` (the loop dtype's constructor, e.g. ``np.float32``),
+``{bits}`` (its width) and ``{min}`` (its smallest value).  The template is looked up by
+the kinds of the loop dtypes (``b`` bool, ``i`` signed, ``u`` unsigned, ``f`` float, ``c``
+complex): first the full string (``"iu"``), then the first kind, then ``"*"``.  The result
+is cast to the output dtype by the code generator.  Result dtypes come from numpy itself
+(``ufunc.resolve_dtypes``), so promotion is NumPy 2's by construction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from . import kernel_lib
+
+# An operand as the dtype rules see it: a strong dtype or a weak Python scalar type.
+DtypeOrWeak = np.dtype | type
+
+
+@dataclasses.dataclass(frozen=True)
+class OpDef:
+    """One elementwise operation.
+
+    ``reference`` is the numpy callable with the same semantics (a ufunc for most rows);
+    ``code`` maps loop-dtype kinds to scalar templates; ``resolve`` (when not a ufunc)
+    returns the loop dtypes of the inputs and the output dtype.
+    """
+
+    name: str
+    reference: Callable[..., Any]
+    arity: int
+    code: Mapping[str, str]
+    resolve: Callable[[Sequence[DtypeOrWeak]], tuple[tuple[np.dtype, ...], np.dtype]] | None = None
+
+    def template(self, loop: Sequence[np.dtype]) -> str | None:
+        kinds = "".join(dtype.kind for dtype in loop)
+        for key in (kinds, kinds[:1], "*"):
+            if key in self.code:
+                return self.code[key]
+        return None
+
+    def loop_dtypes(self, operands: Sequence[DtypeOrWeak]) -> tuple[tuple[np.dtype, ...], np.dtype]:
+        """(loop dtypes of the inputs, output dtype), exactly as numpy resolves them."""
+        if self.resolve is not None:
+            return self.resolve(operands)
+        ufunc = self.reference
+        assert isinstance(ufunc, np.ufunc)
+        resolved = ufunc.resolve_dtypes(tuple(operands) + (None,) * ufunc.nout)
+        return tuple(resolved[: ufunc.nin]), resolved[ufunc.nin]
+
+
+def _resolve_where(operands: Sequence[DtypeOrWeak]) -> tuple[tuple[np.dtype, ...], np.dtype]:
+    _cond, *branches = operands
+    out = np.result_type(*(_weak_sample(operand) for operand in branches))
+    return (np.dtype(bool), out, out), out
+
+
+def _weak_sample(operand: DtypeOrWeak) -> Any:
+    """What ``np.result_type`` needs to treat a weak Python scalar as weak (NEP 50)."""
+    return operand() if isinstance(operand, type) else operand
+
+
+# Kinds: b bool, i signed, u unsigned, f float, c complex.
+_SAME_AS_INPUT = "{0}"
+
+_ROWS: list[OpDef] = []
+
+
+def _row(name: str, reference: Callable[..., Any], arity: int, **code: str) -> None:
+    star = code.pop("star", None)
+    if star is not None:
+        code["*"] = star
+    _ROWS.append(OpDef(name, reference, arity, code))
+
+
+def _unary_math(ufunc: np.ufunc, complex_too: bool = True) -> None:
+    template = f"np.{ufunc.__name__}({{0}})"
+    _row(ufunc.__name__, ufunc, 1, f=template, **({"c": template} if complex_too else {}))
+
+
+# --- arithmetic -------------------------------------------------------------------------
+_row("add", np.add, 2, b="({0} or {1})", star="({0} + {1})")
+_row("subtract", np.subtract, 2, star="({0} - {1})")
+_row("multiply", np.multiply, 2, b="({0} and {1})", star="({0} * {1})")
+_row("true_divide", np.true_divide, 2, star="({0} / {1})")
+_row("floor_divide", np.floor_divide, 2, i="floor_divide_int({0}, {1})",
+     u="floor_divide_int({0}, {1})", f="floor_divide_float({0}, {1})",
+     b="floor_divide_int({0}, {1})")
+_row("remainder", np.remainder, 2, i="remainder_int({0}, {1})", u="remainder_int({0}, {1})",
+     f="remainder_float({0}, {1})")
+_row("fmod", np.fmod, 2, i="fmod_int({0}, {1})", u="fmod_int({0}, {1})",
+     f="np.fmod({0}, {1})")
+_row("power", np.power, 2, i="power_int({0}, {1})", u="power_int({0}, {1})",
+     f="({0} ** {1})", c="({0} ** {1})")
+_row("float_power", np.float_power, 2, f="({0} ** {1})", c="({0} ** {1})")
+_row("negative", np.negative, 1, star="(-{0})")
+_row("positive", np.positive, 1, star="{0}")
+_row("absolute", np.absolute, 1, b="{0}", u="{0}", star="abs({0})")
+_row("fabs", np.fabs, 1, f="abs({0})")
+_row("sign", np.sign, 1, i="(({0} > 0) - ({0} < 0))", u="({0} > 0)", f="sign_float({0})",
+     c="sign_complex({0})")
+_row("reciprocal", np.reciprocal, 1, b="{0}", i="reciprocal_int({0}, {recip_min})",
+     u="reciprocal_int({0}, 0)", star="({L}(1) / {0})")
+_row("square", np.square, 1, b="({0} and {0})", star="({0} * {0})")
+_row("conjugate", np.conjugate, 1, c="np.conjugate({0})", star="{0}")
+_row("heaviside", np.heaviside, 2, f="heaviside_float({0}, {1})")
+_row("gcd", np.gcd, 2, i="gcd_int({0}, {1})", u="gcd_int({0}, {1})")
+_row("lcm", np.lcm, 2, i="lcm_int({0}, {1})", u="lcm_int({0}, {1})")
+
+# --- exponentials, logarithms, roots ------------------------------------------------------
+for _ufunc in (np.sqrt, np.exp, np.log, np.log10, np.expm1, np.log1p, np.exp2, np.log2):
+    _unary_math(_ufunc, complex_too=_ufunc not in (np.expm1, np.log1p, np.exp2))
+_row("cbrt", np.cbrt, 1, f="np.cbrt({0})")
+_row("logaddexp", np.logaddexp, 2, f="logaddexp_float({0}, {1})")
+_row("logaddexp2", np.logaddexp2, 2, f="logaddexp2_float({0}, {1})")
+
+# --- trigonometric and hyperbolic ---------------------------------------------------------
+for _ufunc in (np.sin, np.cos, np.tan, np.arcsin, np.arccos, np.arctan, np.sinh, np.cosh,
+               np.tanh, np.arcsinh, np.arccosh, np.arctanh):
+    _unary_math(_ufunc)
+_row("arctan2", np.arctan2, 2, f="np.arctan2({0}, {1})")
+_row("hypot", np.hypot, 2, f="np.hypot({0}, {1})")
+_row("deg2rad", np.deg2rad, 1, f="({0} * ({L}(math.pi) / {L}(180.0)))")
+_row("rad2deg", np.rad2deg, 1, f="({0} * ({L}(180.0) / {L}(math.pi)))")
+
+# --- rounding -----------------------------------------------------------------------------
+for _ufunc in (np.floor, np.ceil, np.trunc, np.rint):
+    _row(_ufunc.__name__, _ufunc, 1, f=f"np.{_ufunc.__name__}({{0}})", b="{0}", i="{0}",
+         u="{0}", **({"c": "np.rint({0})"} if _ufunc is np.rint else {}))
+
+# --- comparisons (complex compares lexicographically, as numpy does) ----------------------
+_row("equal", np.equal, 2, iu="equal_iu({0}, {1})", ui="equal_iu({1}, {0})",
+     star="({0} == {1})")
+_row("not_equal", np.not_equal, 2, iu="(not equal_iu({0}, {1}))",
+     ui="(not equal_iu({1}, {0}))", star="({0} != {1})")
+_row("less", np.less, 2, iu="less_iu({0}, {1})", ui="less_ui({0}, {1})",
+     c="complex_lt({0}, {1})", star="({0} < {1})")
+_row("less_equal", np.less_equal, 2, iu="(not less_ui({1}, {0}))",
+     ui="(not less_iu({1}, {0}))", c="complex_le({0}, {1})", star="({0} <= {1})")
+_row("greater", np.greater, 2, iu="less_ui({1}, {0})", ui="less_iu({1}, {0})",
+     c="complex_gt({0}, {1})", star="({0} > {1})")
+_row("greater_equal", np.greater_equal, 2, iu="(not less_iu({0}, {1}))",
+     ui="(not less_ui({0}, {1}))", c="complex_ge({0}, {1})", star="({0} >= {1})")
+_row("maximum", np.maximum, 2, f="maximum_float({0}, {1})", c="maximum_complex({0}, {1})",
+     star="({0} if {0} > {1} else {1})")
+_row("minimum", np.minimum, 2, f="minimum_float({0}, {1})", c="minimum_complex({0}, {1})",
+     star="({0} if {0} < {1} else {1})")
+_row("fmax", np.fmax, 2, f="fmax_float({0}, {1})", c="fmax_complex({0}, {1})",
+     star="({0} if {0} > {1} else {1})")
+_row("fmin", np.fmin, 2, f="fmin_float({0}, {1})", c="fmin_complex({0}, {1})",
+     star="({0} if {0} < {1} else {1})")
+
+# --- logical and bitwise ------------------------------------------------------------------
+_row("logical_and", np.logical_and, 2, star="(({0} != 0) and ({1} != 0))")
+_row("logical_or", np.logical_or, 2, star="(({0} != 0) or ({1} != 0))")
+_row("logical_xor", np.logical_xor, 2, star="(({0} != 0) != ({1} != 0))")
+_row("logical_not", np.logical_not, 1, star="({0} == 0)")
+_row("bitwise_and", np.bitwise_and, 2, star="({0} & {1})")
+_row("bitwise_or", np.bitwise_or, 2, star="({0} | {1})")
+_row("bitwise_xor", np.bitwise_xor, 2, star="({0} ^ {1})")
+_row("invert", np.invert, 1, b="(not {0})", star="(~{0})")
+_row("left_shift", np.left_shift, 2, i="left_shift({0}, {1}, {bits})",
+     u="left_shift({0}, {1}, {bits})")
+_row("right_shift", np.right_shift, 2, i="right_shift({0}, {1}, {bits})",
+     u="right_shift({0}, {1}, {bits})")
+
+# --- floating-point classification and bits -----------------------------------------------
+_row("isnan", np.isnan, 1, f="np.isnan({0})", c="np.isnan({0})", star="False")
+_row("isinf", np.isinf, 1, f="np.isinf({0})", c="np.isinf({0})", star="False")
+_row("isfinite", np.isfinite, 1, f="np.isfinite({0})", c="np.isfinite({0})", star="True")
+_row("signbit", np.signbit, 1, f="np.signbit({0})")
+_row("copysign", np.copysign, 2, f="np.copysign({0}, {1})")
+_row("nextafter", np.nextafter, 2, f="np.nextafter({0}, {1})")
+_row("spacing", np.spacing, 1, f="np.spacing({0})")
+
+# --- selection and conversion (not ufuncs in numpy) ---------------------------------------
+_ROWS.append(OpDef("where", np.where, 3, {"*": "({1} if {0} else {2})"}, _resolve_where))
+_row("clip", np._core.umath.clip, 3, f="clip_float({0}, {1}, {2})",
+     c="minimum_complex(maximum_complex({0}, {1}), {2})",
+     star="min(max({0}, {1}), {2})")
+_ROWS.append(OpDef("astype", np.ndarray.astype, 1, {"*": "{0}"},
+                   lambda operands: ((_as_dtype(operands[0]),), _as_dtype(operands[0]))))
+_ROWS.append(OpDef("real", np.real, 1, {"c": "{0}.real", "*": "{0}"},
+                   lambda operands: _real_part(operands[0])))
+_ROWS.append(OpDef("imag", np.imag, 1, {"c": "{0}.imag", "*": "({0} - {0})"},
+                   lambda operands: _real_part(operands[0])))
+
+
+def _as_dtype(operand: DtypeOrWeak) -> np.dtype:
+    return np.dtype(operand) if not isinstance(operand, type) else np.dtype(operand)
+
+
+def _real_part(operand: DtypeOrWeak) -> tuple[tuple[np.dtype, ...], np.dtype]:
+    dtype = _as_dtype(operand)
+    out = np.empty((), dtype).real.dtype
+    return (dtype,), out
+
+
+OPS: dict[str, OpDef] = {row.name: row for row in _ROWS}
+BY_UFUNC: dict[np.ufunc, OpDef] = {
+    row.reference: row for row in _ROWS if isinstance(row.reference, np.ufunc)
+}
+# Two-output ufuncs, traced as one node per output.
+MULTI_OUTPUT: dict[np.ufunc, tuple[str, ...]] = {np.divmod: ("floor_divide", "remainder")}
+
+HELPER_NAMES: frozenset[str] = frozenset(kernel_lib.HELPERS)
+
+
+def template_for(op: OpDef, loop: Sequence[np.dtype]) -> str | None:
+    """The filled-in scalar template, or None when numfuse has no code for this loop."""
+    template = op.template(loop)
+    if template is None:
+        return None
+    first = loop[0] if loop else np.dtype(bool)
+    info = np.iinfo(first) if first.kind in "iu" else None
+    return template.replace("{L}", f"np.{first.name}" if first.kind != "b" else "np.bool_") \
+        .replace("{bits}", str(first.itemsize * 8)) \
+        .replace("{recip_min}", str(info.min if info is not None and first.itemsize >= 4 else 0))

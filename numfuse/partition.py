@@ -1,0 +1,304 @@
+"""Partitioning: group elementwise nodes into convex, multi-output fusion regions.
+
+Invariants of the returned ``Plan`` (checked by ``check_plan`` and by the tests):
+
+* every elementwise node belongs to exactly one region, and all nodes of a region have the
+  same loop shape (the same number of dimensions and the same length-1 dimensions);
+* every region is **convex**: no dependency path leaves the region and comes back, so the
+  graph of regions is acyclic and ``Plan.regions`` is a valid execution order;
+* a region's outputs are its members used outside it or returned, in topological order;
+  every other member stays a scalar inside the kernel's loop and is never materialised;
+* a region has at most ``MAX_OPERANDS`` inputs plus outputs (numpy's gufunc limit).
+
+Algorithm.  Nodes are visited in topological order.  Each node starts as its own cluster;
+an elementwise node then absorbs the clusters of its elementwise producers that share its
+loop shape, one at a time, keeping each merge only if the merged cluster stays convex.
+Clusters are identified by union-find.  Each cluster carries a bitset (a Python int over
+node positions) of everything it depends on *in the contracted graph*, so "does cluster E
+depend on cluster R" is one AND.  A merge makes every cluster that depended on one part
+depend on the whole merged cluster and its ancestors; that update is pushed forward along
+consumer edges and stops where nothing changes, so a merge costs work proportional to the
+clusters it really affects, not to the graph.  A second sweep fuses sibling regions that
+read a common value (horizontal fusion), under the same convexity test.  Finally regions
+over the operand cap are split into topological prefix and suffix, which keeps both parts
+convex.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+from collections.abc import Sequence
+
+from .graph import CONST, ELEMENTWISE, Graph, Node
+
+MAX_OPERANDS = 64
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Region:
+    """One fused kernel: members in topological order, external inputs and outputs."""
+
+    index: int
+    nodes: tuple[Node, ...]
+    inputs: tuple[Node, ...]
+    outputs: tuple[Node, ...]
+
+    @property
+    def ones(self) -> tuple[bool, ...]:
+        return self.nodes[0].ones
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Plan:
+    """The partitioned graph: regions in a valid execution order."""
+
+    graph: Graph
+    regions: tuple[Region, ...]
+
+
+def is_kernel_input(node: Node) -> bool:
+    """0-d constants are written into the kernel source; everything else is an operand."""
+    return not (node.kind == CONST and node.ndim == 0)
+
+
+class _Clusters:
+    """Union-find over node positions with contracted-graph ancestor bitsets."""
+
+    def __init__(self, nodes: Sequence[Node]) -> None:
+        self.nodes = nodes
+        self.position = {node: index for index, node in enumerate(nodes)}
+        size = len(nodes)
+        self.parent = list(range(size))
+        self.members = [1 << index for index in range(size)]
+        self.ancestors = [0] * size
+        self.producers: list[set[int]] = [set() for _ in range(size)]
+        self.consumers: list[set[int]] = [set() for _ in range(size)]
+        self.fusible = [node.kind == ELEMENTWISE for node in nodes]
+
+    def find(self, cluster: int) -> int:
+        root = cluster
+        while self.parent[root] != root:
+            root = self.parent[root]
+        while self.parent[cluster] != root:
+            self.parent[cluster], cluster = root, self.parent[cluster]
+        return root
+
+    def add(self, index: int) -> None:
+        node = self.nodes[index]
+        for source in node.inputs:
+            producer = self.find(self.position[source])
+            self.producers[index].add(producer)
+            self.consumers[producer].add(index)
+            self.ancestors[index] |= self.ancestors[producer] | self.members[producer]
+
+    def external_producers(self, clusters: set[int]) -> set[int]:
+        found = {self.find(p) for cluster in clusters for p in self.producers[cluster]}
+        return found - clusters
+
+    def is_convex(self, clusters: set[int]) -> bool:
+        """True if merging ``clusters`` creates no path that leaves and re-enters them."""
+        members = 0
+        for cluster in clusters:
+            members |= self.members[cluster]
+        return all(not self.ancestors[p] & members for p in self.external_producers(clusters))
+
+    def merge(self, clusters: set[int]) -> int:
+        root = min(clusters)
+        producers = self.external_producers(clusters)
+        consumers = {self.find(c) for cluster in clusters for c in self.consumers[cluster]}
+        consumers -= clusters
+        members = 0
+        for cluster in clusters:
+            members |= self.members[cluster]
+        ancestors = 0
+        for producer in producers:
+            ancestors |= self.ancestors[producer] | self.members[producer]
+        for cluster in clusters:
+            self.parent[cluster] = root
+        self.members[root] = members
+        self.ancestors[root] = ancestors
+        self.producers[root] = producers
+        self.consumers[root] = consumers
+        self._propagate(consumers, ancestors | members)
+        return root
+
+    def _propagate(self, start: set[int], gained: int) -> None:
+        """Every cluster downstream of a merge now depends on all of the merged cluster."""
+        stack = list(start)
+        while stack:
+            cluster = self.find(stack.pop())
+            if self.ancestors[cluster] & gained == gained:
+                continue
+            self.ancestors[cluster] |= gained
+            stack.extend(self.consumers[cluster])
+
+
+def _fuse_vertically(clusters: _Clusters) -> None:
+    nodes = clusters.nodes
+    for index, node in enumerate(nodes):
+        clusters.add(index)
+        if node.kind != ELEMENTWISE:
+            continue
+        group = {index}
+        for source in node.inputs:
+            candidate = clusters.find(clusters.position[source])
+            if candidate in group or not clusters.fusible[candidate]:
+                continue
+            if nodes[candidate].ones != node.ones:
+                continue
+            if clusters.is_convex(group | {candidate}):
+                group.add(candidate)
+        if len(group) > 1:
+            clusters.merge(group)
+
+
+def _fuse_horizontally(clusters: _Clusters) -> None:
+    """Merge sibling regions that read the same value and share a loop shape."""
+    for index in range(len(clusters.nodes)):
+        if clusters.find(index) != index:
+            continue
+        siblings = sorted({clusters.find(user) for user in clusters.consumers[index]})
+        merged: list[int] = []
+        for sibling in siblings:
+            sibling = clusters.find(sibling)
+            if not clusters.fusible[sibling]:
+                continue
+            for slot, other in enumerate(merged):
+                other = clusters.find(other)
+                if other == sibling:
+                    break
+                same_loop = clusters.nodes[other].ones == clusters.nodes[sibling].ones
+                if same_loop and clusters.is_convex({other, sibling}):
+                    merged[slot] = clusters.merge({other, sibling})
+                    break
+            else:
+                merged.append(sibling)
+
+
+def _region_io(members: Sequence[Node], graph: Graph) -> tuple[tuple[Node, ...], tuple[Node, ...]]:
+    member_set = set(members)
+    returned = set(graph.outputs)
+    inputs: dict[Node, None] = {}
+    for node in members:
+        for source in node.inputs:
+            if source not in member_set and is_kernel_input(source):
+                inputs[source] = None
+    outputs = tuple(
+        node for node in members
+        if node in returned or any(user not in member_set for user in graph.consumers[node])
+    )
+    return tuple(inputs), outputs
+
+
+def _split(members: list[Node], graph: Graph) -> list[list[Node]]:
+    """Split a region over the operand cap into topological prefix and suffix (both stay
+    convex: a path between them would be a path leaving and re-entering the region)."""
+    inputs, outputs = _region_io(members, graph)
+    if len(inputs) + len(outputs) <= MAX_OPERANDS or len(members) == 1:
+        return [members]
+    half = len(members) // 2
+    return _split(members[:half], graph) + _split(members[half:], graph)
+
+
+def _execution_order(groups: list[list[Node]]) -> list[list[Node]]:
+    """Order regions so that each comes after every region it reads from (Kahn)."""
+    owner = {node: index for index, group in enumerate(groups) for node in group}
+    needs: list[set[int]] = [set() for _ in groups]
+    for index, group in enumerate(groups):
+        for node in group:
+            for source in _upstream_regions(source_node=node, owner=owner):
+                if source != index:
+                    needs[index].add(source)
+    order: list[int] = []
+    ready = [index for index in range(len(groups)) if not needs[index]]
+    heapq.heapify(ready)
+    users: list[list[int]] = [[] for _ in groups]
+    for index, required in enumerate(needs):
+        for source in required:
+            users[source].append(index)
+    remaining = [len(required) for required in needs]
+    while ready:
+        index = heapq.heappop(ready)
+        order.append(index)
+        for user in users[index]:
+            remaining[user] -= 1
+            if remaining[user] == 0:
+                heapq.heappush(ready, user)
+    if len(order) != len(groups):
+        raise AssertionError("fusion regions form a cycle; this is a numfuse bug")
+    return [groups[index] for index in order]
+
+
+def _upstream_regions(source_node: Node, owner: dict[Node, int]) -> set[int]:
+    """Regions feeding ``source_node`` directly or through non-fused nodes."""
+    found: set[int] = set()
+    stack = list(source_node.inputs)
+    seen: set[Node] = set()
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        if node in owner:
+            found.add(owner[node])
+        else:
+            stack.extend(node.inputs)
+    return found
+
+
+def partition(graph: Graph) -> Plan:
+    """Group the graph's elementwise nodes into fusion regions (see the module docstring)."""
+    nodes = graph.nodes
+    clusters = _Clusters(nodes)
+    _fuse_vertically(clusters)
+    _fuse_horizontally(clusters)
+    grouped: dict[int, list[Node]] = {}
+    for index, node in enumerate(nodes):
+        if node.kind == ELEMENTWISE:
+            grouped.setdefault(clusters.find(index), []).append(node)
+    groups = [part for members in grouped.values() for part in _split(members, graph)]
+    regions = []
+    for index, members in enumerate(_execution_order(groups)):
+        inputs, outputs = _region_io(members, graph)
+        regions.append(Region(index, tuple(members), inputs, outputs))
+    return Plan(graph, tuple(regions))
+
+
+def check_plan(plan: Plan) -> None:
+    """Assert the invariants in the module docstring; used after partitioning in tests."""
+    graph = plan.graph
+    owner: dict[Node, int] = {}
+    for region in plan.regions:
+        assert region.nodes, "empty region"
+        for node in region.nodes:
+            assert node.kind == ELEMENTWISE, f"{node} is not elementwise"
+            assert node not in owner, f"{node} is in two regions"
+            assert node.ones == region.ones, f"{node} has another loop shape than its region"
+            owner[node] = region.index
+        assert len(region.inputs) + len(region.outputs) <= MAX_OPERANDS
+    for node in graph.nodes:
+        if node.kind == ELEMENTWISE:
+            assert node in owner, f"{node} is in no region"
+    for region in plan.regions:
+        for node in region.nodes:
+            for upstream in _upstream_regions(node, owner):
+                assert upstream <= region.index, (
+                    f"region {region.index} reads region {upstream}, which runs later"
+                )
+        _assert_convex(region, graph, owner)
+
+
+def _assert_convex(region: Region, graph: Graph, owner: dict[Node, int]) -> None:
+    """No path from a member through a non-member back into the region."""
+    members = set(region.nodes)
+    frontier = [user for node in region.nodes for user in graph.consumers[node]
+                if user not in members]
+    seen: set[Node] = set()
+    while frontier:
+        node = frontier.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        assert node not in members, f"region {region.index} is not convex (via {node})"
+        frontier.extend(graph.consumers[node])

@@ -1,0 +1,99 @@
+"""Graph passes: pure ``Graph -> Graph`` functions, run in the order ``simplify`` lists.
+
+* ``fold_constants`` evaluates, with numpy itself, every elementwise node whose operands are
+  all 0-d constants, so folded values are exactly numpy's.
+* ``eliminate_common_subexpressions`` merges nodes with the same op, inputs and params.
+* ``eliminate_dead_code`` keeps only what the outputs need.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from .graph import CONST, ELEMENTWISE, INPUT, Const, Graph, Node
+from .ops import OPS
+
+Rewrite = Callable[[Node, tuple[Node, ...]], Node]
+
+
+def rewrite(graph: Graph, rule: Rewrite) -> Graph:
+    """Rebuild ``graph`` bottom-up; ``rule(node, new_inputs)`` returns the replacement."""
+    replaced: dict[Node, Node] = {}
+    for node in graph.nodes:
+        inputs = tuple(replaced[source] for source in node.inputs)
+        replaced[node] = rule(node, inputs)
+    return graph.with_outputs([replaced[node] for node in graph.outputs])
+
+
+def _with_inputs(node: Node, inputs: tuple[Node, ...]) -> Node:
+    if all(new is old for new, old in zip(inputs, node.inputs, strict=True)):
+        return node
+    return Node(node.op, node.kind, inputs, node.dtype, node.shape, node.params,
+                node.weak, node.scalar)
+
+
+def evaluate(node: Node, values: list[object]) -> object:
+    """Compute an elementwise node on concrete values with its numpy reference."""
+    op = OPS[node.op]
+    with np.errstate(all="ignore"):
+        if node.op == "astype":
+            return np.asarray(values[0]).astype(node.dtype)[()]
+        if node.op == "sqrt" and len(values) == 2:  # power rewritten to sqrt
+            values = values[:1]
+        result = op.reference(*values)
+    return np.asarray(result, dtype=node.dtype)[()]
+
+
+def fold_constants(graph: Graph) -> Graph:
+    def rule(node: Node, inputs: tuple[Node, ...]) -> Node:
+        node = _with_inputs(node, inputs)
+        if node.kind != ELEMENTWISE or not all(
+            source.kind == CONST and source.ndim == 0 for source in node.inputs
+        ):
+            return node
+        value = evaluate(node, [source.param("value").value for source in node.inputs])
+        if node.weak:
+            value = np.asarray(value).item()
+        return Node("const", CONST, (), node.dtype, (), (("value", Const(value)),),
+                    weak=node.weak, scalar=node.scalar)
+
+    return rewrite(graph, rule)
+
+
+def eliminate_common_subexpressions(graph: Graph) -> Graph:
+    seen: dict[tuple[object, ...], Node] = {}
+
+    def rule(node: Node, inputs: tuple[Node, ...]) -> Node:
+        node = _with_inputs(node, inputs)
+        if node.kind == INPUT:
+            return node
+        key = (node.op, node.kind, tuple(id(source) for source in node.inputs), node.params,
+               node.dtype, node.shape, node.weak, node.scalar)
+        return seen.setdefault(key, node)
+
+    return rewrite(graph, rule)
+
+
+def eliminate_dead_code(graph: Graph) -> Graph:
+    """Drop every node the outputs do not need (``Graph.nodes`` is computed from outputs)."""
+    live = {node for node in graph.nodes}
+    assert all(node in live for node in graph.outputs)
+    return graph.with_outputs(graph.outputs)
+
+
+PASSES: tuple[Callable[[Graph], Graph], ...] = (
+    fold_constants,
+    eliminate_common_subexpressions,
+    eliminate_dead_code,
+)
+
+
+def simplify(graph: Graph, check: Callable[[Graph], None] | None = None) -> Graph:
+    """Run every pass in order; ``check`` (e.g. ``graph.verify``) runs after each one."""
+    for graph_pass in PASSES:
+        graph = graph_pass(graph)
+        if check is not None:
+            check(graph)
+    return graph

@@ -1,0 +1,613 @@
+"""Tracing: run the user's function once on ``Tracer`` values and record a ``Graph``.
+
+Tracers intercept Python operators, numpy ufuncs (``__array_ufunc__``) and the numpy
+functions numfuse supports (``__array_function__``).  Python code runs once: loops unroll
+and helper functions inline.  Whatever does not involve a tracer is computed by numpy at
+trace time, so constant subexpressions are exact numpy values.
+
+Constants: arrays, numpy scalars, lists and Python numbers the function uses become
+constants of the graph, *snapshotted when the function is traced*.  A closed-over array
+that is mutated afterwards keeps its traced value in the compiled function; pass it as an
+argument to see changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .dtypes import ArgSpec, check_dtype, weak_python_type
+from .errors import ConcretizationError, UnsupportedOperationError
+from .graph import CONST, ELEMENTWISE, INPUT, Const, Graph, Node, Shape, broadcast_shapes
+from .graph import tree_flatten
+from .ops import BY_UFUNC, MULTI_OUTPUT, OPS, DtypeOrWeak, OpDef, template_for
+
+_COMPARISONS = frozenset({"equal", "not_equal", "less", "less_equal", "greater",
+                          "greater_equal"})
+
+
+def input_node(index: int, spec: ArgSpec) -> Node:
+    shape: Shape = tuple(1 if one else None for one in spec.ones)
+    return Node("arg", INPUT, (), spec.dtype, shape, (("index", index),),
+                weak=spec.kind == "weak", scalar=spec.kind != "array")
+
+
+def const_node(value: Any) -> Node:
+    """A graph constant for a Python number, numpy scalar, list or array."""
+    weak = weak_python_type(value)
+    if weak is not None:
+        if weak is int and not -(2**63) <= value < 2**64:
+            raise OverflowError(f"Python integer {value} is too large for any numpy dtype")
+        dtype = np.dtype(bool) if weak is bool else np.asarray(weak(0)).dtype
+        return Node("const", CONST, (), dtype, (), (("value", Const(weak(value))),),
+                    weak=weak is not bool, scalar=True)
+    if isinstance(value, np.generic):
+        check_dtype(value.dtype, "constant")
+        return Node("const", CONST, (), value.dtype, (), (("value", Const(value)),),
+                    scalar=True)
+    array = np.asarray(value)
+    check_dtype(array.dtype, f"constant {type(value).__name__}")
+    array = array.astype(array.dtype.newbyteorder("="), copy=False)
+    return Node("const", CONST, (), array.dtype, array.shape, (("value", Const(array)),))
+
+
+def _operand_type(node: Node) -> DtypeOrWeak:
+    if node.weak:
+        return {np.dtype(np.int64): int, np.dtype(np.float64): float,
+                np.dtype(np.complex128): complex}.get(node.dtype, node.dtype)
+    return node.dtype
+
+
+def _sample(node: Node) -> Any:
+    """A value numpy can use to check an operation: the constant itself, or a 0-d one."""
+    if node.kind == CONST and node.ndim == 0:
+        return node.param("value").value
+    if node.weak:
+        return _operand_type(node)(1)  # type: ignore[operator]
+    return np.ones((), node.dtype)
+
+
+def _fits(value: int, dtype: np.dtype) -> bool:
+    info = np.iinfo(dtype)
+    return bool(info.min <= value <= info.max)
+
+
+def _widen_comparison(op: OpDef, operands: Sequence[Node],
+                      loop: tuple[np.dtype, ...]) -> tuple[np.dtype, ...]:
+    """numpy compares an integer array with an out-of-range Python int exactly; widen the
+    loop to 64 bits (mixed signed/unsigned loops are exact) so the constant fits."""
+    if op.name not in _COMPARISONS:
+        return loop
+    widened = list(loop)
+    for position, node in enumerate(operands):
+        if not (node.weak and node.kind == CONST and node.dtype.kind == "i"):
+            continue
+        value = node.param("value").value
+        if loop[position].kind not in "iu" or _fits(value, loop[position]):
+            continue
+        widened[position] = np.dtype(np.int64) if value < 2**63 else np.dtype(np.uint64)
+        for other, dtype in enumerate(loop):
+            if other != position:
+                widened[other] = np.dtype(np.uint64 if dtype.kind == "u" else np.int64)
+    return tuple(widened)
+
+
+def elementwise(op: OpDef, operands: Sequence[Node], *, out_dtype: Any = None,
+                loop: tuple[tuple[np.dtype, ...], np.dtype] | None = None,
+                weak: bool = False, scalar: bool = True) -> Node:
+    """Build one elementwise node with numpy's dtype resolution and broadcasting."""
+    types = [_operand_type(node) for node in operands]
+    if loop is None:
+        if any(node.weak and node.kind == CONST for node in operands) or op.resolve is None:
+            with np.errstate(all="ignore"):
+                _check_with_numpy(op, operands, out_dtype)
+        if out_dtype is not None:
+            assert isinstance(op.reference, np.ufunc)
+            resolved = op.reference.resolve_dtypes(tuple(types) + (np.dtype(out_dtype),))
+            loop = (tuple(resolved[: len(operands)]), resolved[len(operands)])
+        else:
+            loop = op.loop_dtypes(types)
+    loop_in, out = loop
+    loop_in = _widen_comparison(op, operands, loop_in)
+    if op.name == "power" and _is_const(operands[1], 0.5) and loop_in[0].kind == "f":
+        op = OPS["sqrt"]  # numpy's power loop takes sqrt for a scalar exponent of 0.5
+        operands, loop_in = operands[:1], loop_in[:1]
+    for dtype in (*loop_in, out):
+        if dtype == np.float16:
+            raise UnsupportedOperationError(
+                f"np.{op.name} on {', '.join(str(t) for t in types)} computes in float16",
+                "numfuse has no float16 kernels; cast the operands to float32 first "
+                "(x.astype(np.float32)).",
+            )
+    if template_for(op, loop_in) is None:
+        raise UnsupportedOperationError(
+            f"np.{op.name} on dtypes {', '.join(str(t) for t in loop_in)}",
+            "numfuse has no kernel code for this dtype combination; cast the operands "
+            "(e.g. .astype(np.float64)) or compute this part outside the jitted function.",
+        )
+    shape = broadcast_shapes(*(node.shape for node in operands))
+    params = (("loop", tuple(loop_in)),)
+    return Node(op.name, ELEMENTWISE, tuple(operands), out, shape, params,
+                weak=weak, scalar=scalar)
+
+
+def _is_const(node: Node, value: float) -> bool:
+    if node.kind != CONST or node.ndim != 0:
+        return False
+    constant = node.param("value").value
+    return type(constant) is float and constant == value
+
+
+def _check_with_numpy(op: OpDef, operands: Sequence[Node], out_dtype: Any) -> None:
+    """Let numpy raise what it would raise (OverflowError for out-of-range Python ints,
+    UFuncTypeError for missing loops, ValueError for negative integer powers)."""
+    samples = [_sample(node) for node in operands]
+    kwargs = {"dtype": out_dtype} if out_dtype is not None else {}
+    op.reference(*samples, **kwargs)
+
+
+# ------------------------------------------------------------------------------ Tracer
+
+
+def _advice_for(operation: str) -> str:
+    return (
+        f"{operation} needs a concrete value, but inside a numfuse function values are "
+        "traced, not computed. Use np.where(cond, a, b) instead of if/else on array values, "
+        "or pass the value as a static (non-array) Python argument computed outside."
+    )
+
+
+class Tracer:
+    """A traced value: records every operation applied to it into the graph."""
+
+    __array_priority__ = 1000
+    __slots__ = ("node",)
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+    # --- static facts --------------------------------------------------------
+    @property
+    def dtype(self) -> np.dtype:
+        return self.node.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self.node.ndim
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        if all(size is not None for size in self.node.shape):
+            return tuple(size for size in self.node.shape if size is not None)
+        raise ConcretizationError(
+            "x.shape of a traced array",
+            "array sizes are not fixed when numfuse compiles (a new size does not "
+            "recompile); use x.ndim, or broadcasting, instead of reading sizes.",
+        )
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape))
+
+    def __len__(self) -> int:
+        return self.shape[0] if self.node.ndim else _concrete("len()")
+
+    def __repr__(self) -> str:
+        return f"Tracer<{self.node.type_str()}>"
+
+    # --- conversions that need a value ---------------------------------------
+    def __bool__(self) -> bool:
+        return _concrete("bool() of a traced value (an `if`, `while`, `and`/`or` on arrays)")
+
+    def __float__(self) -> float:
+        return _concrete("float() of a traced value")
+
+    def __int__(self) -> int:
+        return _concrete("int() of a traced value")
+
+    def __index__(self) -> int:
+        return _concrete("using a traced value as an index")
+
+    def __complex__(self) -> complex:
+        return _concrete("complex() of a traced value")
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return _concrete("np.asarray()/np.array() of a traced value")
+
+    def __iter__(self) -> Any:
+        return _concrete("iterating over a traced array")
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def tolist(self) -> Any:
+        return _concrete("x.tolist() of a traced value")
+
+    def item(self) -> Any:
+        return _concrete("x.item() of a traced value")
+
+    # --- numpy protocols ------------------------------------------------------
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        if method != "__call__":
+            raise UnsupportedOperationError(
+                f"np.{ufunc.__name__}.{method}",
+                "numfuse traces elementwise ufunc calls; write the reduction with the "
+                "array functions it supports or compute it outside the jitted function.",
+            )
+        return apply_ufunc(ufunc, inputs, kwargs)
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        handler = FUNCTIONS.get(func)
+        if handler is None:
+            raise UnsupportedOperationError(
+                f"np.{getattr(func, '__name__', func)} is not supported by numfuse",
+                f"supported numpy functions are {supported_function_names()}, plus every "
+                "elementwise ufunc; compute this part outside the jitted function.",
+            )
+        return handler(*args, **kwargs)
+
+    # --- operators -------------------------------------------------------------
+    def __add__(self, other: Any) -> Any:
+        return _operator(np.add, self, other)
+
+    def __radd__(self, other: Any) -> Any:
+        return _operator(np.add, other, self)
+
+    def __sub__(self, other: Any) -> Any:
+        return _operator(np.subtract, self, other)
+
+    def __rsub__(self, other: Any) -> Any:
+        return _operator(np.subtract, other, self)
+
+    def __mul__(self, other: Any) -> Any:
+        return _operator(np.multiply, self, other)
+
+    def __rmul__(self, other: Any) -> Any:
+        return _operator(np.multiply, other, self)
+
+    def __truediv__(self, other: Any) -> Any:
+        return _operator(np.true_divide, self, other)
+
+    def __rtruediv__(self, other: Any) -> Any:
+        return _operator(np.true_divide, other, self)
+
+    def __floordiv__(self, other: Any) -> Any:
+        return _operator(np.floor_divide, self, other)
+
+    def __rfloordiv__(self, other: Any) -> Any:
+        return _operator(np.floor_divide, other, self)
+
+    def __mod__(self, other: Any) -> Any:
+        return _operator(np.remainder, self, other)
+
+    def __rmod__(self, other: Any) -> Any:
+        return _operator(np.remainder, other, self)
+
+    def __divmod__(self, other: Any) -> Any:
+        return (_operator(np.floor_divide, self, other), _operator(np.remainder, self, other))
+
+    def __rdivmod__(self, other: Any) -> Any:
+        return (_operator(np.floor_divide, other, self), _operator(np.remainder, other, self))
+
+    def __pow__(self, other: Any) -> Any:
+        fast = _fast_power(self, other)
+        return fast if fast is not None else _operator(np.power, self, other)
+
+    def __rpow__(self, other: Any) -> Any:
+        return _operator(np.power, other, self)
+
+    def __and__(self, other: Any) -> Any:
+        return _operator(np.bitwise_and, self, other)
+
+    def __rand__(self, other: Any) -> Any:
+        return _operator(np.bitwise_and, other, self)
+
+    def __or__(self, other: Any) -> Any:
+        return _operator(np.bitwise_or, self, other)
+
+    def __ror__(self, other: Any) -> Any:
+        return _operator(np.bitwise_or, other, self)
+
+    def __xor__(self, other: Any) -> Any:
+        return _operator(np.bitwise_xor, self, other)
+
+    def __rxor__(self, other: Any) -> Any:
+        return _operator(np.bitwise_xor, other, self)
+
+    def __lshift__(self, other: Any) -> Any:
+        return _operator(np.left_shift, self, other)
+
+    def __rlshift__(self, other: Any) -> Any:
+        return _operator(np.left_shift, other, self)
+
+    def __rshift__(self, other: Any) -> Any:
+        return _operator(np.right_shift, self, other)
+
+    def __rrshift__(self, other: Any) -> Any:
+        return _operator(np.right_shift, other, self)
+
+    def __lt__(self, other: Any) -> Any:
+        return _operator(np.less, self, other)
+
+    def __le__(self, other: Any) -> Any:
+        return _operator(np.less_equal, self, other)
+
+    def __gt__(self, other: Any) -> Any:
+        return _operator(np.greater, self, other)
+
+    def __ge__(self, other: Any) -> Any:
+        return _operator(np.greater_equal, self, other)
+
+    def __eq__(self, other: Any) -> Any:  # type: ignore[override]
+        return _operator(np.equal, self, other)
+
+    def __ne__(self, other: Any) -> Any:  # type: ignore[override]
+        return _operator(np.not_equal, self, other)
+
+    def __neg__(self) -> Any:
+        return _operator(np.negative, self)
+
+    def __pos__(self) -> Any:
+        return _operator(np.positive, self)
+
+    def __abs__(self) -> Any:
+        return _operator(np.absolute, self)
+
+    def __invert__(self) -> Any:
+        return _operator(np.invert, self)
+
+    def __iadd__(self, other: Any) -> Any:
+        return _inplace("+=")
+
+    __isub__ = __imul__ = __itruediv__ = __ifloordiv__ = __imod__ = __ipow__ = __iadd__
+    __iand__ = __ior__ = __ixor__ = __ilshift__ = __irshift__ = __iadd__
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        _inplace("item assignment (x[...] = v)")
+
+    # --- array methods ----------------------------------------------------------
+    def astype(self, dtype: Any, order: str = "K", casting: str = "unsafe",
+               subok: bool = True, copy: bool = True) -> Tracer:
+        return astype(self, dtype, casting=casting)
+
+    @property
+    def real(self) -> Tracer:
+        return _method("real", self)
+
+    @property
+    def imag(self) -> Tracer:
+        return _method("imag", self)
+
+    def conj(self) -> Any:
+        return apply_ufunc(np.conjugate, (self,), {})
+
+    conjugate = conj
+
+    def clip(self, min: Any = None, max: Any = None, **kwargs: Any) -> Any:
+        return clip(self, min, max, **kwargs)
+
+    def round(self, decimals: int = 0) -> Any:
+        return round_(self, decimals)
+
+    def copy(self, order: str = "K") -> Any:
+        return _method("astype", self, self.dtype, keep_scalar=True)
+
+    def __round__(self, ndigits: int | None = None) -> Any:
+        return round_(self, ndigits or 0)
+
+
+def _concrete(operation: str) -> Any:
+    raise ConcretizationError(operation, _advice_for(operation))
+
+
+def _inplace(operation: str) -> Any:
+    raise UnsupportedOperationError(
+        f"in-place {operation} on a traced value",
+        "numfuse never writes into arrays; write `x = x + 1` instead of `x += 1`.",
+    )
+
+
+def _node(value: Any) -> Node:
+    return value.node if isinstance(value, Tracer) else const_node(value)
+
+
+def _fast_power(base: Tracer, exponent: Any) -> Tracer | None:
+    """``ndarray ** scalar`` takes numpy's operator fast paths (square, sqrt, reciprocal)."""
+    node = base.node
+    if (node.scalar and node.ndim == 0) or node.dtype.kind not in "fc":
+        return None
+    if type(exponent) is int and exponent in (-1, 2):
+        ufunc = np.reciprocal if exponent == -1 else np.square
+    elif type(exponent) is float and exponent == 0.5:
+        ufunc = np.sqrt
+    else:
+        return None
+    return apply_ufunc(ufunc, (base,), {})
+
+
+def _operator(ufunc: np.ufunc, *operands: Any) -> Any:
+    """A Python operator: like the ufunc, but Python-scalar-only results stay weak."""
+    nodes = [_node(operand) for operand in operands]
+    row = BY_UFUNC[ufunc]
+    weak = all(node.weak for node in nodes)
+    return Tracer(elementwise(row, nodes, weak=weak))
+
+
+def apply_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+    out_dtype = kwargs.pop("dtype", None)
+    signature = kwargs.pop("signature", None)
+    if signature is not None and out_dtype is None:
+        out_dtype = signature[-1] if isinstance(signature, tuple) else None
+    kwargs.pop("casting", None)
+    if kwargs.pop("out", None) is not None:
+        raise UnsupportedOperationError(
+            f"np.{ufunc.__name__}(..., out=...) inside a traced function",
+            "numfuse allocates results itself; return the value instead of writing into out=.",
+        )
+    where = kwargs.pop("where", True)
+    if where is not True or kwargs:
+        names = ", ".join(["where"] if where is not True else [] + list(kwargs))
+        raise UnsupportedOperationError(
+            f"np.{ufunc.__name__}(..., {names}=...)",
+            "numfuse supports the dtype= keyword of ufuncs; use np.where for masking.",
+        )
+    nodes = [_node(value) for value in inputs]
+    if ufunc in MULTI_OUTPUT:
+        return tuple(Tracer(elementwise(OPS[name], nodes, out_dtype=out_dtype))
+                     for name in MULTI_OUTPUT[ufunc])
+    row = BY_UFUNC.get(ufunc)
+    if row is None:
+        raise UnsupportedOperationError(
+            f"np.{ufunc.__name__} is not supported by numfuse",
+            "it has no elementwise kernel code; compute it outside the jitted function.",
+        )
+    return Tracer(elementwise(row, nodes, out_dtype=out_dtype))
+
+
+def _method(name: str, value: Any, target: Any = None, keep_scalar: bool = False) -> Tracer:
+    node = _node(value)
+    op = OPS[name]
+    if name == "astype":
+        dtype = check_dtype(np.dtype(target), "astype target")
+        return Tracer(elementwise(op, [node], loop=((dtype,), dtype), scalar=node.scalar))
+    loop = op.loop_dtypes([node.dtype])
+    return Tracer(elementwise(op, [node], loop=loop, scalar=node.scalar))
+
+
+# ------------------------------------------------------------------ numpy functions
+
+
+def astype(value: Any, dtype: Any, casting: str = "unsafe") -> Tracer:
+    node = _node(value)
+    target = np.dtype(dtype)
+    if not np.can_cast(node.dtype, target, casting=casting):  # type: ignore[arg-type]
+        raise TypeError(
+            f"Cannot cast array data from {node.dtype} to {target} according to the rule "
+            f"'{casting}'"
+        )
+    return _method("astype", value, target)
+
+
+def where(condition: Any, x: Any = None, y: Any = None) -> Tracer:
+    if x is None or y is None:
+        raise UnsupportedOperationError(
+            "np.where(condition) with one argument",
+            "its result size depends on the data; use np.where(condition, x, y).",
+        )
+    nodes = [_node(condition), _node(x), _node(y)]
+    return Tracer(elementwise(OPS["where"], nodes, scalar=False))
+
+
+def clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None,
+         **kwargs: Any) -> Any:
+    a_min = kwargs.pop("min", a_min)
+    a_max = kwargs.pop("max", a_max)
+    if out is not None or kwargs:
+        raise UnsupportedOperationError("np.clip with out= or extra keywords",
+                                        "call np.clip(a, a_min, a_max) and use its result.")
+    if a_min is None and a_max is None:
+        return apply_ufunc(np.positive, (a,), {}) if _node(a).dtype != bool else a
+    if a_min is None:
+        return apply_ufunc(np.minimum, (a, a_max), {})
+    if a_max is None:
+        return apply_ufunc(np.maximum, (a, a_min), {})
+    nodes = [_node(a), _node(a_min), _node(a_max)]
+    return Tracer(elementwise(OPS["clip"], nodes))
+
+
+def round_(a: Any, decimals: int = 0, out: Any = None) -> Any:
+    """numpy's round: rint for decimals=0, else scale, rint and unscale like numpy."""
+    if out is not None:
+        raise UnsupportedOperationError("np.round(..., out=...)", "use the returned value.")
+    node = _node(a)
+    if node.dtype.kind in "biu":
+        if decimals >= 0:
+            return a if isinstance(a, Tracer) else Tracer(node)
+        scale = 10 ** (-decimals)
+        return apply_ufunc(np.multiply, (apply_ufunc(np.floor_divide, (a, scale), {}), scale), {})
+    if decimals == 0:
+        return apply_ufunc(np.rint, (a,), {})
+    factor = node.dtype.type(10.0 ** abs(decimals)) if node.dtype.kind == "f" else \
+        np.float64(10.0 ** abs(decimals))
+    if decimals > 0:
+        scaled = apply_ufunc(np.multiply, (a, factor), {})
+        return apply_ufunc(np.true_divide, (apply_ufunc(np.rint, (scaled,), {}), factor), {})
+    scaled = apply_ufunc(np.true_divide, (a, factor), {})
+    return apply_ufunc(np.multiply, (apply_ufunc(np.rint, (scaled,), {}), factor), {})
+
+
+def _ufunc_alias(ufunc: np.ufunc) -> Callable[..., Any]:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return apply_ufunc(ufunc, args, kwargs)
+    return call
+
+
+def _real(value: Any) -> Any:
+    return _method("real", value, keep_scalar=True)
+
+
+def _imag(value: Any) -> Any:
+    return _method("imag", value, keep_scalar=True)
+
+
+def _copy(value: Any, order: str = "K", subok: bool = False) -> Any:
+    node = _node(value)
+    return Tracer(elementwise(OPS["astype"], [node], loop=((node.dtype,), node.dtype),
+                              scalar=False))
+
+
+FUNCTIONS: dict[Any, Callable[..., Any]] = {
+    np.where: where,
+    np.clip: clip,
+    np.round: round_,
+    np.around: round_,
+    np.real: _real,
+    np.imag: _imag,
+    np.copy: _copy,
+    np.fix: lambda x, out=None: apply_ufunc(np.trunc, (x,), {}) if _node(x).dtype.kind in "fc"
+    else x,
+}
+
+
+def supported_function_names() -> str:
+    return ", ".join(sorted(f"np.{getattr(func, '__name__', func)}" for func in FUNCTIONS))
+
+
+# ------------------------------------------------------------------------------ trace
+
+
+def trace_graph(fn: Callable[..., Any], specs: Sequence[ArgSpec],
+                static: dict[int, Any] | None = None) -> Graph:
+    """Run ``fn`` once on tracers for ``specs`` and return the recorded graph.
+
+    Arguments listed in ``static`` are passed through as concrete Python values.
+    """
+    static = static or {}
+    inputs = tuple(input_node(index, spec) for index, spec in enumerate(specs))
+    arguments = [static[index] if index in static else Tracer(node)
+                 for index, node in enumerate(inputs)]
+    with np.errstate(all="ignore"):
+        result = fn(*arguments)
+    leaves, treedef = tree_flatten(result)
+    outputs = tuple(leaf.node if isinstance(leaf, Tracer) else _leaf_const(leaf)
+                    for leaf in leaves)
+    return Graph(inputs, outputs, treedef)
+
+
+def _leaf_const(value: Any) -> Node:
+    """A returned value that does not depend on the arguments: returned as numpy gave it."""
+    return Node("const", CONST, (), np.dtype(object), (), (("value", _Opaque(value)),))
+
+
+class _Opaque:
+    """A returned constant of any type, kept as is (copied on return if it is an array)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return repr(self.value)
