@@ -1,0 +1,80 @@
+"""Shared helpers: compare numfuse results with numpy's, leaf by leaf.
+
+``assert_same(actual, expected)`` checks what a caller could observe: the container
+structure, the type of every leaf (ndarray, numpy scalar or Python number), its dtype and
+shape, and its values — bit for bit by default (so ``-0.0`` differs from ``0.0``), with
+NaNs equal to NaNs whatever their payload.  ``rtol``/``atol`` allow a tolerance for results
+of transcendental functions, where numba's libm may differ from numpy's by an ulp.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import numfuse
+
+
+def assert_same(actual: Any, expected: Any, *, rtol: float = 0.0, atol: float = 0.0,
+                path: str = "result") -> None:
+    """Assert ``actual`` is what numpy gave as ``expected`` (type, dtype, shape, values)."""
+    assert type(actual) is type(expected), (
+        f"{path}: type {type(actual).__name__} != numpy's {type(expected).__name__}"
+    )
+    if isinstance(expected, dict):
+        assert list(actual) == list(expected), f"{path}: keys {list(actual)} != {list(expected)}"
+        for key in expected:
+            assert_same(actual[key], expected[key], rtol=rtol, atol=atol, path=f"{path}[{key!r}]")
+        return
+    if isinstance(expected, (tuple, list)):
+        assert len(actual) == len(expected), f"{path}: length {len(actual)} != {len(expected)}"
+        for index, (got, want) in enumerate(zip(actual, expected, strict=True)):
+            assert_same(got, want, rtol=rtol, atol=atol, path=f"{path}[{index}]")
+        return
+    if isinstance(expected, (np.ndarray, np.generic, bool, int, float, complex)):
+        _assert_values(np.asarray(actual), np.asarray(expected), rtol, atol, path)
+        return
+    assert actual == expected, f"{path}: {actual!r} != {expected!r}"
+
+
+def _assert_values(actual: np.ndarray, expected: np.ndarray, rtol: float, atol: float,
+                   path: str) -> None:
+    assert actual.dtype == expected.dtype, f"{path}: dtype {actual.dtype} != {expected.dtype}"
+    assert actual.shape == expected.shape, f"{path}: shape {actual.shape} != {expected.shape}"
+    if expected.dtype.kind == "c":
+        _assert_values(actual.real, expected.real, rtol, atol, f"{path}.real")
+        _assert_values(actual.imag, expected.imag, rtol, atol, f"{path}.imag")
+        return
+    if expected.dtype.kind != "f":
+        mismatch = actual != expected
+        assert not mismatch.any(), (
+            f"{path}: differs at {np.argwhere(mismatch)[:5].tolist()}: "
+            f"{actual[mismatch][:5]} != {expected[mismatch][:5]}"
+        )
+        return
+    nan = np.isnan(expected)
+    assert np.array_equal(np.isnan(actual), nan), f"{path}: NaNs differ: {actual} vs {expected}"
+    got, want = actual[~nan], expected[~nan]
+    if rtol or atol:
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=path)
+        return
+    bits = np.dtype(f"u{expected.dtype.itemsize}")
+    mismatch = got.view(bits) != want.view(bits)
+    assert not mismatch.any(), (
+        f"{path}: not bit-identical: {got[mismatch][:5]!r} != {want[mismatch][:5]!r}"
+    )
+
+
+def numpy_result(fn: Any, *args: Any) -> Any:
+    """What the undecorated function returns when numpy runs it."""
+    with np.errstate(all="ignore"):
+        return fn(*args)
+
+
+def check(fn: Any, *args: Any, rtol: float = 0.0, atol: float = 0.0) -> Any:
+    """Run ``fn`` jitted and with numpy on the same arguments and compare the results."""
+    expected = numpy_result(fn, *args)
+    actual = numfuse.jit(fn)(*args)
+    assert_same(actual, expected, rtol=rtol, atol=atol)
+    return actual

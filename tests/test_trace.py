@@ -1,0 +1,445 @@
+"""Tracing: what a traced function may do, what it may not, and what the errors say.
+
+Every error test checks three things of the message: it names the operation, it names the
+user's source file and line (not a numfuse internal), and it says what to do instead.
+"""
+
+from __future__ import annotations
+
+import collections
+import inspect
+
+import numpy as np
+import pytest
+
+import numfuse
+from numfuse.dtypes import spec_of
+from numfuse.graph import ELEMENTWISE
+from numfuse.passes import simplify
+from numfuse.trace import trace_graph
+
+from conftest import assert_same, check, numpy_result
+
+X = np.array([-1.5, -0.0, 0.25, 2.0, 3.5])
+
+
+def line_of(fn, marker: str) -> int:
+    """The line number of the first line of ``fn``'s source that contains ``marker``."""
+    lines, start = inspect.getsourcelines(fn)
+    for offset, line in enumerate(lines):
+        if marker in line:
+            return start + offset
+    raise AssertionError(f"{marker!r} is not in the source of {fn.__name__}")
+
+
+def assert_error_message(error: BaseException, fn, marker: str, operation: str,
+                         advice: str) -> None:
+    message = str(error)
+    location = f"{__file__}:{line_of(fn, marker)}:"
+    assert location in message, f"{location} not in {message!r}"
+    # The quoted source line also appears in the message; look for the operation before
+    # it and for the advice after it, so neither check passes by quoting the user's code.
+    before, _, after = message.partition(location)
+    advice_text = after.partition("\n")[2]
+    assert operation in before, f"{operation!r} not named before the location: {message!r}"
+    assert advice in advice_text, f"{advice!r} not in the advice: {message!r}"
+
+
+# ------------------------------------------------------------------------- concretization
+
+
+def uses_if(x):
+    if x > 0:  # marker
+        return x
+    return -x
+
+
+def uses_bool(x):
+    return bool(x)  # marker
+
+
+def uses_float(x):
+    return x * float(x)  # marker
+
+
+def uses_int(x):
+    return x * int(x)  # marker
+
+
+def uses_asarray(x):
+    return np.asarray(x) + 1  # marker
+
+
+def uses_array(x):
+    return np.array(x) + 1  # marker
+
+
+def uses_chained_comparison(x):
+    return 0 < x < 1  # marker
+
+
+def uses_and(x):
+    return (x > 0) and (x < 1)  # marker
+
+
+def uses_shape(x):
+    return x * x.shape[0]  # marker
+
+
+def uses_len(x):
+    return x * len(x)  # marker
+
+
+CONCRETIZATION_CASES = [
+    (uses_if, "bool()", "np.where"),
+    (uses_bool, "bool()", "np.where"),
+    (uses_float, "float()", "static"),
+    (uses_int, "int()", "static"),
+    (uses_asarray, "np.asarray", "static"),
+    (uses_array, "np.array", "static"),
+    (uses_chained_comparison, "bool()", "np.where"),
+    (uses_and, "bool()", "np.where"),
+    (uses_shape, "shape", "x.ndim"),
+    (uses_len, "len", "x.ndim"),
+]
+
+
+@pytest.mark.parametrize(("fn", "operation", "advice"), CONCRETIZATION_CASES,
+                         ids=[case[0].__name__ for case in CONCRETIZATION_CASES])
+def test_concrete_value_needed_raises_concretization_error(fn, operation, advice):
+    with pytest.raises(numfuse.ConcretizationError) as excinfo:
+        numfuse.jit(fn)(X)
+    assert isinstance(excinfo.value, TypeError)
+    assert_error_message(excinfo.value, fn, "# marker", operation, advice)
+
+
+def test_error_leaves_no_compiled_signature_behind():
+    jitted = numfuse.jit(uses_if)
+    with pytest.raises(numfuse.ConcretizationError):
+        jitted(X)
+    assert len(jitted.compiled) == 0
+
+
+# --------------------------------------------------------------------- unsupported operations
+
+
+def uses_sort(x):
+    return np.sort(x)  # marker
+
+
+def uses_fft(x):
+    return np.fft.fft(x)  # marker
+
+
+def uses_sum(x):
+    return np.sum(x) + x  # marker
+
+
+def uses_reduce(x):
+    return np.add.reduce(x)  # marker
+
+
+def uses_unsupported_ufunc(x):
+    return np.ldexp(x, 2)  # marker
+
+
+def uses_inplace_add(x):
+    x += 1  # marker
+    return x
+
+
+def uses_inplace_multiply(x):
+    y = x * 2
+    y *= 3  # marker
+    return y
+
+
+def uses_item_assignment(x):
+    x[0] = 1.0  # marker
+    return x
+
+
+def uses_out_array(x):
+    buffer = np.empty(5)
+    np.add(x, 1, out=buffer)  # marker
+    return buffer
+
+
+def uses_out_tracer(x):
+    y = x * 2
+    np.multiply(x, 3, out=y)  # marker
+    return y
+
+
+def uses_ufunc_where(x):
+    return np.add(x, 1, where=x > 0)  # marker
+
+
+def uses_indexing(x):
+    return x[0] + x  # marker
+
+
+UNSUPPORTED_CASES = [
+    (uses_sort, "np.sort", "outside the jitted function"),
+    (uses_fft, "fft", "outside the jitted function"),
+    (uses_sum, "np.sum", "outside the jitted function"),
+    (uses_reduce, "np.add.reduce", "outside the jitted function"),
+    (uses_unsupported_ufunc, "np.ldexp", "outside the jitted function"),
+    (uses_inplace_add, "+=", "x = x + 1"),
+    (uses_inplace_multiply, "in-place", "x = x + 1"),
+    (uses_item_assignment, "item assignment", "instead"),
+    (uses_out_array, "out=", "return the value"),
+    (uses_out_tracer, "out=", "return the value"),
+    (uses_ufunc_where, "where=", "np.where"),
+]
+
+
+@pytest.mark.parametrize(("fn", "operation", "advice"), UNSUPPORTED_CASES,
+                         ids=[case[0].__name__ for case in UNSUPPORTED_CASES])
+def test_unsupported_operation_raises_with_location_and_advice(fn, operation, advice):
+    with pytest.raises(numfuse.UnsupportedOperationError) as excinfo:
+        numfuse.jit(fn)(X)
+    assert isinstance(excinfo.value, numfuse.TracingError)
+    assert_error_message(excinfo.value, fn, "# marker", operation, advice)
+
+
+def test_indexing_a_traced_array_raises_a_numfuse_error():
+    """``x[0]`` has no elementwise meaning; it should get an error that names the line."""
+    with pytest.raises(numfuse.TracingError) as excinfo:
+        numfuse.jit(uses_indexing)(X)
+    assert_error_message(excinfo.value, uses_indexing, "# marker", "x[", "outside")
+
+
+def test_unsupported_error_does_not_mutate_caller_array():
+    x = X.copy()
+    with pytest.raises(numfuse.UnsupportedOperationError):
+        numfuse.jit(uses_item_assignment)(x)
+    assert_same(x, X)
+
+
+# ------------------------------------------------------------------------------ constants
+
+X32 = X.astype(np.float32)
+I8 = np.array([-128, -1, 0, 1, 127], dtype=np.int8)
+
+
+@pytest.mark.parametrize(("fn", "arg"), [
+    pytest.param(lambda x: x * 2.5, X32, id="python-float-is-weak"),
+    pytest.param(lambda x: x + 3, I8, id="python-int-is-weak"),
+    pytest.param(lambda x: x * 1j, X32, id="python-complex-is-weak"),
+    pytest.param(lambda x: x * True, X32, id="python-bool"),
+    pytest.param(lambda x: x * 0.1, X, id="python-float-inexact"),
+    pytest.param(lambda x: x * np.float64(2.5), X32, id="numpy-float64-is-strong"),
+    pytest.param(lambda x: x + np.int16(3), I8, id="numpy-int16-is-strong"),
+    pytest.param(lambda x: x * np.float32(0.1), X, id="numpy-float32-into-float64"),
+    pytest.param(lambda x: x * np.array(2.5), X32, id="0d-array-is-strong"),
+    pytest.param(lambda x: x < [0, 1, 2, 3, 4], X, id="list"),
+    pytest.param(lambda x: x + (1, 2, 3, 4, 5), X32, id="tuple"),
+    pytest.param(lambda x: x + [[1.5], [-2.0]], X, id="nested-list-broadcasts"),
+    pytest.param(lambda x: x * np.array([1, 2, 3, 4, 5], np.int8), X32, id="int8-array"),
+    pytest.param(lambda x: x * np.arange(10.0).reshape(2, 5), X, id="2d-array"),
+    pytest.param(lambda x: x - np.arange(5.0).astype(">f8"), X, id="big-endian-array"),
+    pytest.param(lambda x: x + np.arange(10.0)[::2], X, id="strided-array"),
+    pytest.param(lambda x: x + np.nan, X, id="nan"),
+    pytest.param(lambda x: x * -0.0, X, id="negative-zero"),
+])
+def test_constants_of_every_kind_behave_as_in_numpy(fn, arg):
+    check(fn, arg)
+
+
+def test_out_of_range_python_int_constant_raises_like_numpy():
+    def add_big(x):
+        return x + 1000
+
+    with pytest.raises(OverflowError):
+        numpy_result(add_big, I8)
+    with pytest.raises(OverflowError):
+        numfuse.jit(add_big)(I8)
+
+
+def test_comparison_with_out_of_range_python_int_constant():
+    check(lambda x: (x < 1000, x > -1000, x == 2**63), I8)
+
+
+def test_closed_over_array_is_snapshotted_at_trace_time():
+    """A closed-over array is a constant of the traced function: mutating it after the
+    first call does not change the compiled result (pass it as an argument instead)."""
+    weights = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+
+    def weighted(x):
+        return x * weights
+
+    jitted = numfuse.jit(weighted)
+    first = jitted(X)
+    assert_same(first, X * np.array([1.0, 2.0, 3.0, 4.0, 5.0]))
+    weights[:] = 100.0
+    assert_same(jitted(X), first)
+    assert len(jitted.compiled) == 1
+
+
+def test_closed_over_python_number_is_snapshotted_at_trace_time():
+    scale = {"value": 2.0}
+
+    def scaled(x):
+        return x * scale["value"]
+
+    jitted = numfuse.jit(scaled)
+    first = jitted(X)
+    scale["value"] = 3.0
+    assert_same(jitted(X), first)
+    assert_same(first, X * 2.0)
+
+
+def test_new_signature_traced_after_mutation_sees_the_new_value():
+    weights = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+
+    def weighted(x):
+        return x * weights
+
+    jitted = numfuse.jit(weighted)
+    jitted(X)
+    weights[:] = 10.0
+    assert_same(jitted(X32), X32 * weights)
+
+
+def test_constant_array_used_by_a_kernel_is_not_written():
+    table = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+    before = table.copy()
+    check(lambda x: (x + table, x * table), X)
+    assert_same(table, before)
+
+
+# ------------------------------------------------------ results that do not depend on arguments
+
+
+@pytest.mark.parametrize("fn", [
+    pytest.param(lambda x: np.sin(np.float32(0.5)), id="numpy-scalar"),
+    pytest.param(lambda x: np.float32(1) + 2.5, id="weak-promotion-at-trace-time"),
+    pytest.param(lambda x: np.arange(3) * 2, id="array"),
+    pytest.param(lambda x: 3 * 2.5, id="python-float"),
+    pytest.param(lambda x: 7, id="python-int"),
+    pytest.param(lambda x: None, id="none"),
+    pytest.param(lambda x: "text", id="string"),
+    pytest.param(lambda x: (x + 1, np.ones(2), 7), id="mixed-with-traced"),
+])
+def test_result_independent_of_arguments_is_numpys_value(fn):
+    check(fn, X)
+
+
+def test_constant_array_result_is_a_fresh_copy_on_every_call():
+    jitted = numfuse.jit(lambda x: (x + 1, np.arange(3.0)))
+    _, first = jitted(X)
+    first[:] = -1.0
+    _, second = jitted(X)
+    assert_same(second, np.arange(3.0))
+
+
+# ------------------------------------------------------------------ Python code runs once
+
+
+def test_python_loops_unroll():
+    def polynomial(x):
+        total = x * 0.0
+        for coefficient in (1.0, -2.0, 0.5, 3.0):
+            total = total * x + coefficient
+        return total
+
+    check(polynomial, X)
+    graph = simplify(trace_graph(polynomial, [spec_of(X)]))
+    multiplies = [node for node in graph.nodes if node.op == "multiply"]
+    assert len(multiplies) == 5
+
+
+def test_while_loop_over_python_counter_unrolls():
+    def repeated(x):
+        count = 0
+        while count < 3:
+            x = x * 2.0 + 1.0
+            count += 1
+        return x
+
+    check(repeated, X)
+
+
+def test_helper_functions_inline():
+    def square_plus(value, offset):
+        return value * value + offset
+
+    def outer(x):
+        return square_plus(x, 1.0) - square_plus(x - 1.0, 2.0)
+
+    check(outer, X)
+    compiled = numfuse.compile(outer, X)
+    assert len(compiled.kernels) == 1
+
+
+def test_jitted_helper_called_inside_a_jitted_function_inlines():
+    @numfuse.jit
+    def helper(value):
+        return value * 2.0
+
+    def outer(x):
+        return helper(x) + 1.0
+
+    assert_same(numfuse.jit(outer)(X), X * 2.0 + 1.0)
+
+
+def test_python_conditional_on_a_python_value_is_fine():
+    settings = {"shift": True}
+
+    def branch(x):
+        if settings["shift"]:
+            return x + 1.0
+        return x - 1.0
+
+    check(branch, X)
+
+
+def test_ufunc_dtype_keyword_computes_in_that_dtype():
+    check(lambda x: np.add(x, x, dtype=np.float64), I8)
+
+
+def test_only_elementwise_nodes_are_recorded():
+    graph = trace_graph(lambda x: np.exp(x) * 2.0, [spec_of(X)])
+    kinds = {node.kind for node in graph.nodes}
+    assert kinds <= {"input", "const", ELEMENTWISE}
+
+
+# ------------------------------------------------------------------------- containers
+
+Pair = collections.namedtuple("Pair", "total difference")
+
+
+@pytest.mark.parametrize("fn", [
+    pytest.param(lambda x, y: (x + y, x - y), id="tuple"),
+    pytest.param(lambda x, y: [x + y, x - y], id="list"),
+    pytest.param(lambda x, y: {"b": x + y, "a": x - y}, id="dict-keeps-order"),
+    pytest.param(lambda x, y: {"sum": (x + y, [x * y]), "diff": {"d": x - y}}, id="nested"),
+    pytest.param(lambda x, y: Pair(x + y, x - y), id="namedtuple"),
+    pytest.param(lambda x, y: ((x + y,),), id="single-element-tuple"),
+    pytest.param(lambda x, y: [], id="empty-list"),
+    pytest.param(lambda x, y: x + y, id="bare-array"),
+])
+def test_returned_containers_keep_their_structure(fn):
+    check(fn, X, X[::-1].copy())
+
+
+def test_returning_an_argument_unchanged_gives_the_callers_object():
+    """Plain Python returns the argument itself; so does the jitted function."""
+    x = X.copy()
+    result = numfuse.jit(lambda a: a)(x)
+    assert result is x
+
+
+def test_returning_arguments_of_every_kind_unchanged():
+    check(lambda a, b, c, d: (d, c, b, a), X, np.float32(1.5), 2.5, 3)
+
+
+def test_returning_the_same_traced_value_twice():
+    def twice(x):
+        y = x + 1.0
+        return y, y
+
+    first, second = numfuse.jit(twice)(X)
+    assert first is second
+    assert_same(first, X + 1.0)
