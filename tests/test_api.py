@@ -1,0 +1,398 @@
+"""The public API: jit, compile, trace, Compiled, Kernel and the in-memory kernel cache."""
+
+from __future__ import annotations
+
+import ast
+
+import numpy as np
+import pytest
+
+import numfuse
+import numfuse.api
+from conftest import assert_same, check, numpy_result
+
+X = np.linspace(-2.0, 3.0, 7)
+
+
+def logp_and_grad(x, mu):
+    d = x - mu
+    return -(d**2) / 2, -d
+
+
+# ------------------------------------------------------------------------------ decorating
+
+
+def test_jit_bare_decorator():
+    @numfuse.jit
+    def double(x):
+        """Doubles."""
+        return x * 2.0
+
+    assert isinstance(double, numfuse.Jitted)
+    assert double.__name__ == "double"
+    assert double.__doc__ == "Doubles."
+    assert_same(double(X), X * 2.0)
+
+
+def test_jit_with_empty_options():
+    @numfuse.jit()
+    def double(x):
+        return x * 2.0
+
+    assert isinstance(double, numfuse.Jitted)
+    assert_same(double(X), X * 2.0)
+
+
+def test_jit_with_static_argnums_option():
+    @numfuse.jit(static_argnums=(1,))
+    def power_sum(x, terms):
+        total = x * 0.0
+        for k in range(terms):
+            total = total + x ** float(k)
+        return total
+
+    assert_same(power_sum(X, 3), 1.0 + X + X ** 2.0)
+    assert_same(power_sum(X, 2), 1.0 + X)
+    assert len(power_sum.compiled) == 2
+
+
+# ------------------------------------------------------------------------- recompilation
+
+
+def test_recompiles_on_new_dtype_ndim_and_broadcast_pattern_but_not_size():
+    jitted = numfuse.jit(lambda x, y: x * y - 1.0)
+    jitted(np.ones(4), np.ones(4))
+    assert len(jitted.compiled) == 1
+    jitted(np.ones(9), np.ones(9))                      # new size: same signature
+    assert len(jitted.compiled) == 1
+    jitted(np.ones(4, np.float32), np.ones(4))          # new dtype
+    assert len(jitted.compiled) == 2
+    jitted(np.ones((2, 4)), np.ones(4))                 # new ndim
+    assert len(jitted.compiled) == 3
+    jitted(np.ones((1, 4)), np.ones(4))                 # new broadcast pattern
+    assert len(jitted.compiled) == 4
+    jitted(np.ones((5, 3)), np.ones(3))                 # new sizes of a known pattern
+    assert len(jitted.compiled) == 4
+
+
+def test_python_scalar_kind_is_part_of_the_signature():
+    jitted = numfuse.jit(lambda x, s: x * s)
+    assert_same(jitted(X, 2.0), X * 2.0)
+    assert_same(jitted(X, 3.5), X * 3.5)
+    assert len(jitted.compiled) == 1
+    assert_same(jitted(X, 2), X * 2)
+    assert len(jitted.compiled) == 2
+    assert_same(jitted(X, np.float64(2.0)), X * np.float64(2.0))
+    assert len(jitted.compiled) == 3
+
+
+# ------------------------------------------------------------------ weak Python scalars
+
+F32 = np.array([0.1, -2.5, 3.0], dtype=np.float32)
+I8 = np.array([-128, -1, 0, 5, 127], dtype=np.int8)
+U8 = np.array([0, 1, 200, 255], dtype=np.uint8)
+B = np.array([True, False, True])
+
+
+def multiply(a, b):
+    return a * b
+
+
+def add(a, b):
+    return a + b
+
+
+@pytest.mark.parametrize(("fn", "a", "b"), [
+    pytest.param(multiply, F32, 0.1, id="float32*float-stays-float32"),
+    pytest.param(multiply, F32, 3, id="float32*int-stays-float32"),
+    pytest.param(multiply, F32, 1j, id="float32*complex-is-complex64"),
+    pytest.param(add, I8, 3, id="int8+int-stays-int8"),
+    pytest.param(add, U8, 100, id="uint8+int-wraps"),
+    pytest.param(multiply, I8, 0.5, id="int8*float-is-float64"),
+    pytest.param(add, B, 2, id="bool+int-is-int64"),
+    pytest.param(add, 1.5, F32, id="float-on-the-left"),
+    pytest.param(add, 1.5, 2, id="python-float+int-is-python-float"),
+    pytest.param(add, 3, 4, id="python-int+int-is-python-int"),
+    pytest.param(multiply, 2j, 1.5, id="python-complex"),
+])
+def test_python_scalar_arguments_are_weak(fn, a, b):
+    check(fn, a, b)
+
+
+@pytest.mark.parametrize(("a", "b"), [
+    pytest.param(I8, True, id="int8+bool"),
+    pytest.param(F32, False, id="float32+bool"),
+    pytest.param(True, True, id="bool+bool"),
+])
+def test_python_bool_arguments(a, b):
+    check(add, a, b)
+
+
+def test_out_of_range_python_int_argument_raises_like_numpy():
+    with pytest.raises(OverflowError):
+        numpy_result(add, I8, 1000)
+    with pytest.raises(OverflowError):
+        numfuse.jit(add)(I8, 1000)
+
+
+def test_large_python_int_argument_with_uint64_array():
+    check(add, np.array([1, 2], dtype=np.uint64), 2**63 + 1)
+
+
+# ---------------------------------------------------------------------- numfuse.compile
+
+
+def test_compile_returns_compiled_that_runs_any_size():
+    compiled = numfuse.compile(logp_and_grad, X, 0.5)
+    assert isinstance(compiled, numfuse.Compiled)
+    assert_same(compiled(X, 0.5), logp_and_grad(X, 0.5))
+    longer = np.linspace(0.0, 1.0, 31)
+    assert_same(compiled(longer, -1.25), logp_and_grad(longer, -1.25))
+
+
+def test_compile_accepts_a_jitted_function():
+    jitted = numfuse.jit(logp_and_grad)
+    compiled = numfuse.compile(jitted, X, 0.5)
+    assert_same(compiled(X, 0.5), logp_and_grad(X, 0.5))
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    pytest.param((X.astype(np.float32), 0.5), ["argument 0", "dtype", "float32"], id="dtype"),
+    pytest.param((np.ones((2, 7)), 0.5), ["argument 0", "dimensions", "1 vs 2"], id="ndim"),
+    pytest.param((np.ones(1), 0.5), ["argument 0", "length-1", "axes [0]"], id="broadcast"),
+    pytest.param((X, 1), ["argument 1", "Python int", "dtype"], id="python-kind"),
+    pytest.param((X, np.float64(0.5)), ["argument 1", "numpy scalar"], id="strong-scalar"),
+    pytest.param((X,), ["2 arguments", "with 1"], id="too-few"),
+    pytest.param((X, 0.5, 0.5), ["2 arguments", "with 3"], id="too-many"),
+])
+def test_compiled_called_with_another_signature_raises(args, words):
+    compiled = numfuse.compile(logp_and_grad, X, 0.5)
+    with pytest.raises(numfuse.SignatureMismatchError) as excinfo:
+        compiled(*args)
+    assert isinstance(excinfo.value, TypeError)
+    message = str(excinfo.value)
+    for word in words:
+        assert word in message, f"{word!r} not in {message!r}"
+    assert "numfuse.compile" in message
+
+
+def test_broadcast_mismatch_message_names_the_axis():
+    compiled = numfuse.compile(lambda x: x + 1.0, np.ones((3, 4)))
+    with pytest.raises(numfuse.SignatureMismatchError, match=r"axes \[1\]"):
+        compiled(np.ones((3, 1)))
+
+
+def test_compile_with_static_argument_checks_its_value():
+    jitted = numfuse.jit(lambda x, n: x * float(n), static_argnums=(1,))
+    compiled = numfuse.compile(jitted, X, 3)
+    assert_same(compiled(X, 3), X * 3.0)
+    with pytest.raises(numfuse.SignatureMismatchError, match="static argument 1"):
+        compiled(X, 4)
+
+
+def test_unsupported_argument_dtype_names_the_argument():
+    with pytest.raises(numfuse.UnsupportedDtypeError, match="argument 1 has dtype float16"):
+        numfuse.jit(add)(X, np.ones(7, np.float16))
+
+
+def test_non_numeric_argument_raises_type_error():
+    with pytest.raises(TypeError, match="argument 0"):
+        numfuse.jit(lambda x: x + 1)("text")
+
+
+def test_list_argument_is_converted_like_numpy():
+    jitted = numfuse.jit(lambda x: x * 2)
+    assert_same(jitted([1.0, 2.0, 3.0]), np.asarray([1.0, 2.0, 3.0]) * 2)
+
+
+# ----------------------------------------------------------------- arguments and binding
+
+
+def test_wrong_number_of_arguments_to_jitted_raises_type_error():
+    jitted = numfuse.jit(logp_and_grad)
+    with pytest.raises(TypeError, match="logp_and_grad"):
+        jitted(X)
+    with pytest.raises(TypeError, match="logp_and_grad"):
+        jitted(X, 0.5, 1.0)
+    with pytest.raises(TypeError):
+        jitted(X, nu=0.5)
+
+
+def test_keyword_arguments_bind_like_python():
+    jitted = numfuse.jit(logp_and_grad)
+    assert_same(jitted(X, mu=0.5), logp_and_grad(X, 0.5))
+    assert_same(jitted(mu=0.5, x=X), logp_and_grad(X, 0.5))
+    assert len(jitted.compiled) == 1
+    assert_same(jitted(X, 0.5), logp_and_grad(X, 0.5))
+    assert len(jitted.compiled) == 1
+
+
+def test_default_arguments_are_used():
+    def shifted(x, shift=1.5, scale=np.float32(2.0)):
+        return (x + shift) * scale
+
+    jitted = numfuse.jit(shifted)
+    assert_same(jitted(F32), shifted(F32))
+    assert_same(jitted(F32, 0.5), shifted(F32, 0.5))
+    assert_same(jitted(F32, scale=np.float32(3.0)), shifted(F32, scale=np.float32(3.0)))
+
+
+def test_keyword_only_argument_passed_by_keyword_is_used():
+    def scaled(x, *, scale=2.0):
+        return x * scale
+
+    jitted = numfuse.jit(scaled)
+    assert_same(jitted(X), scaled(X))
+    assert_same(jitted(X, scale=5.0), scaled(X, scale=5.0))
+
+
+def test_variadic_arguments():
+    def total(*values):
+        result = values[0]
+        for value in values[1:]:
+            result = result + value
+        return result
+
+    check(total, X, X * 2.0, 1.5)
+
+
+def test_static_argument_used_in_python_control_flow():
+    def apply(x, mode):
+        return x + 1.0 if mode == "add" else x - 1.0
+
+    jitted = numfuse.jit(apply, static_argnums=(1,))
+    assert_same(jitted(X, "add"), apply(X, "add"))
+    assert_same(jitted(X, "subtract"), apply(X, "subtract"))
+
+
+def test_static_arguments_equal_in_value_but_of_different_type_do_not_share_a_compile():
+    """``1 == 1.0`` but ``int8_array * 1`` is int8 and ``int8_array * 1.0`` is float64."""
+    jitted = numfuse.jit(multiply, static_argnums=(1,))
+    assert_same(jitted(I8, 1), I8 * 1)
+    assert_same(jitted(I8, 1.0), I8 * 1.0)
+
+
+def test_static_argument_value_change_recompiles():
+    jitted = numfuse.jit(lambda x, n: x * float(n), static_argnums=(1,))
+    assert_same(jitted(X, 2), X * 2.0)
+    assert_same(jitted(X, 5), X * 5.0)
+    assert_same(jitted(X, 2), X * 2.0)
+    assert len(jitted.compiled) == 2
+
+
+# --------------------------------------------------------------------------- kernels
+
+
+def test_founding_case_is_one_kernel_with_two_outputs():
+    compiled = numfuse.compile(logp_and_grad, X, 0.5)
+    assert len(compiled.kernels) == 1
+    kernel = compiled.kernels[0]
+    assert isinstance(kernel, numfuse.Kernel)
+    assert kernel.n_inputs == 2
+    assert kernel.n_outputs == 2
+    assert kernel.layout == "(n),()->(n),(n)"
+    assert_same(compiled(X, 0.5), logp_and_grad(X, 0.5))
+
+
+def test_kernel_source_is_python_defining_kernel():
+    kernel = numfuse.compile(logp_and_grad, X, 0.5).kernels[0]
+    module = ast.parse(kernel.source)
+    names = [node.name for node in module.body if isinstance(node, ast.FunctionDef)]
+    assert names == ["kernel"]
+    assert "def kernel(" in kernel.source
+
+
+def test_kernel_nodes_compute_the_shared_difference_once():
+    kernel = numfuse.compile(logp_and_grad, X, 0.5).kernels[0]
+    ops = [node.op for node in kernel.nodes]
+    assert ops.count("subtract") == 1
+    assert len(ops) == 5
+    assert all(node.kind == "elementwise" for node in kernel.nodes)
+
+
+def test_kernel_gufunc_is_callable_on_its_own():
+    kernel = numfuse.compile(logp_and_grad, X, 0.5).kernels[0]
+    assert kernel.gufunc.signature == kernel.layout
+    assert (kernel.gufunc.nin, kernel.gufunc.nout) == (2, 2)
+    expected = logp_and_grad(X, 0.5)
+    assert_same(tuple(kernel.gufunc(X, 0.5)), expected)
+    # Like any gufunc it loops over leading dimensions.
+    stacked = np.stack([X, X[::-1]])
+    assert_same(tuple(kernel.gufunc(stacked, 0.5)), logp_and_grad(stacked, 0.5))
+
+
+def test_regions_of_different_loop_shapes_are_separate_kernels():
+    def outer_product_and_row(row, column):
+        scaled = row * 2.0
+        return scaled + column, scaled - 1.0
+
+    row, column = np.arange(4.0), np.arange(3.0)[:, None]
+    compiled = numfuse.compile(outer_product_and_row, row, column)
+    assert len(compiled.kernels) == 2
+    assert_same(compiled(row, column), outer_product_and_row(row, column))
+
+
+# ----------------------------------------------------------------------- printing
+
+
+def test_compiled_graph_str_shows_kernel_markers():
+    compiled = numfuse.compile(logp_and_grad, X, 0.5)
+    text = str(compiled.graph)
+    assert text.startswith("{ lambda a:f64[n] b:f64[] .")
+    assert "# kernel 0: (n),()->(n),(n)" in text
+    assert "subtract a b" in text
+    assert text.rstrip().endswith("}")
+    assert "kernel 1" not in text
+
+
+def test_trace_str_shows_every_kernel():
+    def two_shapes(row, column):
+        scaled = row * 2.0
+        return scaled + column, scaled - 1.0
+
+    text = str(numfuse.trace(two_shapes, np.arange(4.0), np.arange(3.0)[:, None]))
+    assert "# kernel 0:" in text
+    assert "# kernel 1:" in text
+    assert "f64[n,1]" in text
+
+
+def test_trace_accepts_a_jitted_function():
+    text = str(numfuse.trace(numfuse.jit(logp_and_grad), X, 0.5))
+    assert "# kernel 0: (n),()->(n),(n)" in text
+
+
+def test_reprs_name_the_function():
+    jitted = numfuse.jit(logp_and_grad)
+    jitted(X, 0.5)
+    assert "logp_and_grad" in repr(jitted)
+    assert "1 signature" in repr(jitted)
+    compiled = numfuse.compile(logp_and_grad, X, 0.5)
+    assert "logp_and_grad" in repr(compiled)
+    assert "1 kernel" in repr(compiled)
+
+
+# -------------------------------------------------------------------- the kernel cache
+
+
+def test_functions_with_the_same_structure_share_a_compiled_kernel():
+    def first(a, b):
+        t = a - b
+        return -(t**2) / 2, -t
+
+    def second(values, centre):
+        delta = values - centre
+        return -(delta**2) / 2, -delta
+
+    one = numfuse.compile(first, X, 0.5).kernels[0]
+    two = numfuse.compile(second, X[:3], 9.0).kernels[0]
+    assert one.name == two.name
+    assert one.gufunc is two.gufunc
+    assert numfuse.api._kernel_cache[one.name] is one.gufunc
+
+
+def test_another_dtype_is_another_kernel():
+    one = numfuse.compile(logp_and_grad, X, 0.5).kernels[0]
+    two = numfuse.compile(logp_and_grad, X.astype(np.float32), 0.5).kernels[0]
+    assert one.name != two.name
+    assert one.gufunc is not two.gufunc
+    assert_same(numfuse.jit(logp_and_grad)(F32, 0.5), logp_and_grad(F32, 0.5))
