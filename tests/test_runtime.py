@@ -1,0 +1,282 @@
+"""Running compiled programs: every layout of input numpy accepts, numpy's result types,
+and the memory guarantees (inputs never written, outputs never aliased)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import numfuse
+from conftest import assert_same, check, numpy_result
+
+
+def fused(x, y):
+    """Two outputs sharing an intermediate: one multi-output kernel."""
+    product = x * y
+    return product + 1.0, product - x
+
+
+def unary(x):
+    return np.maximum(x, 0.5) * 2.0 - x
+
+
+def rng_array(shape, dtype=np.float64, seed=0):
+    values = np.random.default_rng(seed).standard_normal(shape) * 4
+    return values.astype(dtype)
+
+
+# ---------------------------------------------------------------------------- broadcasting
+
+
+@pytest.mark.parametrize(("x_shape", "y_shape"), [
+    ((5, 1), (1, 4)),
+    ((3, 6), (6,)),
+    ((6,), (3, 6)),
+    ((3, 6), (3, 1)),
+    ((2, 3, 4), (4,)),
+    ((2, 3, 4), (3, 1)),
+    ((2, 1, 4), (1, 3, 1)),
+    ((4, 1, 3), (1, 5, 1)),
+    ((2, 3, 4), (2, 3, 4)),
+    ((1000, 3), (3,)),
+    ((1000, 3), (1000, 1)),
+    ((1, 5), (5, 1)),
+    ((1,), (7,)),
+    ((1, 1, 1), (2, 3, 1)),
+])
+def test_broadcasting_matches_numpy(x_shape, y_shape):
+    check(fused, rng_array(x_shape, seed=1), rng_array(y_shape, seed=2))
+
+
+def test_incompatible_shapes_raise_value_error_like_numpy():
+    x, y = np.ones(5), np.ones(6)
+    with pytest.raises(ValueError):
+        numpy_result(fused, x, y)
+    with pytest.raises(ValueError):
+        numfuse.jit(fused)(x, y)
+
+
+def test_new_sizes_reuse_the_compiled_program():
+    jitted = numfuse.jit(fused)
+    for rows, cols in [(3, 4), (7, 2), (1000, 3), (2, 1000)]:
+        x, y = rng_array((rows, cols), seed=rows), rng_array((cols,), seed=cols)
+        assert_same(jitted(x, y), fused(x, y))
+    assert len(jitted.compiled) == 1
+
+
+# ----------------------------------------------------------------- independent sibling values
+
+
+def test_unrelated_outputs_of_different_sizes():
+    """numpy computes ``x + 1`` and ``y + 1`` independently; sizes need not agree."""
+    check(lambda x, y: (x + 1.0, y + 1.0), np.arange(5.0), np.arange(7.0))
+
+
+def test_values_sharing_only_a_scalar_argument_may_differ_in_size():
+    check(lambda x, y, s: (x * s, y * s), np.arange(5.0), np.arange(7.0), 2.5)
+
+
+def test_values_sharing_only_a_scalar_may_differ_in_leading_size():
+    check(lambda x, y: (x * 2.0, y * 2.0), np.ones((3, 4)), np.ones((5, 4)))
+
+
+# ------------------------------------------------------------- 0-d arrays and numpy scalars
+
+
+@pytest.mark.parametrize(("fn", "args"), [
+    pytest.param(unary, (np.array(0.25),), id="ufuncs-on-0d-array-give-scalar"),
+    pytest.param(unary, (np.float32(0.25),), id="ufuncs-on-numpy-scalar-give-scalar"),
+    pytest.param(lambda x: np.sqrt(x), (np.array(2.0),), id="sqrt-0d"),
+    pytest.param(lambda x: np.where(x > 0, x, 0.0), (np.array(0.5),), id="where-0d-array"),
+    pytest.param(lambda x: np.where(x > 0, x, 0.0), (np.float64(-0.5),), id="where-scalar"),
+    pytest.param(lambda x: np.where(x > 0, x * 2.0, 0.0), (np.array(0.5),),
+                 id="where-of-scalar-intermediate"),
+    pytest.param(lambda x: x.copy(), (np.array(2.0),), id="copy-0d-array"),
+    pytest.param(lambda x: (x + 1.0).copy(), (np.array(2.0),), id="copy-of-scalar"),
+    pytest.param(lambda x: np.copy(x + 1.0), (np.array(2.0),), id="np.copy-of-scalar"),
+    pytest.param(lambda x: x.astype(np.float32), (np.array(2.0),), id="astype-0d-array"),
+    pytest.param(lambda x: x.astype(np.float32), (np.float64(2.0),), id="astype-scalar"),
+    pytest.param(lambda x, y: x * y, (np.array(2.0), np.array(3.0)), id="0d-times-0d"),
+    pytest.param(lambda x, y: x * y, (np.array(2.0), np.arange(3.0)), id="0d-times-1d"),
+    pytest.param(lambda x, y: x * y, (np.float32(2.0), np.array(3.0, np.float32)),
+                 id="scalar-times-0d"),
+    pytest.param(lambda x, y: x * y, (np.float32(2.0), np.arange(3.0)), id="f32-scalar-f64-array"),
+    pytest.param(lambda x, y: x * y, (np.int8(100), np.int8(3)), id="int8-scalars-wrap"),
+    pytest.param(lambda x: (x + 1.0, np.sqrt(x)), (np.array(0.5),), id="two-outputs-0d"),
+    pytest.param(lambda x: (x, x + 1.0), (np.array(0.5),), id="returns-0d-input-and-scalar"),
+])
+def test_zero_dimensional_results_have_numpys_types(fn, args):
+    check(fn, *args)
+
+
+def test_python_numbers_in_give_python_numbers_out():
+    check(lambda a, b: (a * b, a - b, -a), 1.5, 2.5)
+    check(lambda a, b: (a * b, a - b, a // b, a % b, a / b), -7, 2)
+
+
+def test_ufunc_on_python_numbers_gives_numpy_scalar():
+    check(lambda a, b: (np.multiply(a, b), np.sqrt(a)), 1.5, 2.5)
+
+
+def test_comparison_of_python_int_arguments():
+    check(lambda a, b: (a < b, a == b), 1, 2)
+
+
+def test_python_int_arithmetic_beyond_int64():
+    check(lambda a, b: a + b, 2**62, 2**62)
+
+
+def test_python_int_to_negative_python_int_power():
+    check(lambda a, b: a ** b, 2, -1)
+
+
+# ------------------------------------------------------------------------------ empty arrays
+
+
+@pytest.mark.parametrize(("x_shape", "y_shape"), [
+    ((0,), (0,)),
+    ((0,), (1,)),
+    ((0, 3), (3,)),
+    ((3, 0), (3, 1)),
+    ((0, 1), (4,)),
+    ((1, 0), (5, 1)),
+    ((2, 0, 3), (3,)),
+])
+def test_empty_arrays(x_shape, y_shape):
+    check(fused, np.ones(x_shape), np.ones(y_shape))
+
+
+# ------------------------------------------------------------------------- memory layouts
+
+BASE = rng_array((6, 9), seed=3)
+
+
+@pytest.mark.parametrize("x", [
+    pytest.param(BASE[0, ::2], id="1d-step-2"),
+    pytest.param(BASE[:, ::3], id="2d-column-step-3"),
+    pytest.param(BASE[::2], id="2d-row-step-2"),
+    pytest.param(BASE[0, ::-1], id="1d-reversed"),
+    pytest.param(BASE[::-1, ::-2], id="2d-reversed"),
+    pytest.param(BASE.T, id="transposed"),
+    pytest.param(np.asfortranarray(BASE), id="fortran-order"),
+    pytest.param(BASE[1:4, 2:7], id="offset-window"),
+    pytest.param(np.broadcast_to(BASE[0], (4, 9)), id="zero-row-stride"),
+    pytest.param(np.broadcast_to(BASE[:, :1], (6, 9)), id="zero-column-stride"),
+    pytest.param(BASE.astype(">f8"), id="big-endian"),
+    pytest.param(BASE.astype(">f8")[:, ::2], id="big-endian-strided"),
+    pytest.param(BASE[:, 3:4], id="column-slice-(n,1)"),
+])
+def test_memory_layouts(x):
+    check(unary, x)
+    check(fused, x, x[..., :1] if x.ndim == 2 else x[:1])
+
+
+def test_unaligned_input():
+    raw = np.zeros(8 * 6 + 1, dtype=np.uint8)
+    x = raw[1:].view(np.float64)
+    x[:] = np.arange(6.0) - 2.5
+    assert not x.flags.aligned
+    check(unary, x)
+
+
+def test_big_endian_integer_and_mixed_byte_orders():
+    check(lambda x, y: (x + y, x * 2), np.arange(6).astype(">i4"), np.arange(6).astype("<i4"))
+    check(fused, np.arange(5.0).astype(">f8"), np.arange(5.0).astype(">f4"))
+
+
+def test_read_only_inputs():
+    x = rng_array((4, 5), seed=4)
+    y = rng_array((5,), seed=5)
+    x.flags.writeable = False
+    y.flags.writeable = False
+    check(fused, x, y)
+
+
+def test_strided_complex_input():
+    z = (rng_array((4, 6), seed=6) + 1j * rng_array((4, 6), seed=7))[:, ::2]
+    check(lambda z: (z * 2.0 - 1j, z.real, z.imag), z)
+
+
+def test_integer_fortran_order():
+    x = np.asfortranarray(np.arange(12, dtype=np.int32).reshape(3, 4))
+    check(lambda x: (x * 3 - 1, x // 2), x)
+
+
+# ----------------------------------------------------------------- memory guarantees
+
+
+@pytest.mark.parametrize("fn", [
+    pytest.param(fused, id="fused"),
+    pytest.param(lambda x, y: (x + y, x * y, np.where(x > y, x, y)), id="where"),
+])
+def test_inputs_are_never_modified(fn):
+    x = rng_array((3, 4), seed=8)
+    y = rng_array((4,), seed=9)
+    x_before, y_before = x.copy(), y.copy()
+    numfuse.jit(fn)(x, y)
+    assert_same(x, x_before)
+    assert_same(y, y_before)
+
+
+@pytest.mark.parametrize("fn", [
+    pytest.param(lambda x: x + 0.0, id="add-zero"),
+    pytest.param(lambda x: x * 1.0, id="times-one"),
+    pytest.param(lambda x: x.copy(), id="method-copy"),
+    pytest.param(lambda x: np.copy(x), id="np.copy"),
+    pytest.param(lambda x: np.positive(x), id="positive"),
+    pytest.param(lambda x: x.astype(x.dtype), id="astype-same-dtype"),
+    pytest.param(lambda x: np.where(True, x, 0), id="where-always-true"),
+    pytest.param(lambda x: np.clip(x, None, 100), id="clip-upper-only"),
+])
+def test_computed_outputs_never_alias_inputs(fn):
+    x = np.arange(6.0)
+    result = numfuse.jit(fn)(x)
+    assert not np.shares_memory(result, x)
+    assert_same(result, numpy_result(fn, x))
+
+
+@pytest.mark.parametrize("fn", [
+    pytest.param(lambda x: np.round(x), id="np.round"),
+    pytest.param(lambda x: x.round(), id="round-method"),
+    pytest.param(lambda x: np.fix(x), id="np.fix"),
+    pytest.param(lambda x: np.around(x, 1), id="around-positive-decimals"),
+])
+def test_rounding_integers_returns_a_new_array_like_numpy(fn):
+    x = np.arange(-3, 3)
+    expected = numpy_result(fn, x)
+    assert not np.shares_memory(expected, x)
+    result = numfuse.jit(fn)(x)
+    assert_same(result, expected)
+    assert not np.shares_memory(result, x)
+
+
+def test_identical_expressions_return_independent_arrays():
+    """numpy computes ``x + 1.0`` twice, so the two results are separate arrays: writing
+    into one must not change the other."""
+    def twice(x):
+        return x + 1.0, x + 1.0
+
+    first, second = numfuse.jit(twice)(np.arange(4.0))
+    assert not np.shares_memory(first, second)
+    first[:] = 0.0
+    assert_same(second, np.arange(4.0) + 1.0)
+
+
+def test_writing_into_a_result_does_not_change_later_results():
+    jitted = numfuse.jit(fused)
+    x, y = np.arange(4.0), np.arange(4.0) + 1
+    first = jitted(x, y)
+    first[0][:] = -1.0
+    first[1][:] = -1.0
+    assert_same(jitted(x, y), fused(x, y))
+
+
+def test_multi_kernel_program_passes_intermediates_between_kernels():
+    def two_stages(row, column):
+        scaled = np.sin(row) * 2.0
+        grid = scaled + column
+        return grid * grid, scaled - 1.0, np.exp(column)
+
+    row, column = np.linspace(0, 1, 5), np.linspace(-1, 1, 3)[:, None]
+    check(two_stages, row, column, rtol=1e-14)
+    assert len(numfuse.compile(two_stages, row, column).kernels) >= 2
