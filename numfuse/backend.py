@@ -75,7 +75,11 @@ def _jitted_helpers() -> dict[str, Any]:
         function = getattr(kernel_lib, name)
         rebound = types.FunctionType(function.__code__, namespace, name,
                                      function.__defaults__, function.__closure__)
-        namespace[name] = numba.njit(inline="always", error_model="numpy")(rebound)
+        if name in kernel_lib.CONTRACTED:
+            options: dict[str, Any] = {"fastmath": {"contract"}}
+        else:
+            options = {"inline": "always"}
+        namespace[name] = numba.njit(error_model="numpy", **options)(rebound)
     return namespace
 
 

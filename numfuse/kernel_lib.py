@@ -44,51 +44,67 @@ def fmod_int(a, b):  # type: ignore[no-untyped-def]
 
 
 def power_int(a, b):  # type: ignore[no-untyped-def]
-    """Integer power by squaring, wrapping on overflow like numpy.
+    """Integer power by squaring in 64-bit unsigned arithmetic, which wraps on overflow
+    exactly as numpy's loop does once the result is cast back to the loop dtype.
 
     numpy raises for negative exponents; a kernel cannot, so it returns 0 there.
     """
     if b < 0:
-        return a - a
-    result = a - a + 1
-    base = a
-    exponent = b
-    while exponent > 0:
-        if exponent & 1:
+        return np.uint64(0)
+    result = np.uint64(1)
+    base = np.uint64(a) if a >= 0 else np.uint64(0) - np.uint64(-(a + 1)) - np.uint64(1)
+    exponent = np.uint64(b)
+    one = np.uint64(1)
+    while exponent > np.uint64(0):
+        if exponent & one:
             result = result * base
         base = base * base
-        exponent = exponent >> 1
+        exponent = exponent >> one
     return result
 
 
 def reciprocal_int(a, min_value):  # type: ignore[no-untyped-def]
     """``1 / a`` with C truncation; numpy yields ``min_value`` for 0."""
     if a == 0:
-        return a - a + min_value
+        return min_value
     if a == 1 or a == -1:
         return a
-    return a - a
+    return 0
+
+
+def reciprocal_uint(a):  # type: ignore[no-untyped-def]
+    if a == 1:
+        return a
+    return a ^ a
+
+
+def magnitude_u64(a):  # type: ignore[no-untyped-def]
+    """``|a|`` as uint64, exact even for the most negative integer."""
+    if a >= 0:
+        return np.uint64(a)
+    return np.uint64(-(a + 1)) + np.uint64(1)
 
 
 def gcd_int(a, b):  # type: ignore[no-untyped-def]
-    a = abs(a)
-    b = abs(b)
-    while b != 0:
-        a, b = b, a % b
-    return a
+    """numpy's gcd: Euclid on the unsigned magnitudes."""
+    x = magnitude_u64(a)
+    y = magnitude_u64(b)
+    while y != np.uint64(0):
+        x, y = y, x % y
+    return x
 
 
 def lcm_int(a, b):  # type: ignore[no-untyped-def]
     g = gcd_int(a, b)
-    if g == 0:
+    if g == np.uint64(0):
         return g
-    return abs(a // g * b)
+    return magnitude_u64(a) // g * magnitude_u64(b)
 
 
 def left_shift(a, b, bits):  # type: ignore[no-untyped-def]
     """numpy's ``a << b``: 0 once the shift reaches the bit width (or is negative)."""
     if b < 0 or b >= bits:
-        return a - a
+        return a ^ a
     return a << b
 
 
@@ -96,8 +112,8 @@ def right_shift(a, b, bits):  # type: ignore[no-untyped-def]
     """numpy's ``a >> b``: the sign fill once the shift reaches the bit width."""
     if b < 0 or b >= bits:
         if a < 0:
-            return a - a - 1
-        return a - a
+            return ~(a ^ a)
+        return a ^ a
     return a >> b
 
 
@@ -173,11 +189,11 @@ def clip_float(x, lo, hi):  # type: ignore[no-untyped-def]
 
 def sign_float(a):  # type: ignore[no-untyped-def]
     if a > 0:
-        return a - a + 1
+        return 1.0
     if a < 0:
-        return a - a - 1
+        return -1.0
     if a == 0:
-        return a - a
+        return 0.0
     return a
 
 
@@ -187,8 +203,8 @@ def heaviside_float(x, h0):  # type: ignore[no-untyped-def]
     if x == 0:
         return h0
     if x < 0:
-        return x - x
-    return x - x + 1
+        return 0.0
+    return 1.0
 
 
 def logaddexp_float(x, y):  # type: ignore[no-untyped-def]
@@ -268,17 +284,135 @@ def fmin_complex(a, b):  # type: ignore[no-untyped-def]
 def sign_complex(z):  # type: ignore[no-untyped-def]
     """numpy 2's complex sign: ``z / |z|``, 0 for 0, NaN for NaN."""
     if _complex_nan(z):
-        return z - z + complex(math.nan, math.nan)
+        return complex(math.nan, math.nan)
     magnitude = abs(z)
     if magnitude == 0:
-        return z - z
+        return complex(0.0, 0.0)
     if math.isinf(magnitude):
         if math.isinf(z.real) and math.isinf(z.imag):
-            return z - z + complex(math.nan, math.nan)
+            return complex(math.nan, math.nan)
         if math.isinf(z.real):
-            return z - z + complex(math.copysign(1.0, z.real), 0.0)
-        return z - z + complex(0.0, math.copysign(1.0, z.imag))
+            return complex(math.copysign(1.0, z.real), 0.0)
+        return complex(0.0, math.copysign(1.0, z.imag))
     return z / magnitude
+
+
+def complex_abs(z):  # type: ignore[no-untyped-def]
+    """numpy's SIMD complex absolute: ``larger * sqrt(fma(ratio, ratio, 1))``.
+
+    Compiled with floating-point contraction (see ``CONTRACTED``) so ``ratio * ratio + 1``
+    becomes the same fused multiply-add numpy's loop uses on FMA hardware.
+    """
+    re = abs(z.real)
+    im = abs(z.imag)
+    if math.isinf(re) or math.isinf(im):
+        return math.inf
+    if re != re or im != im:
+        return re + im
+    larger = max(re, im)
+    smaller = min(re, im)
+    if larger == 0:
+        return larger
+    ratio = smaller / larger
+    return np.sqrt(ratio * ratio + larger / larger) * larger
+
+
+def spacing_float(x):  # type: ignore[no-untyped-def]
+    """numpy's spacing: the gap to the next float away from zero; +0's for both zeros."""
+    if x == 0:
+        return np.spacing(abs(x))
+    return np.spacing(x)
+
+
+def complex_divide(a, b):  # type: ignore[no-untyped-def]
+    """numpy's complex division (Smith's method; complex inf or NaN for a zero divisor)."""
+    br_abs = abs(b.real)
+    bi_abs = abs(b.imag)
+    if br_abs >= bi_abs:
+        if br_abs == 0 and bi_abs == 0:
+            return complex(a.real / br_abs, a.imag / br_abs)
+        ratio = b.imag / b.real
+        scale = 1.0 / (b.real + b.imag * ratio)
+        return complex((a.real + a.imag * ratio) * scale, (a.imag - a.real * ratio) * scale)
+    ratio = b.real / b.imag
+    scale = 1.0 / (b.imag + b.real * ratio)
+    return complex((a.real * ratio + a.imag) * scale, (a.imag * ratio - a.real) * scale)
+
+
+def complex_reciprocal(z):  # type: ignore[no-untyped-def]
+    if abs(z.imag) <= abs(z.real):
+        ratio = z.imag / z.real
+        denominator = z.real + z.imag * ratio
+        return complex(1.0 / denominator, -ratio / denominator)
+    ratio = z.real / z.imag
+    denominator = z.real * ratio + z.imag
+    return complex(ratio / denominator, -1.0 / denominator)
+
+
+def complex_power(a, b):  # type: ignore[no-untyped-def]
+    """numpy's complex power: exact small integer powers by repeated multiplication."""
+    if b.real == 0 and b.imag == 0:
+        return complex(1.0, 0.0)
+    if a.real == 0 and a.imag == 0:
+        if b.real > 0:
+            return complex(0.0, 0.0)
+        return complex(math.nan, math.nan)
+    if b.imag == 0 and b.real == np.trunc(b.real) and abs(b.real) < 100:
+        n = int(b.real)
+        if n == 1:
+            return complex(a.real, a.imag)
+        if n == 2:
+            return a * a
+        if n == 3:
+            return a * a * a
+        exponent = abs(n)
+        result = complex(1.0, 0.0)
+        base = complex(a.real, a.imag)
+        mask = 1
+        while True:
+            if exponent & mask:
+                result = result * base
+            mask = mask << 1
+            if exponent < mask:
+                break
+            base = base * base
+        if b.real < 0:
+            return complex_divide(complex(1.0, 0.0), result)
+        return result
+    return a ** b
+
+
+def clip_complex(x, lo, hi):  # type: ignore[no-untyped-def]
+    """numpy's complex clip: lexicographic order, NaN in ``x`` kept."""
+    low = x if (_complex_gt_plain(x, lo) or _complex_nan(x)) else lo
+    return low if (_complex_gt_plain(hi, low) or _complex_nan(low)) else hi
+
+
+def _complex_gt_plain(a, b):  # type: ignore[no-untyped-def]
+    if a.real == b.real:
+        return a.imag > b.imag
+    return a.real > b.real
+
+
+def complex_arccosh(z):  # type: ignore[no-untyped-def]
+    """``log(z + sqrt(z + 1) * sqrt(z - 1))``: C99's cacosh, right on the branch cut."""
+    return np.log(z + np.sqrt(z + 1) * np.sqrt(z - 1))
+
+
+def complex_expm1(z):  # type: ignore[no-untyped-def]
+    """numpy's complex ``expm1``, accurate for small ``z``."""
+    half = np.sin(z.imag / 2)
+    real = np.expm1(z.real) * np.cos(z.imag) - 2 * half * half
+    return complex(real, np.exp(z.real) * np.sin(z.imag))
+
+
+def complex_log1p(z):  # type: ignore[no-untyped-def]
+    shifted = z.real + 1
+    return complex(np.log(np.hypot(shifted, z.imag)), np.arctan2(z.imag, shifted))
+
+
+def complex_exp2(z):  # type: ignore[no-untyped-def]
+    return np.exp(z * math.log(2.0))
 
 
 # ------------------------------------------------------------------ mixed-sign compare
@@ -303,6 +437,9 @@ def float_to_uint64(x):  # type: ignore[no-untyped-def]
         return np.uint64(np.int64(x))
     return np.uint64(x)
 
+
+# Helpers compiled with floating-point contraction (fused multiply-add) to match numpy.
+CONTRACTED = frozenset({"complex_abs"})
 
 HELPERS = tuple(
     name for name, value in list(globals().items())

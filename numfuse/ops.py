@@ -92,7 +92,7 @@ def _unary_math(ufunc: np.ufunc, complex_too: bool = True) -> None:
 _row("add", np.add, 2, b="({0} or {1})", star="({0} + {1})")
 _row("subtract", np.subtract, 2, star="({0} - {1})")
 _row("multiply", np.multiply, 2, b="({0} and {1})", star="({0} * {1})")
-_row("true_divide", np.true_divide, 2, star="({0} / {1})")
+_row("true_divide", np.true_divide, 2, c="complex_divide({0}, {1})", star="({0} / {1})")
 _row("floor_divide", np.floor_divide, 2, i="floor_divide_int({0}, {1})",
      u="floor_divide_int({0}, {1})", f="floor_divide_float({0}, {1})",
      b="floor_divide_int({0}, {1})")
@@ -101,16 +101,17 @@ _row("remainder", np.remainder, 2, i="remainder_int({0}, {1})", u="remainder_int
 _row("fmod", np.fmod, 2, i="fmod_int({0}, {1})", u="fmod_int({0}, {1})",
      f="np.fmod({0}, {1})")
 _row("power", np.power, 2, i="power_int({0}, {1})", u="power_int({0}, {1})",
-     f="({0} ** {1})", c="({0} ** {1})")
-_row("float_power", np.float_power, 2, f="({0} ** {1})", c="({0} ** {1})")
+     f="({0} ** {1})", c="complex_power({0}, {1})")
+_row("float_power", np.float_power, 2, f="({0} ** {1})", c="complex_power({0}, {1})")
 _row("negative", np.negative, 1, star="(-{0})")
 _row("positive", np.positive, 1, star="{0}")
-_row("absolute", np.absolute, 1, b="{0}", u="{0}", star="abs({0})")
+_row("absolute", np.absolute, 1, b="{0}", u="{0}", c="complex_abs({0})",
+     star="abs({0})")
 _row("fabs", np.fabs, 1, f="abs({0})")
 _row("sign", np.sign, 1, i="(({0} > 0) - ({0} < 0))", u="({0} > 0)", f="sign_float({0})",
      c="sign_complex({0})")
 _row("reciprocal", np.reciprocal, 1, b="{0}", i="reciprocal_int({0}, {recip_min})",
-     u="reciprocal_int({0}, 0)", star="({L}(1) / {0})")
+     u="reciprocal_uint({0})", c="complex_reciprocal({0})", star="({L}(1) / {0})")
 _row("square", np.square, 1, b="({0} and {0})", star="({0} * {0})")
 _row("conjugate", np.conjugate, 1, c="np.conjugate({0})", star="{0}")
 _row("heaviside", np.heaviside, 2, f="heaviside_float({0}, {1})")
@@ -118,18 +119,22 @@ _row("gcd", np.gcd, 2, i="gcd_int({0}, {1})", u="gcd_int({0}, {1})")
 _row("lcm", np.lcm, 2, i="lcm_int({0}, {1})", u="lcm_int({0}, {1})")
 
 # --- exponentials, logarithms, roots ------------------------------------------------------
-for _ufunc in (np.sqrt, np.exp, np.log, np.log10, np.expm1, np.log1p, np.exp2, np.log2):
-    _unary_math(_ufunc, complex_too=_ufunc not in (np.expm1, np.log1p, np.exp2))
+for _ufunc in (np.sqrt, np.exp, np.log, np.log10, np.log2):
+    _unary_math(_ufunc)
+for _ufunc in (np.expm1, np.log1p, np.exp2):
+    _row(_ufunc.__name__, _ufunc, 1, f=f"np.{_ufunc.__name__}({{0}})",
+         c=f"complex_{_ufunc.__name__}({{0}})")
 _row("cbrt", np.cbrt, 1, f="np.cbrt({0})")
 _row("logaddexp", np.logaddexp, 2, f="logaddexp_float({0}, {1})")
 _row("logaddexp2", np.logaddexp2, 2, f="logaddexp2_float({0}, {1})")
 
 # --- trigonometric and hyperbolic ---------------------------------------------------------
 for _ufunc in (np.sin, np.cos, np.tan, np.arcsin, np.arccos, np.arctan, np.sinh, np.cosh,
-               np.tanh, np.arcsinh, np.arccosh, np.arctanh):
+               np.tanh, np.arcsinh, np.arctanh):
     _unary_math(_ufunc)
+_row("arccosh", np.arccosh, 1, f="np.arccosh({0})", c="complex_arccosh({0})")
 _row("arctan2", np.arctan2, 2, f="np.arctan2({0}, {1})")
-_row("hypot", np.hypot, 2, f="np.hypot({0}, {1})")
+_row("hypot", np.hypot, 2, f="math.hypot({0}, {1})")
 _row("deg2rad", np.deg2rad, 1, f="({0} * ({L}(math.pi) / {L}(180.0)))")
 _row("rad2deg", np.rad2deg, 1, f="({0} * ({L}(180.0) / {L}(math.pi)))")
 
@@ -181,18 +186,18 @@ _row("isfinite", np.isfinite, 1, f="np.isfinite({0})", c="np.isfinite({0})", sta
 _row("signbit", np.signbit, 1, f="np.signbit({0})")
 _row("copysign", np.copysign, 2, f="np.copysign({0}, {1})")
 _row("nextafter", np.nextafter, 2, f="np.nextafter({0}, {1})")
-_row("spacing", np.spacing, 1, f="np.spacing({0})")
+_row("spacing", np.spacing, 1, f="spacing_float({0})")
 
 # --- selection and conversion (not ufuncs in numpy) ---------------------------------------
 _ROWS.append(OpDef("where", np.where, 3, {"*": "({1} if {0} else {2})"}, _resolve_where))
 _row("clip", np._core.umath.clip, 3, f="clip_float({0}, {1}, {2})",
-     c="minimum_complex(maximum_complex({0}, {1}), {2})",
+     c="clip_complex({0}, {1}, {2})",
      star="min(max({0}, {1}), {2})")
 _ROWS.append(OpDef("astype", np.ndarray.astype, 1, {"*": "{0}"},
                    lambda operands: ((_as_dtype(operands[0]),), _as_dtype(operands[0]))))
 _ROWS.append(OpDef("real", np.real, 1, {"c": "{0}.real", "*": "{0}"},
                    lambda operands: _real_part(operands[0])))
-_ROWS.append(OpDef("imag", np.imag, 1, {"c": "{0}.imag", "*": "({0} - {0})"},
+_ROWS.append(OpDef("imag", np.imag, 1, {"c": "{0}.imag", "*": "{L}(0)"},
                    lambda operands: _real_part(operands[0])))
 
 

@@ -1,0 +1,276 @@
+"""Differential tests driven by the op table: every row × every dtype numpy supports.
+
+All the rows valid for one dtype are traced into one function returning a dict, so each
+dtype costs one or two kernel compiles; every output is still compared on its own with
+numpy's result for the same operation: dtype exactly, values bit for bit for exact
+operations and within a few ulp for transcendental ones.
+"""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+
+import numpy as np
+import pytest
+
+import numfuse
+from numfuse.errors import UnsupportedOperationError
+from numfuse.ops import OPS, OpDef
+
+DTYPES = [np.dtype(name) for name in (
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float32", "float64", "complex64", "complex128",
+)]
+
+# Rows whose results are within a few ulp rather than exact (libm differences).
+INEXACT = frozenset({
+    "sqrt", "cbrt", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "logaddexp",
+    "logaddexp2", "sin", "cos", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh",
+    "arcsinh", "arccosh", "arctanh", "arctan2", "hypot", "power", "float_power", "true_divide",
+    "reciprocal", "deg2rad", "rad2deg", "sign", "absolute",
+})
+EXACT_FOR_REAL = frozenset({"true_divide", "reciprocal", "sign", "absolute", "sqrt"})
+# numpy raises for negative integer exponents at run time; kernels cannot raise.
+NON_NEGATIVE_EXPONENT = frozenset({"power"})
+
+
+def edge_values(dtype: np.dtype) -> np.ndarray:
+    if dtype.kind == "b":
+        return np.array([False, True])
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        bits = dtype.itemsize * 8
+        values = {0, 1, 2, 3, 7, 100, bits - 1, bits, bits + 1, info.max, info.max - 1,
+                  info.min, info.min + 1}
+        if dtype.kind == "i":
+            values |= {-1, -2, -3, -7, -100, -bits}
+        return np.array(sorted(v for v in values if info.min <= v <= info.max), dtype)
+    real = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1.5, 2.5, -2.5, 3.0, 7.0, -7.0, 0.1, 1e-3,
+            1e10, -1e10, 1e-310, 1e300, -1e300, np.nan, np.inf, -np.inf, np.pi, 100.0]
+    if dtype.kind == "f":
+        with np.errstate(all="ignore"):
+            return np.array(real, dtype)
+    parts = [0.0, -0.0, 1.0, -2.5, 0.5, np.nan, np.inf, 3.0]
+    return np.array([complex(a, b) for a, b in itertools.product(parts, parts)], dtype)
+
+
+def numpy_supports(op: OpDef, dtypes: tuple[np.dtype, ...]) -> bool:
+    try:
+        loop, out = op.loop_dtypes(dtypes)
+    except Exception:
+        return False
+    return np.dtype(np.float16) not in (*loop, out)
+
+
+ROWS = [row for row in OPS.values() if row.name not in ("astype", "real", "imag")]
+
+
+def reference(op: OpDef, operands: list[np.ndarray]) -> np.ndarray:
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return op.reference(*operands)
+
+
+def assert_matches(name: str, actual: np.ndarray, expected: np.ndarray, operands) -> None:
+    assert actual.dtype == expected.dtype, f"{name}: dtype {actual.dtype} != {expected.dtype}"
+    assert actual.shape == expected.shape, f"{name}: shape {actual.shape} != {expected.shape}"
+    inexact = name in INEXACT and not (name in EXACT_FOR_REAL and expected.dtype.kind != "c")
+    if expected.dtype.kind in "fc" and inexact:
+        _assert_close(name, actual, expected, operands)
+        return
+    same = (actual == expected) | (_isnan(actual) & _isnan(expected))
+    if expected.dtype.kind in "f":
+        same &= (np.signbit(actual) == np.signbit(expected)) | _isnan(expected)
+    if not same.all():
+        bad = np.flatnonzero(~same)[:8]
+        detail = [(tuple(o.ravel()[i] for o in operands), actual.ravel()[i],
+                   expected.ravel()[i]) for i in bad]
+        raise AssertionError(f"{name} differs from numpy at (operands, got, numpy): {detail}")
+
+
+def _isnan(values: np.ndarray) -> np.ndarray:
+    return np.isnan(values) if values.dtype.kind in "fc" else np.zeros(values.shape, bool)
+
+
+def _assert_close(name, actual, expected, operands) -> None:
+    if expected.dtype.kind == "c":
+        _assert_close_complex(name, actual, expected, operands)
+        return
+    for part in ("real", "imag") if expected.dtype.kind == "c" else ("real",):
+        got, want = getattr(actual, part), getattr(expected, part)
+        finite = np.isfinite(want)
+        same_special = (got == want) | (np.isnan(got) & np.isnan(want))
+        tolerance = 8 * np.finfo(want.dtype).eps
+        close = np.isclose(got, want, rtol=tolerance, atol=tolerance * 1e-300 + 1e-300)
+        ok = np.where(finite, close, same_special)
+        if expected.dtype.kind == "c":
+            # complex results near branch cuts and overflow differ between libraries
+            ok |= ~np.isfinite(expected.real) | ~np.isfinite(expected.imag)
+        if not ok.all():
+            bad = np.flatnonzero(~ok)[:8]
+            detail = [(tuple(o.ravel()[i] for o in operands), got.ravel()[i],
+                       want.ravel()[i]) for i in bad]
+            raise AssertionError(f"{name} ({part}) differs from numpy: {detail}")
+
+
+def _assert_close_complex(name, actual, expected, operands) -> None:
+    """Complex results: relative to the magnitude; non-finite operands are only required
+    to agree on being non-finite (libraries differ on which infinity or NaN they give)."""
+    finite_in = np.ones(expected.shape, bool)
+    for operand in operands:
+        finite_in &= np.isfinite(operand)
+    finite_out = np.isfinite(expected)
+    tolerance = (128 if name in ("power", "float_power") else 8) * np.finfo(expected.real.dtype).eps
+    error = np.abs(actual.astype(complex) - expected.astype(complex))
+    scale = np.abs(expected.astype(complex))
+    close = error <= tolerance * scale + 1e-300
+    ok = np.where(finite_in & finite_out, close, True)
+    if not ok.all():
+        bad = np.flatnonzero(~ok)[:8]
+        detail = [(tuple(o.ravel()[i] for o in operands), actual.ravel()[i],
+                   expected.ravel()[i]) for i in bad]
+        raise AssertionError(f"{name} differs from numpy: {detail}")
+
+
+def _operand_arrays(dtype: np.dtype, arity: int) -> list[np.ndarray]:
+    values = edge_values(dtype)
+    if arity == 1:
+        return [values]
+    grids = np.meshgrid(*([values] * arity), indexing="ij")
+    return [grid.ravel() for grid in grids]
+
+
+def _run_rows(rows: list[OpDef], operands: list[np.ndarray]) -> None:
+    arity = len(operands)
+
+    def fn(*args):
+        return {row.name: row.reference(*args) for row in rows}
+
+    jitted = numfuse.jit(fn)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = jitted(*operands)
+    for row in rows:
+        args = operands
+        integral = all(operand.dtype.kind in "biu" for operand in operands)
+        if row.name in NON_NEGATIVE_EXPONENT and integral:
+            args = [operands[0], np.where(operands[1] < 0, 0, operands[1])]
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                results[row.name] = numfuse.jit(_single(row))(*args)
+        assert_matches(row.name, results[row.name], reference(row, args), args)
+    assert arity == len(operands)
+
+
+def _single(row: OpDef):
+    def fn(a, b):
+        return row.reference(a, b)
+    return fn
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("arity", [1, 2, 3])
+def test_every_row_matches_numpy(dtype: np.dtype, arity: int) -> None:
+    rows = [row for row in ROWS
+            if row.arity == arity and numpy_supports(row, (dtype,) * arity)]
+    if not rows:
+        pytest.skip(f"no {arity}-ary op supports {dtype}")
+    _run_rows(rows, _operand_arrays(dtype, arity))
+
+
+MIXED = [("int8", "uint8"), ("int64", "uint64"), ("uint64", "int64"), ("int16", "float32"),
+         ("uint32", "int32"), ("float32", "float64"), ("bool", "int8"), ("int32", "float64"),
+         ("float32", "complex64"), ("int64", "complex128")]
+
+
+@pytest.mark.parametrize("pair", MIXED, ids="-".join)
+def test_binary_rows_on_mixed_dtypes(pair: tuple[str, str]) -> None:
+    left, right = (np.dtype(name) for name in pair)
+    rows = [row for row in ROWS if row.arity == 2 and numpy_supports(row, (left, right))]
+    a, b = edge_values(left), edge_values(right)
+    grid_a, grid_b = (grid.ravel() for grid in np.meshgrid(a, b, indexing="ij"))
+    _run_rows(rows, [grid_a, grid_b])
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int32", "uint64", "float32", "float64",
+                                   "complex64"])
+@pytest.mark.parametrize("scalar", [3, -1, 2.5, 300, 1j, True, 2**63, -(2**40)])
+def test_weak_python_scalars_follow_nep50(dtype: str, scalar: object) -> None:
+    values = edge_values(np.dtype(dtype))
+
+    def fn(x):
+        return x + scalar, x * scalar, x < scalar, x == scalar, np.maximum(x, scalar)
+
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            expected = fn(values)
+        except (OverflowError, TypeError) as error:
+            with pytest.raises(type(error)):
+                numfuse.jit(fn)(values)
+            return
+        actual = numfuse.jit(fn)(values)
+    for name, got, want in zip(["add", "multiply", "less", "equal", "maximum"], actual,
+                               expected, strict=True):
+        assert_matches(name, got, want, [values])
+
+
+@pytest.mark.parametrize("source", ["float64", "float32", "int64", "int8", "uint16", "bool",
+                                    "complex128"])
+def test_astype_matches_numpy(source: str) -> None:
+    values = edge_values(np.dtype(source))
+    targets = [d for d in DTYPES]
+
+    def fn(x):
+        return [x.astype(target) for target in targets]
+
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        actual = numfuse.jit(fn)(values)
+        expected = fn(values)
+    for target, got, want in zip(targets, actual, expected, strict=True):
+        if np.dtype(source).kind in "fc" and target.kind in "iu":
+            # numpy's out-of-range float->int casts are undefined in C; compare in range
+            info = np.iinfo(target)
+            real = values.real if values.dtype.kind == "c" else values
+            in_range = np.isfinite(real) & (real >= info.min) & (real <= info.max)
+            got, want = got[in_range], want[in_range]
+        assert_matches(f"astype {source}->{target}", got, want, [values])
+
+
+def test_real_imag_conj() -> None:
+    z = edge_values(np.dtype("complex128"))
+    x = edge_values(np.dtype("float32"))
+
+    def fn(z, x):
+        return z.real, z.imag, np.real(x), np.imag(x), z.conj(), np.abs(z)
+
+    actual = numfuse.jit(fn)(z, x)
+    expected = fn(z, x)
+    for got, want in zip(actual, expected, strict=True):
+        assert_matches("real/imag", got, want, [z])
+
+
+def test_divmod_returns_two_values() -> None:
+    a = np.repeat(edge_values(np.dtype("float64")), 24)
+    b = np.tile(edge_values(np.dtype("float64")), 24)
+    with np.errstate(all="ignore"):
+        quotient, remainder = numfuse.jit(lambda a, b: divmod(a, b))(a, b)
+        expected_q, expected_r = np.divmod(a, b)
+    assert_matches("divmod quotient", quotient, expected_q, [a, b])
+    assert_matches("divmod remainder", remainder, expected_r, [a, b])
+
+
+def test_float16_is_refused_with_advice() -> None:
+    with pytest.raises(UnsupportedOperationError, match="float32"):
+        numfuse.jit(lambda x: np.sin(x))(np.arange(3, dtype=np.int8))
+
+
+def test_power_operator_takes_numpy_fast_paths() -> None:
+    x = np.array([-0.0, -np.inf, 2.0, 4.0, np.nan])
+    with np.errstate(all="ignore"):
+        actual = numfuse.jit(lambda x: (x ** 0.5, x ** 2, x ** -1, np.power(x, 0.5)))(x)
+        expected = (x ** 0.5, x ** 2, x ** -1, np.power(x, 0.5))
+    for got, want in zip(actual, expected, strict=True):
+        assert_matches("power", got, want, [x])
