@@ -396,7 +396,9 @@ def _complex_gt_plain(a, b):  # type: ignore[no-untyped-def]
 
 def complex_arccosh(z):  # type: ignore[no-untyped-def]
     """``log(z + sqrt(z + 1) * sqrt(z - 1))``: C99's cacosh, right on the branch cut."""
-    return np.log(z + np.sqrt(z + 1) * np.sqrt(z - 1))
+    above = np.sqrt(complex(z.real + 1, z.imag))
+    below = np.sqrt(complex(z.real - 1, z.imag))
+    return np.log(z + above * below)
 
 
 def complex_expm1(z):  # type: ignore[no-untyped-def]
