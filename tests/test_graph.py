@@ -1,0 +1,246 @@
+"""The IR: nodes, Graph, toposort, broadcasting of shape patterns, verify, str(), pytrees."""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from numfuse.dtypes import spec_of
+from numfuse.graph import (
+    CONST,
+    ELEMENTWISE,
+    INPUT,
+    Const,
+    Graph,
+    Node,
+    broadcast_shapes,
+    toposort,
+    tree_flatten,
+    tree_unflatten,
+    verify,
+)
+from numfuse.trace import trace_graph
+
+F64 = np.dtype(np.float64)
+
+
+def arg(index: int, shape) -> Node:
+    return Node("arg", INPUT, (), F64, tuple(shape), (("index", index),))
+
+
+def add(a: Node, b: Node, shape=None) -> Node:
+    shape = broadcast_shapes(a.shape, b.shape) if shape is None else shape
+    return Node("add", ELEMENTWISE, (a, b), F64, shape, (("loop", (F64, F64)),))
+
+
+# ------------------------------------------------------------------------------- str()
+
+
+def test_str_reads_like_a_jaxpr():
+    graph = trace_graph(lambda x, y: np.sin(x) * y + 2.0,
+                        [spec_of(np.ones(3)), spec_of(np.ones((3, 1), np.float32))])
+    assert str(graph) == (
+        "{ lambda a:f64[n] b:f32[n,1] .\n"
+        "    c:f64[n] = sin a\n"
+        "    d:f64[n,n] = multiply c b\n"
+        "    f:f64[n,n] = add d 2.0\n"
+        "  in (f) }"
+    )
+
+
+def test_str_names_array_constants_and_known_sizes():
+    table = np.arange(4.0)
+    graph = trace_graph(lambda x: x * table, [spec_of(np.ones(4))])
+    text = str(graph)
+    assert "f64[4] = const [0.0, 1.0, 2.0, 3.0]" in text
+    assert "= multiply a" in text
+
+
+def test_str_of_a_graph_with_many_values_uses_multi_letter_names():
+    def chain(x):
+        for _ in range(30):
+            x = x + 1.0
+        return x
+
+    text = str(trace_graph(chain, [spec_of(np.ones(2))]))
+    names = [line.split(":")[0].strip() for line in text.splitlines()[1:-1]]
+    assert len(names) == 30
+    assert len(set(names)) == 30
+    assert "aa" in names
+
+
+def test_node_repr_and_type_str():
+    node = arg(0, (None, 1))
+    assert node.type_str() == "f64[n,1]"
+    assert repr(node) == "Node(arg, f64[n,1])"
+    assert node.ndim == 2
+    assert node.ones == (False, True)
+    assert node.param("index") == 0
+    assert node.param("missing", "default") == "default"
+
+
+# ---------------------------------------------------------------------------- verify
+
+
+def test_verify_accepts_traced_graphs():
+    graph = trace_graph(lambda x, y: (x * y, np.where(x > y, x, y - 1.0)),
+                        [spec_of(np.ones((2, 3))), spec_of(np.ones(3))])
+    verify(graph)
+
+
+def test_verify_rejects_an_elementwise_node_with_the_wrong_shape():
+    x, y = arg(0, (None,)), arg(1, (None, 1))
+    broken = add(x, y, shape=(None,))
+    with pytest.raises(AssertionError, match="shape"):
+        verify(Graph((x, y), (broken,)))
+
+
+def test_verify_rejects_an_argument_the_graph_does_not_list():
+    x, y = arg(0, (None,)), arg(1, (None,))
+    with pytest.raises(AssertionError, match="argument"):
+        verify(Graph((x,), (add(x, y),)))
+
+
+def test_verify_rejects_a_node_without_a_numpy_dtype():
+    x = arg(0, (None,))
+    broken = Node("negative", ELEMENTWISE, (x,), "float64", (None,))  # type: ignore[arg-type]
+    with pytest.raises(AssertionError, match="dtype"):
+        verify(Graph((x,), (broken,)))
+
+
+# -------------------------------------------------------------------------- toposort
+
+
+def test_toposort_puts_every_node_after_its_inputs_and_lists_each_once():
+    x, y = arg(0, (None,)), arg(1, (None,))
+    a = add(x, y)
+    b = add(a, x)
+    c = add(a, b)
+    order = toposort([c, b, a])
+    assert len(order) == len(set(map(id, order))) == 5
+    position = {id(node): index for index, node in enumerate(order)}
+    for node in order:
+        for source in node.inputs:
+            assert position[id(source)] < position[id(node)]
+
+
+def test_toposort_handles_very_deep_graphs_without_recursion():
+    node = arg(0, (None,))
+    start = node
+    for _ in range(20_000):
+        node = Node("negative", ELEMENTWISE, (node,), F64, (None,))
+    order = toposort([node])
+    assert len(order) == 20_001
+    assert order[0] is start and order[-1] is node
+
+
+def test_graph_nodes_start_with_the_arguments_in_order_even_if_unused():
+    x, y, z = arg(0, (None,)), arg(1, (None,)), arg(2, (None,))
+    graph = Graph((x, y, z), (add(z, x),))
+    assert graph.nodes[:3] == (x, y, z)
+    assert graph.consumers[y] == []
+    assert len(graph.consumers[x]) == 1
+
+
+# --------------------------------------------------------------- broadcasting of patterns
+
+PATTERN_SIZES = st.sampled_from([1, 2, 3])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(PATTERN_SIZES, max_size=3), min_size=1, max_size=4))
+def test_broadcast_shapes_of_concrete_shapes_is_numpys(shapes):
+    shapes = [tuple(shape) for shape in shapes]
+    try:
+        expected = np.broadcast_shapes(*shapes)
+    except ValueError:
+        with pytest.raises(ValueError):
+            broadcast_shapes(*shapes)
+        return
+    assert broadcast_shapes(*shapes) == expected
+
+
+@pytest.mark.parametrize(("shapes", "expected"), [
+    (((None,), (1,)), (None,)),
+    (((None,), ()), (None,)),
+    (((None, 1), (None,)), (None, None)),
+    (((None,), (4,)), (4,)),
+    (((1, 1), (1,)), (1, 1)),
+    (((None, 1, 3), (2, 1)), (None, 2, 3)),
+])
+def test_broadcast_shapes_with_free_sizes(shapes, expected):
+    assert broadcast_shapes(*shapes) == expected
+
+
+def test_broadcast_shapes_raises_like_numpy_on_conflicting_known_sizes():
+    with pytest.raises(ValueError, match="could not be broadcast"):
+        broadcast_shapes((None, 3), (4,))
+
+
+# ---------------------------------------------------------------------------- constants
+
+
+def test_const_compares_by_value_and_distinguishes_what_numpy_distinguishes():
+    assert Const(1.5) == Const(1.5)
+    assert hash(Const(1.5)) == hash(Const(1.5))
+    assert Const(0.0) != Const(-0.0)
+    assert Const(float("nan")) == Const(float("nan"))
+    assert Const(1) != Const(1.0)
+    assert Const(True) != Const(1)
+    assert Const(np.float32(1)) != Const(np.float64(1))
+    assert Const(np.arange(3.0)) == Const(np.arange(3.0))
+    assert Const(np.arange(3.0)) != Const(np.arange(3.0).reshape(3, 1))
+    assert Const(np.arange(3)) != Const(np.arange(3.0))
+
+
+def test_const_array_is_a_read_only_snapshot():
+    values = np.arange(3.0)
+    constant = Const(values)
+    values[0] = 99.0
+    assert constant.value[0] == 0.0
+    assert not constant.value.flags.writeable
+
+
+def test_const_node_kind():
+    graph = trace_graph(lambda x: x + np.arange(3.0), [spec_of(np.ones(3))])
+    constants = [node for node in graph.nodes if node.kind == CONST]
+    assert len(constants) == 1
+    assert constants[0].shape == (3,)
+
+
+# ------------------------------------------------------------------------------ pytrees
+
+Point = collections.namedtuple("Point", "x y")
+
+TREES = [
+    1,
+    (1, 2),
+    [1, [2, 3], (4,)],
+    {"b": 1, "a": (2, [3])},
+    Point(1, (2, 3)),
+    {"p": Point([1], {"q": 2})},
+    (),
+    [],
+    {},
+    ((),),
+    None,
+]
+
+
+@pytest.mark.parametrize("tree", TREES, ids=[repr(tree) for tree in TREES])
+def test_tree_flatten_unflatten_round_trip(tree):
+    leaves, treedef = tree_flatten(tree)
+    rebuilt = tree_unflatten(treedef, leaves)
+    assert rebuilt == tree
+    assert type(rebuilt) is type(tree)
+    if isinstance(tree, dict):
+        assert list(rebuilt) == list(tree)
+
+
+def test_tree_flatten_leaves_in_order():
+    leaves, _ = tree_flatten({"b": (1, 2), "a": [3, Point(4, 5)]})
+    assert leaves == [1, 2, 3, 4, 5]

@@ -1,0 +1,186 @@
+"""Graph passes: constant folding, common-subexpression and dead-code elimination."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import assert_same, check
+from numfuse.dtypes import spec_of
+from numfuse.graph import CONST, ELEMENTWISE, Graph, verify
+from numfuse.ops import OPS
+from numfuse.passes import (
+    PASSES,
+    eliminate_common_subexpressions,
+    eliminate_dead_code,
+    fold_constants,
+    simplify,
+)
+from numfuse.trace import const_node, elementwise, trace_graph
+
+X = np.array([-2.0, -0.5, 0.0, 1.5, 4.0])
+
+
+def traced(fn, *args):
+    return trace_graph(fn, [spec_of(value) for value in args])
+
+
+def count(graph: Graph, op: str) -> int:
+    return sum(node.op == op for node in graph.nodes)
+
+
+# ------------------------------------------------------------------------------------ CSE
+
+
+def test_cse_merges_duplicate_expressions():
+    def duplicated(x):
+        a = np.sin(x) * 2.0
+        b = np.sin(x) * 2.0
+        return a + b, np.sin(x)
+
+    graph = eliminate_common_subexpressions(traced(duplicated, X))
+    verify(graph)
+    assert count(graph, "sin") == 1
+    assert count(graph, "multiply") == 1
+    check(duplicated, X, rtol=1e-15)
+
+
+def test_cse_merges_equal_constants():
+    graph = eliminate_common_subexpressions(traced(lambda x: (x + 1.5) * 1.5 - 1.5, X))
+    constants = [node for node in graph.nodes if node.kind == CONST]
+    assert len(constants) == 1
+
+
+@pytest.mark.parametrize("fn", [
+    pytest.param(lambda x: (x * 0.0, x * -0.0), id="signed-zeros"),
+    pytest.param(lambda x: (x + 1, x + 1.0, x + True), id="python-number-kinds"),
+    pytest.param(lambda x: (x * np.float32(0.1), x * 0.1), id="float32-vs-float64"),
+    pytest.param(lambda x: (x.astype(np.float32), x.astype(np.int32)), id="astype-targets"),
+    pytest.param(lambda x: (x - 1.0, 1.0 - x), id="operand-order"),
+])
+def test_cse_keeps_expressions_that_differ(fn):
+    graph = simplify(traced(fn, X), check=verify)
+    assert len(set(map(id, graph.outputs))) == len(graph.outputs)
+    check(fn, X)
+
+
+def test_cse_does_not_merge_arguments():
+    graph = simplify(traced(lambda x, y: (x + 1.0, y + 1.0), X, X), check=verify)
+    assert graph.outputs[0] is not graph.outputs[1]
+    assert len(graph.inputs) == 2
+
+
+# ------------------------------------------------------------------------------------ DCE
+
+
+def test_unused_values_are_dropped():
+    def wasteful(x):
+        np.exp(x)
+        unused = np.cos(x) * 3.0  # noqa: F841
+        return x + 1.0
+
+    graph = simplify(traced(wasteful, X), check=verify)
+    assert {node.op for node in graph.nodes} == {"arg", "const", "add"}
+
+
+def test_dead_code_elimination_keeps_unused_arguments():
+    graph = eliminate_dead_code(traced(lambda x, y: x * 2.0, X, X))
+    assert len(graph.inputs) == 2
+    assert graph.nodes[:2] == graph.inputs
+
+
+# ------------------------------------------------------------------------ constant folding
+
+
+def fold(node):
+    """Fold a graph whose one output is ``node``; return the folded output node."""
+    graph = fold_constants(Graph((), (node,)))
+    verify(graph)
+    (result,) = graph.outputs
+    assert result.kind == CONST, f"{node} was not folded"
+    return result
+
+
+def folded_value(node):
+    return fold(node).param("value").value
+
+
+@pytest.mark.parametrize(("op", "operands"), [
+    ("add", (np.float32(0.1), 0.2)),
+    ("add", (np.int8(100), np.int8(100))),
+    ("subtract", (np.uint8(3), np.uint8(5))),
+    ("multiply", (np.float32(3.4e38), 10)),
+    ("true_divide", (np.int16(7), np.int16(2))),
+    ("true_divide", (np.float64(1.0), np.float64(0.0))),
+    ("floor_divide", (np.int32(-7), 2)),
+    ("remainder", (np.float64(-7.5), 2.0)),
+    ("power", (np.float32(2.0), 0.5)),
+    ("power", (np.int64(3), np.int64(4))),
+    ("less", (np.int8(5), 1000)),
+    ("greater_equal", (np.uint64(2**64 - 1), -1)),
+    ("maximum", (np.float64(np.nan), np.float64(1.0))),
+    ("sqrt", (np.float32(2.0),)),
+    ("sin", (np.float64(0.5),)),
+    ("negative", (np.int8(-128),)),
+    ("logical_and", (np.float64(0.5), 0)),
+    ("copysign", (np.float64(1.0), np.float64(-0.0))),
+])
+def test_folding_gives_exactly_numpys_value(op, operands):
+    node = elementwise(OPS[op], [const_node(value) for value in operands])
+    with np.errstate(all="ignore"):
+        expected = OPS[op].reference(*operands)
+    value = folded_value(node)
+    assert_same(value, expected)
+
+
+def test_folding_python_numbers_keeps_them_python_numbers():
+    node = elementwise(OPS["multiply"], [const_node(3), const_node(2.5)], weak=True)
+    folded = fold(node)
+    assert folded.weak
+    assert_same(folded_value(node), 3 * 2.5)
+
+
+def test_folding_is_transitive_and_feeds_array_expressions():
+    x = trace_graph(lambda x: x, [spec_of(X.astype(np.float32))]).inputs[0]
+    scale = elementwise(OPS["sqrt"], [elementwise(OPS["add"], [const_node(np.float32(1.0)),
+                                                                const_node(3)])])
+    graph = fold_constants(Graph((x,), (elementwise(OPS["multiply"], [x, scale]),)))
+    verify(graph)
+    (output,) = graph.outputs
+    constant = output.inputs[1]
+    assert constant.kind == CONST
+    assert_same(constant.param("value").value, np.sqrt(np.float32(1.0) + 3))
+    assert [node.op for node in graph.nodes if node.kind == ELEMENTWISE] == ["multiply"]
+
+
+def test_folding_leaves_array_operands_alone():
+    graph = fold_constants(traced(lambda x: x * 2.0 + np.arange(5.0), X))
+    assert count(graph, "multiply") == 1
+    assert count(graph, "add") == 1
+
+
+# -------------------------------------------------------------------------------- simplify
+
+
+def test_simplify_runs_the_check_after_every_pass():
+    checked = []
+    simplify(traced(lambda x: np.sin(x) + np.sin(x), X), check=checked.append)
+    assert len(checked) == len(PASSES)
+
+
+def test_passes_do_not_change_their_input_graph():
+    graph = traced(lambda x: (np.sin(x) + np.sin(x), np.cos(x) * 0.0), X)
+    before = str(graph)
+    nodes = graph.nodes
+    simplify(graph, check=verify)
+    assert str(graph) == before
+    assert graph.nodes == nodes
+
+
+def test_simplified_programs_compute_numpys_results():
+    def redundant(x, y):
+        a = (x - y) * (x - y)
+        b = (x - y) * (x - y)
+        return a + b, a - b, np.maximum(a, x - y)
+
+    check(redundant, X, X[::-1].copy())
