@@ -15,6 +15,7 @@ import argparse
 import os
 import platform
 import statistics
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -107,8 +108,21 @@ def table(results: dict[int, dict[str, list[float]]], reduce: Callable[[list[flo
     return lines
 
 
+def revision() -> str:
+    """The git commit measured (``-dirty`` if the working tree had changes), if known."""
+    try:
+        described = subprocess.run(
+            ["git", "describe", "--always", "--dirty"], cwd=Path(__file__).parent,
+            capture_output=True, text=True, check=True,
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return described.stdout.strip()
+
+
 def environment() -> str:
-    versions = f"numpy {np.__version__}, numba {numba.__version__}, numfuse {numfuse.__version__}"
+    versions = (f"numpy {np.__version__}, numba {numba.__version__}, "
+                f"numfuse {numfuse.__version__} (git {revision()})")
     if numexpr is not None:
         versions += f", numexpr {numexpr.__version__} ({numexpr.get_num_threads()} threads)"
     return (f"Python {platform.python_version()} on {platform.machine()}, "
