@@ -1,0 +1,500 @@
+"""Partitioning into convex multi-output regions, by hand-made cases and random graphs.
+
+Every plan is checked with ``check_plan`` (one region per elementwise node, one loop shape
+per region, convexity, execution order, operand cap); compiled programs are compared with
+numpy.  Graphs with a hand-made non-fusible node kind (``opaque``) exercise convexity,
+which elementwise-only graphs rarely stress: broadcasting only ever adds dimensions, so a
+path that leaves a loop shape never comes back to it through elementwise nodes alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import Phase, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import numfuse
+from conftest import assert_same, check, numpy_result
+from numfuse.codegen import emit
+from numfuse.dtypes import spec_of
+from numfuse.graph import ELEMENTWISE, INPUT, Graph, Node, broadcast_shapes, verify
+from numfuse.partition import MAX_OPERANDS, Plan, Region, check_plan, partition
+from numfuse.passes import simplify
+from numfuse.trace import trace_graph
+
+F64 = np.dtype(np.float64)
+
+
+def plan_of(fn, *args) -> Plan:
+    graph = simplify(trace_graph(fn, [spec_of(value) for value in args]), check=verify)
+    plan = partition(graph)
+    check_plan(plan)
+    return plan
+
+
+def ops_of(region: Region) -> list[str]:
+    return [node.op for node in region.nodes]
+
+
+# ------------------------------------------------------------------------ hand-made cases
+
+
+def test_founding_case_is_one_region_with_two_outputs():
+    def logp_and_grad(x, mu):
+        d = x - mu
+        return -(d**2) / 2, -d
+
+    plan = plan_of(logp_and_grad, np.ones(4), 0.5)
+    (region,) = plan.regions
+    assert len(region.inputs) == 2
+    assert region.outputs == plan.graph.outputs
+    assert ops_of(region).count("subtract") == 1
+
+
+def test_value_used_before_and_after_another_loop_shape():
+    """``d`` feeds a 2-d result and, later, more 1-d work: the 1-d work is one region."""
+    def mixed(row, column):
+        d = row - 1.0
+        grid = d * column
+        e = d * 2.0
+        return grid + 1.0, e + d
+
+    row, column = np.arange(5.0), np.arange(3.0)[:, None]
+    plan = plan_of(mixed, row, column)
+    assert len(plan.regions) == 2
+    shapes = {region.ones: ops_of(region) for region in plan.regions}
+    assert sorted(shapes[(False,)]) == ["add", "multiply", "subtract"]
+    assert sorted(shapes[(False, False)]) == ["add", "multiply"]
+    one_d = next(region for region in plan.regions if region.ones == (False,))
+    assert len(one_d.outputs) == 2  # d for the 2-d region, and e + d
+    check(mixed, row, column)
+
+
+def test_siblings_reading_one_value_fuse_into_one_kernel():
+    def sin_cos(x):
+        return np.sin(x), np.cos(x)
+
+    plan = plan_of(sin_cos, np.ones(4))
+    (region,) = plan.regions
+    assert len(region.inputs) == 1
+    assert len(region.outputs) == 2
+    compiled = numfuse.compile(sin_cos, np.ones(4))
+    assert len(compiled.kernels) == 1
+    check(sin_cos, np.linspace(-3, 3, 11), rtol=1e-15)
+
+
+def test_regions_of_different_loop_shapes_stay_separate():
+    def two_shapes(row, column):
+        return row * 2.0, column * 2.0
+
+    plan = plan_of(two_shapes, np.ones(4), np.ones((4, 1)))
+    assert len(plan.regions) == 2
+    assert {region.ones for region in plan.regions} == {(False,), (False, True)}
+    check(two_shapes, np.arange(4.0), np.arange(3.0)[:, None])
+
+
+def test_elementwise_diamond_is_one_region():
+    def diamond(x):
+        a = np.sin(x)
+        return (a * 2.0) * (a + 1.0)
+
+    (region,) = plan_of(diamond, np.ones(3)).regions
+    assert len(region.outputs) == 1
+
+
+def test_regions_are_in_execution_order():
+    def chain_of_shapes(row, column, cube):
+        a = row * 2.0
+        b = a + column
+        c = b * cube
+        return c - 1.0, a + 1.0
+
+    plan = plan_of(chain_of_shapes, np.ones(4), np.ones((3, 1)), np.ones((2, 1, 1)))
+    assert [region.ones for region in plan.regions] == [
+        (False,), (False, False), (False, False, False)]
+    check(chain_of_shapes, np.arange(4.0), np.arange(3.0)[:, None], np.arange(2.0)[:, None, None])
+
+
+def test_deep_chain_partitions_into_one_region_without_recursion():
+    def deep(x):
+        for index in range(1000):
+            x = x * 0.5 + float(index)
+        return x
+
+    plan = plan_of(deep, np.ones(3))
+    assert len(plan.regions) == 1
+
+
+# ----------------------------------------------------------------------- the operand cap
+
+
+def assert_operand_cap(compiled) -> None:
+    for kernel in compiled.kernels:
+        assert kernel.n_inputs + kernel.n_outputs <= MAX_OPERANDS
+        assert kernel.layout.count("(") == kernel.n_inputs + kernel.n_outputs
+
+
+def test_sum_of_seventy_arrays_is_split_under_the_operand_cap():
+    def total(*values):
+        result = values[0]
+        for value in values[1:]:
+            result = result + value
+        return result
+
+    args = [np.arange(4.0) * index for index in range(70)]
+    compiled = numfuse.compile(total, *args)
+    assert len(compiled.kernels) >= 2
+    assert_operand_cap(compiled)
+    assert_same(compiled(*args), total(*args))
+
+
+def test_seventy_outputs_are_split_under_the_operand_cap():
+    def many(x):
+        return [x + float(index) for index in range(70)]
+
+    compiled = numfuse.compile(many, np.arange(4.0))
+    assert len(compiled.kernels) >= 2
+    assert_operand_cap(compiled)
+    assert_same(compiled(np.arange(4.0)), many(np.arange(4.0)))
+
+
+def test_many_inputs_and_many_outputs_are_split_under_the_operand_cap():
+    def pairwise(*values):
+        return tuple(a * b for a, b in zip(values[:-1], values[1:], strict=True))
+
+    args = [np.arange(3.0) + index for index in range(40)]
+    compiled = numfuse.compile(pairwise, *args)
+    assert_operand_cap(compiled)
+    check_plan(compiled.plan)
+    assert_same(compiled(*args), pairwise(*args))
+
+
+# ------------------------------------------------------- convexity with non-fusible nodes
+
+
+def arg(index: int, shape=(None,)) -> Node:
+    return Node("arg", INPUT, (), F64, shape, (("index", index),))
+
+
+def unary(op: str, source: Node) -> Node:
+    return Node(op, ELEMENTWISE, (source,), F64, source.shape, (("loop", (F64,)),))
+
+
+def binary(op: str, left: Node, right: Node) -> Node:
+    return Node(op, ELEMENTWISE, (left, right), F64, broadcast_shapes(left.shape, right.shape),
+                (("loop", (F64, F64)),))
+
+
+def opaque(*sources: Node, shape=None) -> Node:
+    """A node numfuse cannot fuse (like a reduction would be): any shape, never in a region."""
+    shape = sources[0].shape if shape is None else shape
+    return Node("opaque", "opaque", tuple(sources), F64, shape)
+
+
+def region_of(plan: Plan) -> dict[Node, int]:
+    return {node: region.index for region in plan.regions for node in region.nodes}
+
+
+def test_vertical_diamond_through_a_non_fusible_node_stays_convex():
+    """a -> b -> d and a -> r -> d with r not fusible: {a, b, d} in one region would need
+    r both before and after it."""
+    x = arg(0)
+    a = unary("sin", x)
+    b = unary("cos", a)
+    r = opaque(a, shape=(1,))  # e.g. a reduction: another loop shape
+    d = binary("add", b, r)
+    plan = partition(Graph((x,), (d,)))
+    check_plan(plan)
+    owner = region_of(plan)
+    assert owner[a] == owner[b]
+    assert owner[d] != owner[a]
+
+
+def test_horizontal_siblings_connected_through_a_non_fusible_node_stay_apart():
+    """a and b both read x; b also reads r, computed from a: fusing the siblings a and b
+    would put a region both before and after r."""
+    x = arg(0)
+    a = unary("sin", x)
+    r = opaque(a)
+    b = binary("add", x, r)
+    plan = partition(Graph((x,), (b, a)))
+    check_plan(plan)
+    owner = region_of(plan)
+    assert owner[a] != owner[b]
+
+
+def test_path_through_two_non_fusible_nodes_and_a_region_between_them():
+    x = arg(0)
+    a = unary("negative", x)
+    r1 = opaque(a)
+    m = unary("exp", r1)
+    r2 = opaque(m)
+    d = binary("multiply", a, r2)
+    e = binary("add", d, x)
+    plan = partition(Graph((x,), (e, m)))
+    check_plan(plan)
+    owner = region_of(plan)
+    assert owner[a] != owner[d]
+    assert owner[d] == owner[e]
+    order = [owner[a], owner[m], owner[d]]
+    assert order == sorted(order)
+
+
+# ------------------------------------------------------------- check_plan can say no
+
+
+def test_check_plan_rejects_a_non_convex_region():
+    x = arg(0)
+    a = unary("sin", x)
+    r = opaque(a)
+    d = binary("add", a, r)
+    graph = Graph((x,), (d,))
+    bad = Plan(graph, (Region(0, (a, d), (x, r), (a, d)),))
+    with pytest.raises(AssertionError, match="convex"):
+        check_plan(bad)
+
+
+def test_check_plan_rejects_mixed_loop_shapes_and_missing_nodes():
+    x, column = arg(0), arg(1, (None, 1))
+    a = unary("sin", x)
+    b = binary("add", a, column)
+    graph = Graph((x, column), (b,))
+    with pytest.raises(AssertionError, match="loop shape"):
+        check_plan(Plan(graph, (Region(0, (a, b), (x, column), (b,)),)))
+    with pytest.raises(AssertionError, match="no region"):
+        check_plan(Plan(graph, (Region(0, (a,), (x,), (a,)),)))
+
+
+def test_check_plan_rejects_regions_out_of_order():
+    x, column = arg(0), arg(1, (None, 1))
+    a = unary("sin", x)
+    b = binary("add", a, column)
+    graph = Graph((x, column), (b,))
+    backwards = Plan(graph, (Region(0, (b,), (a, column), (b,)), Region(1, (a,), (x,), (a,))))
+    with pytest.raises(AssertionError, match="runs later"):
+        check_plan(backwards)
+
+
+# ----------------------------------------------------- random graphs of non-fusible nodes
+
+HAND_SHAPES = [(None,), (1,), (None, None), (None, 1), (1, None), ()]
+
+
+@st.composite
+def hand_made_graphs(draw):
+    shapes = draw(st.lists(st.sampled_from(HAND_SHAPES), min_size=1, max_size=3))
+    nodes = [arg(index, shape) for index, shape in enumerate(shapes)]
+    inputs = tuple(nodes)
+    for _ in range(draw(st.integers(1, 16))):
+        pick = st.integers(0, len(nodes) - 1)
+        kind = draw(st.sampled_from(["unary", "binary", "binary", "binary", "opaque"]))
+        if kind == "unary":
+            nodes.append(unary("negative", nodes[draw(pick)]))
+        elif kind == "binary":
+            nodes.append(binary("add", nodes[draw(pick)], nodes[draw(pick)]))
+        else:
+            sources = [nodes[draw(pick)] for _ in range(draw(st.integers(1, 2)))]
+            nodes.append(opaque(*sources, shape=draw(st.sampled_from(HAND_SHAPES))))
+    extra = draw(st.lists(st.integers(len(inputs), len(nodes) - 1), max_size=3))
+    outputs = tuple([nodes[-1]] + [nodes[index] for index in extra])
+    return Graph(inputs, outputs)
+
+
+@settings(max_examples=300, deadline=None)
+@given(hand_made_graphs())
+def test_random_graphs_with_non_fusible_nodes_partition_into_convex_regions(graph):
+    verify(graph)
+    plan = partition(graph)
+    check_plan(plan)
+    for region in plan.regions:
+        generated = emit(region)
+        assert generated.layout.count("(") == len(region.inputs) + len(region.outputs)
+
+
+# --------------------------------------------------- random traced programs against numpy
+
+# Every example of the numeric tests compiles kernels; shrinking a failure would cost
+# minutes, and the drawn program (at most 8 steps) is readable as it is.
+NO_SHRINK = (Phase.explicit, Phase.reuse, Phase.generate)
+PATTERNS = {"n": (5,), "1": (1,), "mn": (3, 5), "m1": (3, 1), "0d": ()}
+VALUES = [-2.5, -1.0, -0.0, 0.0, 0.5, 1.0, 3.0, 1e300, np.inf, np.nan]
+BINARY = {"add": np.add, "multiply": np.multiply, "subtract": np.subtract,
+          "maximum": np.maximum}
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    """A random numpy program: input patterns, steps over earlier values, returned values.
+
+    A step is ``(op, i, j)`` for a binary op, ``("sin", i)``, ``("where", i, j, k, l)``
+    for ``np.where(v[i] < v[j], v[k], v[l])`` or ``("scale", i, c)`` for ``v[i] * c``.
+    """
+
+    patterns: tuple[str, ...]
+    steps: tuple[tuple, ...]
+    outputs: tuple[int, ...]
+
+    def __call__(self, *args):
+        values = list(args)
+        for op, *operands in self.steps:
+            if op == "sin":
+                values.append(np.sin(values[operands[0]]))
+            elif op == "where":
+                a, b, c, d = (values[index] for index in operands)
+                values.append(np.where(a < b, c, d))
+            elif op == "scale":
+                values.append(values[operands[0]] * operands[1])
+            else:
+                values.append(BINARY[op](values[operands[0]], values[operands[1]]))
+        return tuple(values[index] for index in self.outputs)
+
+    def returning_every_result(self) -> Program:
+        """The same program returning every step's value that no later step reads, so
+        nothing numpy computes (or raises on) is dead code."""
+        first_step = len(self.patterns)
+        read = {index for step in self.steps for index in step[1:5] if type(index) is int}
+        sinks = [first_step + position for position in range(len(self.steps))
+                 if first_step + position not in read]
+        return dataclasses.replace(self, outputs=(*self.outputs, *sinks))
+
+    @property
+    def transcendental(self) -> bool:
+        return any(step[0] == "sin" for step in self.steps)
+
+
+@st.composite
+def programs(draw, leading: tuple[str, ...] = ()):
+    patterns = leading + tuple(
+        draw(st.lists(st.sampled_from(sorted(PATTERNS)), min_size=1, max_size=4)))
+    steps = []
+    for index in range(draw(st.integers(1, 8))):
+        value = st.integers(0, len(patterns) + index - 1)
+        op = draw(st.sampled_from([*BINARY, "sin", "where", "scale"]))
+        if op == "sin":
+            steps.append((op, draw(value)))
+        elif op == "where":
+            steps.append((op, draw(value), draw(value), draw(value), draw(value)))
+        elif op == "scale":
+            steps.append((op, draw(value), draw(st.sampled_from([0.5, -2.0, 3.0]))))
+        else:
+            steps.append((op, draw(value), draw(value)))
+    last = len(patterns) + len(steps) - 1
+    extra = draw(st.lists(st.integers(0, last), max_size=3))
+    return Program(patterns, tuple(steps), (last, *extra))
+
+
+def arguments(program: Program, dtypes=st.just(F64)):
+    return st.tuples(*(hnp.arrays(dtypes, PATTERNS[pattern], elements=st.sampled_from(VALUES))
+                       for pattern in program.patterns))
+
+
+def resized(pattern: str, sizes: tuple[int, int]) -> tuple[int, ...]:
+    m, n = sizes
+    return {"n": (n,), "1": (1,), "mn": (m, n), "m1": (m, 1), "0d": ()}[pattern]
+
+
+def jitted_program(program: Program):
+    def run(*args):
+        return program(*args)
+
+    return run
+
+
+@settings(max_examples=150, deadline=None)
+@given(programs())
+def test_random_programs_trace_to_valid_plans(program):
+    specs = [spec_of(np.ones(PATTERNS[pattern])) for pattern in program.patterns]
+    graph = simplify(trace_graph(jitted_program(program), specs), check=verify)
+    plan = partition(graph)
+    check_plan(plan)
+    for region in plan.regions:
+        generated = emit(region)
+        assert len(generated.core_inputs) == len(region.inputs)
+
+
+@settings(max_examples=25, deadline=None, phases=NO_SHRINK)
+@given(st.data())
+def test_random_programs_compute_numpys_results(data):
+    program = data.draw(programs(), label="program")
+    args = data.draw(arguments(program), label="args")
+    expected = numpy_result(program, *args)
+    compiled = numfuse.compile(jitted_program(program), *args)
+    check_plan(compiled.plan)
+    tolerance = {"rtol": 1e-13, "atol": 1e-13} if program.transcendental else {}
+    with np.errstate(all="ignore"):
+        actual = compiled(*args)
+    assert_same(actual, expected, **tolerance)
+
+
+@settings(max_examples=25, deadline=None, phases=NO_SHRINK)
+@given(st.data())
+def test_random_programs_with_float32_and_float64_inputs(data):
+    program = data.draw(programs(), label="program")
+    dtypes = st.sampled_from([F64, np.dtype(np.float32)])
+    args = data.draw(arguments(program, dtypes), label="args")
+    expected = numpy_result(program, *args)
+    with np.errstate(all="ignore"):
+        actual = numfuse.jit(jitted_program(program))(*args)
+    single = any(arg.dtype == np.float32 for arg in args)
+    tolerance = {}
+    if program.transcendental:
+        tolerance = {"rtol": 1e-6, "atol": 1e-6} if single else {"rtol": 1e-13, "atol": 1e-13}
+    assert_same(actual, expected, **tolerance)
+
+
+@settings(max_examples=25, deadline=None, phases=NO_SHRINK)
+@given(st.data())
+def test_random_programs_with_inputs_of_different_sizes(data):
+    """Inputs whose sizes may disagree: wherever numpy broadcasts, numfuse must give
+    numpy's result; wherever numpy raises ValueError, numfuse must raise it too."""
+    program = data.draw(programs(), label="program").returning_every_result()
+    sizes = st.sampled_from([(3, 5), (3, 5), (2, 4)])
+    args = tuple(
+        data.draw(hnp.arrays(F64, resized(pattern, data.draw(sizes)),
+                             elements=st.sampled_from(VALUES)), label=f"arg {index}")
+        for index, pattern in enumerate(program.patterns)
+    )
+    jitted = numfuse.jit(jitted_program(program))
+    try:
+        expected = numpy_result(program, *args)
+    except ValueError:
+        with pytest.raises(ValueError), np.errstate(all="ignore"):
+            jitted(*args)
+        return
+    with np.errstate(all="ignore"):
+        actual = jitted(*args)
+    tolerance = {"rtol": 1e-13, "atol": 1e-13} if program.transcendental else {}
+    assert_same(actual, expected, **tolerance)
+
+
+@settings(max_examples=25, deadline=None, phases=NO_SHRINK)
+@given(st.data())
+def test_independent_programs_side_by_side_with_different_sizes(data):
+    """Two unrelated programs in one function, sharing only a 0-d argument (and maybe
+    constants), on arrays of different sizes: numpy runs each on its own sizes."""
+    first = data.draw(programs(leading=("0d",)), label="first")
+    second = data.draw(programs(leading=("0d",)), label="second")
+    scalar = data.draw(hnp.arrays(F64, (), elements=st.sampled_from(VALUES)), label="scalar")
+
+    def arrays_for(program, sizes, label):
+        return tuple(data.draw(hnp.arrays(F64, resized(pattern, sizes),
+                                          elements=st.sampled_from(VALUES)), label=label)
+                     for pattern in program.patterns[1:])
+
+    first_args = arrays_for(first, (3, 5), "first args")
+    second_args = arrays_for(second, (2, 4), "second args")
+    split = len(first_args)
+
+    def side_by_side(shared, *args):
+        return first(shared, *args[:split]), second(shared, *args[split:])
+
+    expected = numpy_result(side_by_side, scalar, *first_args, *second_args)
+    with np.errstate(all="ignore"):
+        actual = numfuse.jit(side_by_side)(scalar, *first_args, *second_args)
+    transcendental = first.transcendental or second.transcendental
+    tolerance = {"rtol": 1e-13, "atol": 1e-13} if transcendental else {}
+    assert_same(actual, expected, **tolerance)
