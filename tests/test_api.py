@@ -75,6 +75,37 @@ def test_recompiles_on_new_dtype_ndim_and_broadcast_pattern_but_not_size():
     assert len(jitted.compiled) == 4
 
 
+def test_byte_order_is_not_part_of_the_signature():
+    jitted = numfuse.jit(lambda x: x * 2.0 + 1.0)
+    little = np.arange(5.0)
+    big = little.astype(">f8")
+    assert_same(jitted(big), big * 2.0 + 1.0)
+    assert_same(jitted(little), little * 2.0 + 1.0)
+    assert_same(jitted(big), big * 2.0 + 1.0)
+    assert len(jitted.compiled) == 1
+
+
+def test_alternating_signatures_each_get_their_own_program():
+    jitted = numfuse.jit(lambda x, s: x * s)
+    calls = [(F32, 2.0), (X, 2.0), (F32, 2), (X[:1], 2.0), (F32, 2.0), (X.reshape(7, 1), 2.0),
+             (X, 2.0), (np.float32(1.5), 2.0), (np.array(1.5), 2.0)]
+    for args in calls:
+        assert_same(jitted(*args), args[0] * args[1])
+    assert len(jitted.compiled) == 7
+
+
+def test_concurrent_first_calls_from_threads():
+    import concurrent.futures
+
+    jitted = numfuse.jit(lambda x, y: (x * y, x - y))
+    inputs = [(X, X[::-1].copy()), (F32, F32[::-1].copy())] * 4
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(lambda args: jitted(*args), inputs))
+    for args, result in zip(inputs, results, strict=True):
+        assert_same(result, (args[0] * args[1], args[0] - args[1]))
+    assert len(jitted.compiled) == 2
+
+
 def test_python_scalar_kind_is_part_of_the_signature():
     jitted = numfuse.jit(lambda x, s: x * s)
     assert_same(jitted(X, 2.0), X * 2.0)

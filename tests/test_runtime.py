@@ -280,3 +280,17 @@ def test_multi_kernel_program_passes_intermediates_between_kernels():
     row, column = np.linspace(0, 1, 5), np.linspace(-1, 1, 3)[:, None]
     check(two_stages, row, column, rtol=1e-14)
     assert len(numfuse.compile(two_stages, row, column).kernels) >= 2
+
+
+@pytest.mark.parametrize("fn", [
+    pytest.param(lambda row, column: (np.where(row < 0, row + column, 0.0), row < 0), id="bool"),
+    pytest.param(lambda row, column: ((row * 3).astype(np.int32) + column.astype(np.int16),
+                                      (row * 3).astype(np.int32)), id="int"),
+    pytest.param(lambda row, column: ((row * 1j) * column, row * 1j), id="complex"),
+    pytest.param(lambda row, column: ((row * 3).astype(np.float32) * column,
+                                      (row * 3).astype(np.float32)), id="float32"),
+])
+def test_intermediates_of_every_kind_cross_kernel_boundaries(fn):
+    row, column = np.linspace(-1, 1, 5), np.linspace(-2, 2, 3)[:, None]
+    check(fn, row, column)
+    assert len(numfuse.compile(fn, row, column).kernels) >= 2
