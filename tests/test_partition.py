@@ -416,7 +416,7 @@ def test_random_programs_trace_to_valid_plans(program):
         assert len(generated.core_inputs) == len(region.inputs)
 
 
-@settings(max_examples=25, deadline=None, phases=NO_SHRINK)
+@settings(max_examples=40, deadline=None, phases=NO_SHRINK)
 @given(st.data())
 def test_random_programs_compute_numpys_results(data):
     program = data.draw(programs(), label="program")

@@ -207,7 +207,7 @@ def test_indexing_a_traced_array_raises_a_numfuse_error():
     """``x[0]`` has no elementwise meaning; it should get an error that names the line."""
     with pytest.raises(numfuse.TracingError) as excinfo:
         numfuse.jit(uses_indexing)(X)
-    assert_error_message(excinfo.value, uses_indexing, "# marker", "x[", "outside")
+    assert_error_message(excinfo.value, uses_indexing, "# marker", "x[", "jitted function")
 
 
 def test_unsupported_error_does_not_mutate_caller_array():
@@ -436,6 +436,7 @@ def test_returning_arguments_of_every_kind_unchanged():
 
 
 def test_returning_the_same_traced_value_twice():
+    """Plain Python returns one array object twice; writing into one changes "both"."""
     def twice(x):
         y = x + 1.0
         return y, y
