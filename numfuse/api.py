@@ -18,13 +18,13 @@ from typing import Any
 
 from . import backend
 from .codegen import KernelSource, emit
-from .dtypes import ArgSpec, as_operand, spec_of
+from .dtypes import ArgSpec, as_operand, fast_key, spec_of
 from .errors import SignatureMismatchError
 from .graph import Graph, verify
 from .partition import Plan, partition
 from .passes import simplify
 from .runtime import Kernel, Program
-from .trace import trace_graph
+from .trace import Tracer, trace_graph
 
 _kernel_cache: dict[str, Any] = {}
 _kernel_lock = threading.Lock()
@@ -50,10 +50,6 @@ def _plan(fn: Callable[..., Any], specs: Sequence[ArgSpec],
     return Plan(graph.annotate(region_of, layouts), plan.regions), sources
 
 
-def _unwrap(fn: Any) -> Callable[..., Any]:
-    return fn.fn if isinstance(fn, Jitted) else fn
-
-
 class Compiled:
     """A function traced and compiled for one argument signature.
 
@@ -75,11 +71,9 @@ class Compiled:
             for region, source in zip(plan.regions, sources, strict=True)
         )
         self._program = Program(plan, self.kernels)
+        # Run on already-converted operands that match this signature (the hot path).
+        self.run: Callable[[Sequence[Any]], Any] = self._program
         self._dynamic = [index for index in range(len(self.specs)) if index not in self.static]
-
-    def run(self, operands: Sequence[Any]) -> Any:
-        """Run on already-converted operands that match this signature."""
-        return self._program(operands)
 
     def __call__(self, *args: Any) -> Any:
         operands = [as_operand(value, f"argument {index}") for index, value in enumerate(args)]
@@ -137,25 +131,37 @@ class Jitted:
         self.fn = fn
         self.static_argnums = tuple(static_argnums)
         self.compiled: dict[tuple[Any, ...], Compiled] = {}
+        self._by_key: dict[tuple[Any, ...], Compiled] = {}
         self._lock = threading.Lock()
         self._signature = inspect.signature(fn)
+        self._n_params = len(self._signature.parameters)
+        self._kinds = [param.kind for param in self._signature.parameters.values()]
+        keyword_only = [name for name, param in self._signature.parameters.items()
+                        if param.kind == inspect.Parameter.KEYWORD_ONLY]
+        self._traced = _positional(fn, keyword_only) if keyword_only else fn
         functools.update_wrapper(self, fn)  # type: ignore[arg-type]
 
     def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        """All arguments in parameter order (keyword-only ones last), defaults applied."""
         try:
             bound = self._signature.bind(*args, **kwargs)
         except TypeError as error:
             raise TypeError(f"{_name(self.fn)}(): {error}") from None
         bound.apply_defaults()
-        return bound.args
+        if any(kind == inspect.Parameter.VAR_KEYWORD or kind == inspect.Parameter.VAR_POSITIONAL
+               for kind in self._kinds):
+            return bound.args
+        return tuple(bound.arguments[name] for name in self._signature.parameters)
 
     def specialize(self, *args: Any, **kwargs: Any) -> tuple[Compiled, list[Any]]:
         """The ``Compiled`` for these arguments (compiling it if new) and the operands."""
         if kwargs or len(args) != len(self._signature.parameters):
             args = self._bind(args, kwargs)
-        operands = [as_operand(value, f"argument {index}") for index, value in enumerate(args)]
+        operands = [value if index in self.static_argnums
+                    else as_operand(value, self._describe(index))
+                    for index, value in enumerate(args)]
         key = tuple(
-            ("static", operands[index]) if index in self.static_argnums
+            ("static", type(operands[index]), operands[index]) if index in self.static_argnums
             else spec_of(operands[index], f"argument {index}")
             for index in range(len(operands))
         )
@@ -167,16 +173,43 @@ class Jitted:
                     specs = [part if isinstance(part, ArgSpec) else spec_of(0)
                              for part in key]
                     static = {index: operands[index] for index in self.static_argnums}
-                    compiled = Compiled(self.fn, specs, static)
+                    compiled = Compiled(self._traced, specs, static)
                     self.compiled[key] = compiled
         return compiled, operands
 
+    def _describe(self, index: int) -> str:
+        names = list(self._signature.parameters)
+        name = names[index] if index < len(names) else str(index)
+        return f"argument {index} ({name!r})"
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if any(isinstance(value, Tracer) for value in (*args, *kwargs.values())):
+            return self.fn(*args, **kwargs)  # called while tracing: inline it
+        if not kwargs and len(args) == self._n_params and not self.static_argnums:
+            key = tuple(map(fast_key, args))
+            compiled = self._by_key.get(key)
+            if compiled is not None:
+                return compiled.run(args)
+            if None not in key:
+                compiled, operands = self.specialize(*args)
+                self._by_key[key] = compiled
+                return compiled.run(operands)
         compiled, operands = self.specialize(*args, **kwargs)
         return compiled.run(operands)
 
     def __repr__(self) -> str:
         return f"<numfuse.jit {_name(self.fn)}: {len(self.compiled)} signature(s)>"
+
+
+def _positional(fn: Callable[..., Any], keyword_only: list[str]) -> Callable[..., Any]:
+    """Call ``fn`` with its keyword-only parameters passed positionally, last."""
+    count = len(keyword_only)
+
+    @functools.wraps(fn)
+    def call(*args: Any) -> Any:
+        return fn(*args[:-count], **dict(zip(keyword_only, args[-count:], strict=True)))
+
+    return call
 
 
 def jit(fn: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] = ()) -> Any:
@@ -186,22 +219,24 @@ def jit(fn: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] =
     return Jitted(fn, static_argnums=static_argnums)
 
 
+def _example_signature(fn: Any, example_args: Sequence[Any]
+                       ) -> tuple[Callable[..., Any], list[ArgSpec], dict[int, Any]]:
+    """The function to trace, the argument signatures and the static arguments."""
+    static_argnums = fn.static_argnums if isinstance(fn, Jitted) else ()
+    function = fn._traced if isinstance(fn, Jitted) else fn
+    static = {index: example_args[index] for index in static_argnums}
+    specs = [spec_of(0) if index in static
+             else spec_of(as_operand(value, f"argument {index}"), f"argument {index}")
+             for index, value in enumerate(example_args)]
+    return function, specs, static
+
+
 def compile(fn: Callable[..., Any], *example_args: Any) -> Compiled:  # noqa: A001
     """Trace and compile ``fn`` now for the signatures of ``example_args``."""
-    function = _unwrap(fn)
-    operands = [as_operand(value, f"argument {index}")
-                for index, value in enumerate(example_args)]
-    static_argnums = fn.static_argnums if isinstance(fn, Jitted) else ()
-    specs = [spec_of(0) if index in static_argnums else spec_of(value, f"argument {index}")
-             for index, value in enumerate(operands)]
-    static = {index: operands[index] for index in static_argnums}
-    return Compiled(function, specs, static)
+    return Compiled(*_example_signature(fn, example_args))
 
 
 def trace(fn: Callable[..., Any], *example_args: Any) -> Graph:
     """The simplified graph of ``fn`` for ``example_args``, annotated with its kernels."""
-    operands = [as_operand(value, f"argument {index}")
-                for index, value in enumerate(example_args)]
-    specs = [spec_of(value, f"argument {index}") for index, value in enumerate(operands)]
-    plan, _sources = _plan(_unwrap(fn), specs, {})
+    plan, _sources = _plan(*_example_signature(fn, example_args))
     return plan.graph

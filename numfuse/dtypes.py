@@ -107,6 +107,25 @@ def spec_of(value: Any, what: str = "argument") -> ArgSpec:
     )
 
 
+def fast_key(value: Any) -> Any:
+    """A cheap hashable stand-in for ``spec_of(value)`` used by the call path.
+
+    Equal keys imply equal signatures; distinct keys may share one (byte order), which only
+    costs a second lookup.  None means "use the slow path" (lists, unusual types).
+    """
+    kind = type(value)
+    if kind is np.ndarray:
+        shape = value.shape
+        if 1 in shape:
+            return (value.dtype, tuple(size == 1 for size in shape))
+        return (value.dtype, len(shape))
+    if kind is float or kind is int or kind is complex or kind is bool:
+        return kind
+    if isinstance(value, np.generic):
+        return ("scalar", value.dtype)
+    return None
+
+
 def as_operand(value: Any, what: str = "argument") -> Any:
     """Convert a call argument the way numpy converts ufunc operands.
 

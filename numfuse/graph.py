@@ -160,22 +160,21 @@ def tree_flatten(tree: Any) -> tuple[list[Any], Any]:
 
 
 def tree_unflatten(treedef: Any, leaves: Sequence[Any]) -> Any:
-    iterator = iter(leaves)
+    return _build(treedef, iter(leaves))
 
-    def build(spec: Any) -> Any:
-        if spec is Leaf:
-            return next(iterator)
-        container, items = spec
-        if container is dict:
-            return {key: build(item) for key, item in items}
-        built = [build(item) for item in items]
-        if container is list:
-            return built
-        if container is tuple:
-            return tuple(built)
-        return container(*built)  # namedtuple
 
-    return build(treedef)
+def _build(spec: Any, leaves: Any) -> Any:
+    if spec is Leaf:
+        return next(leaves)
+    container, items = spec
+    if container is dict:
+        return {key: _build(item, leaves) for key, item in items}
+    built = [_build(item, leaves) for item in items]
+    if container is list:
+        return built
+    if container is tuple:
+        return tuple(built)
+    return container(*built)  # namedtuple
 
 
 # ---------------------------------------------------------------------------- Graph
@@ -197,12 +196,15 @@ class Graph:
 
     ``region_of`` maps fused nodes to the index of the kernel that computes them; it is
     empty until the graph has been partitioned.  ``layouts`` gives each region's gufunc
-    layout for printing.
+    layout for printing.  ``same_as[k]`` is the first output position holding the very
+    same Python object the function returned at position ``k`` (the function returned one
+    value twice); equal but separately computed results get distinct arrays.
     """
 
     inputs: tuple[Node, ...]
     outputs: tuple[Node, ...]
     treedef: Any = Leaf
+    same_as: tuple[int, ...] = ()
     region_of: Mapping[Node, int] = dataclasses.field(default_factory=dict)
     layouts: Mapping[int, str] = dataclasses.field(default_factory=dict)
 

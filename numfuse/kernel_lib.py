@@ -156,53 +156,71 @@ def remainder_float(a, b):  # type: ignore[no-untyped-def]
 # ------------------------------------------------------------------ float helpers
 
 
-def maximum_float(a, b):  # type: ignore[no-untyped-def]
+# Ordered float comparisons are written so that no comparison ever sees a NaN: vectorised
+# x86 compares (``vcmpltpd``) signal "invalid" on NaN, which numpy's quiet compares do not,
+# so a NaN would raise a spurious warning (or FloatingPointError under np.errstate).
+# Equality tests are quiet; NaN operands are replaced by ``zero`` before ordering them.
+
+
+def _clean(x, zero):  # type: ignore[no-untyped-def]
+    return x if x == x else zero
+
+
+def less_float(a, b, zero):  # type: ignore[no-untyped-def]
+    return a == a and b == b and _clean(a, zero) < _clean(b, zero)
+
+
+def less_equal_float(a, b, zero):  # type: ignore[no-untyped-def]
+    return a == a and b == b and _clean(a, zero) <= _clean(b, zero)
+
+
+def maximum_float(a, b, zero):  # type: ignore[no-untyped-def]
     """NaN-propagating maximum; on a tie numpy returns the second operand."""
-    if a > b or a != a:
+    if a != a or less_float(b, a, zero):
         return a
     return b
 
 
-def minimum_float(a, b):  # type: ignore[no-untyped-def]
-    if a < b or a != a:
+def minimum_float(a, b, zero):  # type: ignore[no-untyped-def]
+    if a != a or less_float(a, b, zero):
         return a
     return b
 
 
-def fmax_float(a, b):  # type: ignore[no-untyped-def]
+def fmax_float(a, b, zero):  # type: ignore[no-untyped-def]
     """NaN-ignoring maximum (numpy's ``fmax``)."""
-    if a > b or b != b:
+    if b != b or less_float(b, a, zero):
         return a
     return b
 
 
-def fmin_float(a, b):  # type: ignore[no-untyped-def]
-    if a < b or b != b:
+def fmin_float(a, b, zero):  # type: ignore[no-untyped-def]
+    if b != b or less_float(a, b, zero):
         return a
     return b
 
 
-def clip_float(x, lo, hi):  # type: ignore[no-untyped-def]
+def clip_float(x, lo, hi, zero):  # type: ignore[no-untyped-def]
     """``minimum(maximum(x, lo), hi)`` with NaN propagation, as numpy's ``clip``."""
-    return minimum_float(maximum_float(x, lo), hi)
+    return minimum_float(maximum_float(x, lo, zero), hi, zero)
 
 
-def sign_float(a):  # type: ignore[no-untyped-def]
-    if a > 0:
+def sign_float(a, zero):  # type: ignore[no-untyped-def]
+    if a != a:
+        return a
+    if less_float(zero, a, zero):
         return 1.0
-    if a < 0:
+    if less_float(a, zero, zero):
         return -1.0
-    if a == 0:
-        return 0.0
-    return a
+    return 0.0
 
 
-def heaviside_float(x, h0):  # type: ignore[no-untyped-def]
+def heaviside_float(x, h0, zero):  # type: ignore[no-untyped-def]
     if x != x:
         return x
     if x == 0:
         return h0
-    if x < 0:
+    if less_float(x, zero, zero):
         return 0.0
     return 1.0
 

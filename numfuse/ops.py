@@ -108,13 +108,13 @@ _row("positive", np.positive, 1, star="{0}")
 _row("absolute", np.absolute, 1, b="{0}", u="{0}", c="complex_abs({0})",
      star="abs({0})")
 _row("fabs", np.fabs, 1, f="abs({0})")
-_row("sign", np.sign, 1, i="(({0} > 0) - ({0} < 0))", u="({0} > 0)", f="sign_float({0})",
+_row("sign", np.sign, 1, i="(({0} > 0) - ({0} < 0))", u="({0} > 0)", f="sign_float({0}, {L}(0))",
      c="sign_complex({0})")
 _row("reciprocal", np.reciprocal, 1, b="{0}", i="reciprocal_int({0}, {recip_min})",
      u="reciprocal_uint({0})", c="complex_reciprocal({0})", star="({L}(1) / {0})")
 _row("square", np.square, 1, b="({0} and {0})", star="({0} * {0})")
 _row("conjugate", np.conjugate, 1, c="np.conjugate({0})", star="{0}")
-_row("heaviside", np.heaviside, 2, f="heaviside_float({0}, {1})")
+_row("heaviside", np.heaviside, 2, f="heaviside_float({0}, {1}, {L}(0))")
 _row("gcd", np.gcd, 2, i="gcd_int({0}, {1})", u="gcd_int({0}, {1})")
 _row("lcm", np.lcm, 2, i="lcm_int({0}, {1})", u="lcm_int({0}, {1})")
 
@@ -149,20 +149,24 @@ _row("equal", np.equal, 2, iu="equal_iu({0}, {1})", ui="equal_iu({1}, {0})",
 _row("not_equal", np.not_equal, 2, iu="(not equal_iu({0}, {1}))",
      ui="(not equal_iu({1}, {0}))", star="({0} != {1})")
 _row("less", np.less, 2, iu="less_iu({0}, {1})", ui="less_ui({0}, {1})",
-     c="complex_lt({0}, {1})", star="({0} < {1})")
+     c="complex_lt({0}, {1})", f="less_float({0}, {1}, {L}(0))",
+     star="({0} < {1})")
 _row("less_equal", np.less_equal, 2, iu="(not less_ui({1}, {0}))",
-     ui="(not less_iu({1}, {0}))", c="complex_le({0}, {1})", star="({0} <= {1})")
+     ui="(not less_iu({1}, {0}))", c="complex_le({0}, {1})", f="less_equal_float({0}, {1}, {L}(0))",
+     star="({0} <= {1})")
 _row("greater", np.greater, 2, iu="less_ui({1}, {0})", ui="less_iu({1}, {0})",
-     c="complex_gt({0}, {1})", star="({0} > {1})")
+     c="complex_gt({0}, {1})", f="less_float({1}, {0}, {L}(0))",
+     star="({0} > {1})")
 _row("greater_equal", np.greater_equal, 2, iu="(not less_iu({0}, {1}))",
-     ui="(not less_ui({0}, {1}))", c="complex_ge({0}, {1})", star="({0} >= {1})")
-_row("maximum", np.maximum, 2, f="maximum_float({0}, {1})", c="maximum_complex({0}, {1})",
+     ui="(not less_ui({0}, {1}))", c="complex_ge({0}, {1})", f="less_equal_float({1}, {0}, {L}(0))",
+     star="({0} >= {1})")
+_row("maximum", np.maximum, 2, f="maximum_float({0}, {1}, {L}(0))", c="maximum_complex({0}, {1})",
      star="({0} if {0} > {1} else {1})")
-_row("minimum", np.minimum, 2, f="minimum_float({0}, {1})", c="minimum_complex({0}, {1})",
+_row("minimum", np.minimum, 2, f="minimum_float({0}, {1}, {L}(0))", c="minimum_complex({0}, {1})",
      star="({0} if {0} < {1} else {1})")
-_row("fmax", np.fmax, 2, f="fmax_float({0}, {1})", c="fmax_complex({0}, {1})",
+_row("fmax", np.fmax, 2, f="fmax_float({0}, {1}, {L}(0))", c="fmax_complex({0}, {1})",
      star="({0} if {0} > {1} else {1})")
-_row("fmin", np.fmin, 2, f="fmin_float({0}, {1})", c="fmin_complex({0}, {1})",
+_row("fmin", np.fmin, 2, f="fmin_float({0}, {1}, {L}(0))", c="fmin_complex({0}, {1})",
      star="({0} if {0} < {1} else {1})")
 
 # --- logical and bitwise ------------------------------------------------------------------
@@ -190,7 +194,7 @@ _row("spacing", np.spacing, 1, f="spacing_float({0})")
 
 # --- selection and conversion (not ufuncs in numpy) ---------------------------------------
 _ROWS.append(OpDef("where", np.where, 3, {"*": "({1} if {0} else {2})"}, _resolve_where))
-_row("clip", np._core.umath.clip, 3, f="clip_float({0}, {1}, {2})",
+_row("clip", np._core.umath.clip, 3, f="clip_float({0}, {1}, {2}, {L}(0))",
      c="clip_complex({0}, {1}, {2})",
      star="min(max({0}, {1}), {2})")
 _ROWS.append(OpDef("astype", np.ndarray.astype, 1, {"*": "{0}"},

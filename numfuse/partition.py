@@ -8,7 +8,10 @@ Invariants of the returned ``Plan`` (checked by ``check_plan`` and by the tests)
   graph of regions is acyclic and ``Plan.regions`` is a valid execution order;
 * a region's outputs are its members used outside it or returned, in topological order;
   every other member stays a scalar inside the kernel's loop and is never materialised;
-* a region has at most ``MAX_OPERANDS`` inputs plus outputs (numpy's gufunc limit).
+* a region has at most ``MAX_OPERANDS`` inputs plus outputs (numpy's gufunc limit);
+* all nodes of a region have equal sizes at run time, not only equal patterns: producers
+  and consumers of one pattern broadcast to the same size, and siblings are fused only
+  across a shared value of their full shape.
 
 Algorithm.  Nodes are visited in topological order.  Each node starts as its own cluster;
 an elementwise node then absorbs the clusters of its elementwise producers that share its
@@ -87,6 +90,8 @@ class _Clusters:
     def add(self, index: int) -> None:
         node = self.nodes[index]
         for source in node.inputs:
+            if not is_kernel_input(source):
+                continue  # written into the kernel's source: no dependency to track
             producer = self.find(self.position[source])
             self.producers[index].add(producer)
             self.consumers[producer].add(index)
@@ -155,14 +160,14 @@ def _fuse_vertically(clusters: _Clusters) -> None:
 
 def _fuse_horizontally(clusters: _Clusters) -> None:
     """Merge sibling regions that read the same value and share a loop shape."""
-    for index in range(len(clusters.nodes)):
+    for index, shared in enumerate(clusters.nodes):
         if clusters.find(index) != index:
             continue
         siblings = sorted({clusters.find(user) for user in clusters.consumers[index]})
         merged: list[int] = []
         for sibling in siblings:
             sibling = clusters.find(sibling)
-            if not clusters.fusible[sibling]:
+            if not clusters.fusible[sibling] or not _same_size(shared, clusters.nodes[sibling]):
                 continue
             for slot, other in enumerate(merged):
                 other = clusters.find(other)
@@ -174,6 +179,12 @@ def _fuse_horizontally(clusters: _Clusters) -> None:
                     break
             else:
                 merged.append(sibling)
+
+
+def _same_size(shared: Node, sibling: Node) -> bool:
+    """Siblings are certain to have equal sizes only when the value they share has their
+    full loop shape; two consumers of a scalar may have different sizes at run time."""
+    return shared.ndim == sibling.ndim and shared.ones == sibling.ones
 
 
 def _region_io(members: Sequence[Node], graph: Graph) -> tuple[tuple[Node, ...], tuple[Node, ...]]:

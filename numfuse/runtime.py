@@ -13,13 +13,13 @@ Outputs are allocated by numpy inside the gufunc call.  Caller arrays are never 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from .codegen import KernelSource
-from .graph import CONST, INPUT, Node, tree_unflatten
+from .graph import CONST, ELEMENTWISE, INPUT, Leaf, Node, tree_unflatten
 from .partition import Plan, Region
 
 
@@ -63,33 +63,35 @@ class Kernel:
         return f"<Kernel {self.name} {self.layout}: {len(self.nodes)} ops>"
 
 
-@dataclasses.dataclass(frozen=True)
-class _Operand:
-    slot: int
-    squeeze: tuple[int, ...]  # axes to drop before the call
-    contiguous: bool          # the kernel reads it as a contiguous (n) array
-    as_vector: bool           # a region without non-unit axes: pass as shape (1,)
+Prepare = Callable[[Any], Any]
+
+
+def _contiguous_core(value: Any) -> Any:
+    """A ``(n)`` operand must have unit stride along its last axis (copy otherwise)."""
+    if value.strides[-1] != value.itemsize and value.shape[-1] > 1:
+        return np.ascontiguousarray(value)
+    return value
+
+
+def _preparer(squeeze: tuple[int, ...], contiguous: bool, as_vector: bool) -> Prepare | None:
+    """How to present one operand to its kernel; None when it passes through unchanged."""
+    if as_vector:
+        return lambda value: np.reshape(value, (1,))
+    if squeeze and contiguous:
+        return lambda value: _contiguous_core(np.squeeze(value, squeeze))
+    if squeeze:
+        return lambda value: np.squeeze(value, squeeze)
+    if contiguous:
+        return _contiguous_core
+    return None
 
 
 @dataclasses.dataclass(frozen=True)
 class _Step:
-    gufunc: Any
-    operands: tuple[_Operand, ...]
+    ufunc: Any                                   # the kernel's numpy gufunc
+    operands: tuple[tuple[int, Prepare | None], ...]
     out_slots: tuple[int, ...]
-    expand: tuple[int, ...]           # axes to put back into every output
-    vector_shape: tuple[int, ...] | None  # full shape of outputs of a (1,) region
-
-
-def _prepare(value: Any, operand: _Operand) -> Any:
-    if operand.as_vector:
-        return np.reshape(value, (1,))
-    if operand.squeeze:
-        value = np.squeeze(value, operand.squeeze)
-    if operand.contiguous:
-        strides = value.strides
-        if strides and strides[-1] != value.itemsize and value.shape[-1] > 1:
-            value = np.ascontiguousarray(value)
-    return value
+    finish: Prepare | None                       # puts dropped axes back into outputs
 
 
 class Program:
@@ -97,51 +99,74 @@ class Program:
 
     def __init__(self, plan: Plan, kernels: Sequence[Kernel]) -> None:
         graph = plan.graph
-        slots: dict[Node, int] = {}
-        constants: list[tuple[int, Any]] = []
-        for node in graph.inputs:
-            slots[node] = len(slots)
-        self.n_args = len(graph.inputs)
+        slots: dict[Node, int] = {node: index for index, node in enumerate(graph.inputs)}
+        initial: list[Any] = []
         steps = []
         for kernel in kernels:
-            region = kernel.region
-            for node in region.inputs:
+            for node in (*kernel.region.inputs, *kernel.region.outputs):
                 if node not in slots:
                     slots[node] = len(slots)
-                    if node.kind == CONST:
-                        constants.append((slots[node], node.param("value").value))
-            for node in region.outputs:
-                slots[node] = len(slots)
+                    is_const = node.kind == CONST
+                    initial.append(node.param("value").value if is_const else None)
             steps.append(_make_step(kernel, slots))
-        self.returns = []
-        for node in graph.outputs:
-            if node in slots:
-                self.returns.append((slots[node], node))
-            else:
-                self.returns.append((-1, node))
-        self.n_slots = len(slots)
-        self.constants = tuple(constants)
+        self.initial = tuple(initial)
         self.steps = tuple(steps)
+        self.returns = tuple((slots.get(node, -1), node) for node in graph.outputs)
+        # numpy returns a distinct array for every separately computed result, even for
+        # equal expressions merged by CSE; one value returned twice stays one object.
+        same_as = graph.same_as or tuple(range(len(graph.outputs)))
+        self.aliases = tuple((position, first) for position, first in enumerate(same_as)
+                             if first != position)
+        self.repeated = tuple(
+            position for position, node in enumerate(graph.outputs)
+            if same_as[position] == position and node.kind == ELEMENTWISE
+            and node in graph.outputs[:position]
+        )
         self.treedef = graph.treedef
+        self.flat_tuple = _is_flat_tuple(graph.treedef, len(graph.outputs))
 
     def __call__(self, args: Sequence[Any]) -> Any:
-        values: list[Any] = list(args) + [None] * (self.n_slots - len(args))
-        for slot, constant in self.constants:
-            values[slot] = constant
+        values = [*args, *self.initial]
         for step in self.steps:
-            operands = [_prepare(values[operand.slot], operand) for operand in step.operands]
-            results = step.gufunc(*operands)
+            operands = [values[slot] if prepare is None else prepare(values[slot])
+                        for slot, prepare in step.operands]
+            try:
+                results = step.ufunc(*operands)
+            except ValueError:
+                _raise_broadcast_error([values[slot] for slot, _ in step.operands])
+                raise
             if len(step.out_slots) == 1:
                 results = (results,)
+            finish = step.finish
             for slot, result in zip(step.out_slots, results, strict=True):
-                if step.vector_shape is not None:
-                    result = result.reshape(step.vector_shape)
-                elif step.expand:
-                    result = np.expand_dims(result, step.expand)
-                values[slot] = result
+                values[slot] = result if finish is None else finish(result)
         leaves = [_returned(values[slot] if slot >= 0 else None, node)
                   for slot, node in self.returns]
+        for position in self.repeated:
+            if isinstance(leaves[position], np.ndarray):
+                leaves[position] = leaves[position].copy()
+        for position, first in self.aliases:
+            leaves[position] = leaves[first]
+        if self.flat_tuple:
+            return tuple(leaves)
         return tree_unflatten(self.treedef, leaves)
+
+
+def _raise_broadcast_error(operands: Sequence[Any]) -> None:
+    """Report a size mismatch between a kernel's operands the way numpy would."""
+    shapes = [np.shape(value) for value in operands]
+    try:
+        np.broadcast_shapes(*shapes)
+    except ValueError:
+        described = " ".join(str(shape).replace(" ", "") for shape in shapes)
+        raise ValueError(
+            f"operands could not be broadcast together with shapes {described}"
+        ) from None
+
+
+def _is_flat_tuple(treedef: Any, count: int) -> bool:
+    return (isinstance(treedef, tuple) and treedef[0] is tuple
+            and all(item is Leaf for item in treedef[1]) and len(treedef[1]) == count)
 
 
 def _returned(value: Any, node: Node) -> Any:
@@ -162,21 +187,22 @@ def _returned(value: Any, node: Node) -> Any:
 
 def _make_step(kernel: Kernel, slots: dict[Node, int]) -> _Step:
     region, generated = kernel.region, kernel.generated
-    ndim = generated.ndim
-    dropped = generated.dropped_axes
+    ndim, dropped = generated.ndim, generated.dropped_axes
     vector = len(dropped) == ndim
+    core_axis = None if vector else max(set(range(ndim)) - set(dropped))
     operands = []
-    core_axis = max(set(range(ndim)) - set(dropped)) if not vector else None
     for node, core in zip(region.inputs, generated.core_inputs, strict=True):
         offset = ndim - node.ndim
         axes = {axis - offset for axis in dropped if axis - offset >= 0}
         if not core and core_axis is not None and core_axis - offset >= 0:
             axes.add(core_axis - offset)
-        operands.append(_Operand(slots[node], tuple(sorted(axes)), core and not vector, vector))
-    return _Step(
-        kernel.gufunc,
-        tuple(operands),
-        tuple(slots[node] for node in region.outputs),
-        dropped if not vector else (),
-        (1,) * ndim if vector else None,
-    )
+        prepare = _preparer(tuple(sorted(axes)), core and not vector, vector)
+        operands.append((slots[node], prepare))
+    finish: Prepare | None = None
+    if vector:
+        shape = (1,) * ndim
+        finish = lambda result: result.reshape(shape)  # noqa: E731
+    elif dropped:
+        finish = lambda result: np.expand_dims(result, dropped)  # noqa: E731
+    return _Step(kernel.gufunc.ufunc, tuple(operands),
+                 tuple(slots[node] for node in region.outputs), finish)

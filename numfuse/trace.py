@@ -31,7 +31,8 @@ _COMPARISONS = frozenset({"equal", "not_equal", "less", "less_equal", "greater",
 def input_node(index: int, spec: ArgSpec) -> Node:
     shape: Shape = tuple(1 if one else None for one in spec.ones)
     return Node("arg", INPUT, (), spec.dtype, shape, (("index", index),),
-                weak=spec.kind == "weak", scalar=spec.kind != "array")
+                weak=spec.kind == "weak" and spec.dtype.kind != "b",
+                scalar=spec.kind != "array")
 
 
 def const_node(value: Any) -> Node:
@@ -104,17 +105,29 @@ def elementwise(op: OpDef, operands: Sequence[Node], *, out_dtype: Any = None,
             with np.errstate(all="ignore"):
                 _check_with_numpy(op, operands, out_dtype)
         if out_dtype is not None:
-            assert isinstance(op.reference, np.ufunc)
-            resolved = op.reference.resolve_dtypes(tuple(types) + (np.dtype(out_dtype),))
+            ufunc = op.reference
+            assert isinstance(ufunc, np.ufunc)
+            signature = (None,) * ufunc.nin + (np.dtype(out_dtype),) * ufunc.nout
+            resolved = ufunc.resolve_dtypes(tuple(types) + (None,) * ufunc.nout,
+                                            signature=signature)
             loop = (tuple(resolved[: len(operands)]), resolved[len(operands)])
         else:
             loop = op.loop_dtypes(types)
+            if any(dtype.kind == "O" for dtype in (*loop[0], loop[1])):
+                # Python ints among themselves resolve to object loops; use int64 like
+                # numpy does once they are arrays.
+                loop = op.loop_dtypes([node.dtype for node in operands])
     loop_in, out = loop
     loop_in = _widen_comparison(op, operands, loop_in)
     if op.name == "power" and _is_const(operands[1], 0.5) and loop_in[0].kind == "f":
         op = OPS["sqrt"]  # numpy's power loop takes sqrt for a scalar exponent of 0.5
         operands, loop_in = operands[:1], loop_in[:1]
     for dtype in (*loop_in, out):
+        if dtype.kind == "O":
+            raise UnsupportedOperationError(
+                f"np.{op.name} on {', '.join(str(t) for t in types)} needs an object loop",
+                "numfuse compiles numeric dtypes only; convert the operands with np.asarray.",
+            )
         if dtype == np.float16:
             raise UnsupportedOperationError(
                 f"np.{op.name} on {', '.join(str(t) for t in types)} computes in float16",
@@ -152,6 +165,9 @@ def _check_with_numpy(op: OpDef, operands: Sequence[Node], out_dtype: Any) -> No
 
 
 def _advice_for(operation: str) -> str:
+    if operation.startswith("len()"):
+        return ("array sizes are not fixed when numfuse compiles (a new size does not "
+                "recompile); use x.ndim or broadcasting instead of len(x).")
     return (
         f"{operation} needs a concrete value, but inside a numfuse function values are "
         "traced, not computed. Use np.where(cond, a, b) instead of if/else on array values, "
@@ -192,7 +208,9 @@ class Tracer:
         return int(np.prod(self.shape))
 
     def __len__(self) -> int:
-        return self.shape[0] if self.node.ndim else _concrete("len()")
+        if self.node.ndim and self.node.shape[0] is not None:
+            return self.node.shape[0]
+        return _concrete("len() of a traced array")
 
     def __repr__(self) -> str:
         return f"Tracer<{self.node.type_str()}>"
@@ -367,6 +385,13 @@ class Tracer:
     def __setitem__(self, key: Any, value: Any) -> None:
         _inplace("item assignment (x[...] = v)")
 
+    def __getitem__(self, key: Any) -> Any:
+        raise UnsupportedOperationError(
+            "indexing a traced array (x[...])",
+            "numfuse compiles elementwise code; index the arrays outside the jitted "
+            "function, before calling it, and pass the pieces as arguments.",
+        )
+
     # --- array methods ----------------------------------------------------------
     def astype(self, dtype: Any, order: str = "K", casting: str = "unsafe",
                subok: bool = True, copy: bool = True) -> Tracer:
@@ -524,7 +549,7 @@ def round_(a: Any, decimals: int = 0, out: Any = None) -> Any:
     node = _node(a)
     if node.dtype.kind in "biu":
         if decimals >= 0:
-            return a if isinstance(a, Tracer) else Tracer(node)
+            return _copy(a)
         scale = 10 ** (-decimals)
         return apply_ufunc(np.multiply, (apply_ufunc(np.floor_divide, (a, scale), {}), scale), {})
     if decimals == 0:
@@ -567,7 +592,7 @@ FUNCTIONS: dict[Any, Callable[..., Any]] = {
     np.imag: _imag,
     np.copy: _copy,
     np.fix: lambda x, out=None: apply_ufunc(np.trunc, (x,), {}) if _node(x).dtype.kind in "fc"
-    else x,
+    else _copy(x),
 }
 
 
@@ -593,7 +618,9 @@ def trace_graph(fn: Callable[..., Any], specs: Sequence[ArgSpec],
     leaves, treedef = tree_flatten(result)
     outputs = tuple(leaf.node if isinstance(leaf, Tracer) else _leaf_const(leaf)
                     for leaf in leaves)
-    return Graph(inputs, outputs, treedef)
+    first_position = {id(leaf): position for position, leaf in reversed(list(enumerate(leaves)))}
+    same_as = tuple(first_position[id(leaf)] for leaf in leaves)
+    return Graph(inputs, outputs, treedef, same_as=same_as)
 
 
 def _leaf_const(value: Any) -> Node:
