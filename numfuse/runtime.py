@@ -124,8 +124,12 @@ class Program:
         )
         self.treedef = graph.treedef
         self.flat_tuple = _is_flat_tuple(graph.treedef, len(graph.outputs))
+        self.int_guards = _int_guards(graph)
 
     def __call__(self, args: Sequence[Any]) -> Any:
+        for index, dtype, low, high in self.int_guards:
+            if not low <= args[index] <= high:
+                raise OverflowError(f"Python integer {args[index]} out of bounds for {dtype}")
         values = [*args, *self.initial]
         for step in self.steps:
             operands = [values[slot] if prepare is None else prepare(values[slot])
@@ -150,6 +154,24 @@ class Program:
         if self.flat_tuple:
             return tuple(leaves)
         return tree_unflatten(self.treedef, leaves)
+
+
+def _int_guards(graph: Any) -> tuple[tuple[int, np.dtype, int, int], ...]:
+    """Python int arguments are weak: like numpy, refuse values the dtype they are cast
+    to cannot hold (numpy raises OverflowError for ``uint8_array + 300``)."""
+    guards = []
+    for index, node in enumerate(graph.inputs):
+        if not (node.weak and node.dtype.kind == "i"):
+            continue
+        targets = [dtype for user in graph.consumers.get(node, ())
+                   for source, dtype in zip(user.inputs, user.param("loop", ()), strict=False)
+                   if source is node and dtype.kind in "iu"]
+        if targets:
+            low = max(int(np.iinfo(dtype).min) for dtype in targets)
+            high = min(int(np.iinfo(dtype).max) for dtype in targets)
+            narrowest = min(targets, key=lambda dtype: int(np.iinfo(dtype).max))
+            guards.append((index, narrowest, low, high))
+    return tuple(guards)
 
 
 def _raise_broadcast_error(operands: Sequence[Any]) -> None:

@@ -83,12 +83,15 @@ def _widen_comparison(op: OpDef, operands: Sequence[Node],
         return loop
     widened = list(loop)
     for position, node in enumerate(operands):
-        if not (node.weak and node.kind == CONST and node.dtype.kind == "i"):
+        if not (node.weak and node.dtype.kind == "i") or loop[position].kind not in "iu":
             continue
-        value = node.param("value").value
-        if loop[position].kind not in "iu" or _fits(value, loop[position]):
-            continue
-        widened[position] = np.dtype(np.int64) if value < 2**63 else np.dtype(np.uint64)
+        if node.kind == CONST:
+            value = node.param("value").value
+            if _fits(value, loop[position]):
+                continue
+            widened[position] = np.dtype(np.int64) if value < 2**63 else np.dtype(np.uint64)
+        else:  # a Python int argument: its value is only known at call time
+            widened[position] = np.dtype(np.int64)
         for other, dtype in enumerate(loop):
             if other != position:
                 widened[other] = np.dtype(np.uint64 if dtype.kind == "u" else np.int64)
