@@ -231,7 +231,7 @@ def _example_signature(fn: Any, example_args: Sequence[Any]
     return function, specs, static
 
 
-def compile(fn: Callable[..., Any], *example_args: Any) -> Compiled:  # noqa: A001
+def compile(fn: Callable[..., Any], *example_args: Any) -> Compiled:
     """Trace and compile ``fn`` now for the signatures of ``example_args``."""
     return Compiled(*_example_signature(fn, example_args))
 

@@ -25,7 +25,8 @@ import numpy as np
 
 from .graph import CONST, Node
 from .ops import HELPER_NAMES, OPS, template_for
-from .partition import Region, is_kernel_input
+from .partition import Region
+
 
 @dataclasses.dataclass(frozen=True)
 class KernelSource:
@@ -142,7 +143,6 @@ def emit(region: Region) -> KernelSource:
 
     names: dict[Node, str] = {}
     params = []
-    prologue = []
     for position, node in enumerate(region.inputs):
         params.append(f"in{position}")
         if not core_inputs[position]:
@@ -164,7 +164,7 @@ def emit(region: Region) -> KernelSource:
                  for node, core in zip(region.inputs, core_inputs, strict=True)]
     arg_types += [f"{numba_type(node.dtype)}[::1]" for node in region.outputs]
     signature = f"void({', '.join(arg_types)})"
-    source = _module_source(layout, signature, helpers, params + outputs, prologue, body)
+    source = _module_source(layout, signature, helpers, params + outputs, body)
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
     return KernelSource(f"kernel_{digest}", source, layout, signature, helpers, core_inputs,
                         dropped, ndim)
@@ -178,7 +178,7 @@ def _varies_along(node: Node, core_axis: int | None, ndim: int) -> bool:
 
 
 def _module_source(layout: str, signature: str, helpers: Sequence[str], params: list[str],
-                   prologue: list[str], body: list[str]) -> str:
+                   body: list[str]) -> str:
     lines = [
         '"""A numfuse kernel (generated).',
         "",
@@ -194,7 +194,6 @@ def _module_source(layout: str, signature: str, helpers: Sequence[str], params: 
         lines.append(f"from numfuse.kernel_lib import {', '.join(helpers)}")
         lines.append("")
     lines += ["", f"def kernel({', '.join(params)}):"]
-    lines += [f"    {line}" for line in prologue]
     lines.append(f"    for i in range({params[-1]}.shape[0]):")
     lines += [f"        {line}" for line in body]
     lines.append("")

@@ -30,7 +30,7 @@ INPUT, CONST, ELEMENTWISE = "input", "const", "elementwise"
 class Const:
     """A constant value snapshotted at trace time, hashable by its bytes."""
 
-    __slots__ = ("value", "_key")
+    __slots__ = ("_key", "value")
 
     def __init__(self, value: Any) -> None:
         if isinstance(value, np.ndarray):

@@ -70,9 +70,6 @@ def _weak_sample(operand: DtypeOrWeak) -> Any:
     return operand() if isinstance(operand, type) else operand
 
 
-# Kinds: b bool, i signed, u unsigned, f float, c complex.
-_SAME_AS_INPUT = "{0}"
-
 _ROWS: list[OpDef] = []
 
 
@@ -119,6 +116,7 @@ _row("gcd", np.gcd, 2, i="gcd_int({0}, {1})", u="gcd_int({0}, {1})")
 _row("lcm", np.lcm, 2, i="lcm_int({0}, {1})", u="lcm_int({0}, {1})")
 
 # --- exponentials, logarithms, roots ------------------------------------------------------
+_ufunc: np.ufunc
 for _ufunc in (np.sqrt, np.exp, np.log, np.log10, np.log2):
     _unary_math(_ufunc)
 for _ufunc in (np.expm1, np.log1p, np.exp2):
@@ -193,24 +191,24 @@ _row("nextafter", np.nextafter, 2, f="np.nextafter({0}, {1})")
 _row("spacing", np.spacing, 1, f="spacing_float({0})")
 
 # --- selection and conversion (not ufuncs in numpy) ---------------------------------------
+_CLIP: np.ufunc = np._core.umath.clip  # type: ignore[attr-defined]  # np.clip's ufunc
 _ROWS.append(OpDef("where", np.where, 3, {"*": "({1} if {0} else {2})"}, _resolve_where))
-_row("clip", np._core.umath.clip, 3, f="clip_float({0}, {1}, {2}, {L}(0))",
+_row("clip", _CLIP, 3, f="clip_float({0}, {1}, {2}, {L}(0))",
      c="clip_complex({0}, {1}, {2})",
      star="min(max({0}, {1}), {2})")
-_ROWS.append(OpDef("astype", np.ndarray.astype, 1, {"*": "{0}"},
-                   lambda operands: ((_as_dtype(operands[0]),), _as_dtype(operands[0]))))
+_ROWS.append(OpDef("astype", np.ndarray.astype, 1, {"*": "{0}"}, lambda operands: _by_target()))
 _ROWS.append(OpDef("real", np.real, 1, {"c": "{0}.real", "*": "{0}"},
                    lambda operands: _real_part(operands[0])))
 _ROWS.append(OpDef("imag", np.imag, 1, {"c": "{0}.imag", "*": "{L}(0)"},
                    lambda operands: _real_part(operands[0])))
 
 
-def _as_dtype(operand: DtypeOrWeak) -> np.dtype:
-    return np.dtype(operand) if not isinstance(operand, type) else np.dtype(operand)
+def _by_target() -> tuple[tuple[np.dtype, ...], np.dtype]:
+    raise TypeError("astype's dtypes come from its target dtype (see trace.astype)")
 
 
 def _real_part(operand: DtypeOrWeak) -> tuple[tuple[np.dtype, ...], np.dtype]:
-    dtype = _as_dtype(operand)
+    dtype = np.dtype(operand)
     out = np.empty((), dtype).real.dtype
     return (dtype,), out
 
@@ -231,7 +229,7 @@ def template_for(op: OpDef, loop: Sequence[np.dtype]) -> str | None:
     if template is None:
         return None
     first = loop[0] if loop else np.dtype(bool)
-    info = np.iinfo(first) if first.kind in "iu" else None
+    info = np.iinfo(first.type) if first.kind in "iu" else None  # type: ignore[type-var]
     return template.replace("{L}", f"np.{first.name}" if first.kind != "b" else "np.bool_") \
         .replace("{bits}", str(first.itemsize * 8)) \
         .replace("{recip_min}", str(info.min if info is not None and first.itemsize >= 4 else 0))

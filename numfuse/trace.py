@@ -20,8 +20,17 @@ import numpy as np
 
 from .dtypes import ArgSpec, check_dtype, weak_python_type
 from .errors import ConcretizationError, UnsupportedOperationError
-from .graph import CONST, ELEMENTWISE, INPUT, Const, Graph, Node, Shape, broadcast_shapes
-from .graph import tree_flatten
+from .graph import (
+    CONST,
+    ELEMENTWISE,
+    INPUT,
+    Const,
+    Graph,
+    Node,
+    Shape,
+    broadcast_shapes,
+    tree_flatten,
+)
 from .ops import BY_UFUNC, MULTI_OUTPUT, OPS, DtypeOrWeak, OpDef, template_for
 
 _COMPARISONS = frozenset({"equal", "not_equal", "less", "less_equal", "greater",
@@ -446,6 +455,7 @@ def _fast_power(base: Tracer, exponent: Any) -> Tracer | None:
     node = base.node
     if (node.scalar and node.ndim == 0) or node.dtype.kind not in "fc":
         return None
+    ufunc: np.ufunc
     if type(exponent) is int and exponent in (-1, 2):
         ufunc = np.reciprocal if exponent == -1 else np.square
     elif type(exponent) is float and exponent == 0.5:
@@ -476,7 +486,7 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any]) 
         )
     where = kwargs.pop("where", True)
     if where is not True or kwargs:
-        names = ", ".join(["where"] if where is not True else [] + list(kwargs))
+        names = ", ".join((["where"] if where is not True else []) + list(kwargs))
         raise UnsupportedOperationError(
             f"np.{ufunc.__name__}(..., {names}=...)",
             "numfuse supports the dtype= keyword of ufuncs; use np.where for masking.",
