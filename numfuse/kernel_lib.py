@@ -337,6 +337,8 @@ def complex_abs(z):  # type: ignore[no-untyped-def]
 
 def spacing_float(x):  # type: ignore[no-untyped-def]
     """numpy's spacing: the gap to the next float away from zero; +0's for both zeros."""
+    if x != x or abs(x) == math.inf:
+        return math.nan
     if x == 0:
         return np.spacing(abs(x))
     return np.spacing(x)
