@@ -184,7 +184,8 @@ _row("right_shift", np.right_shift, 2, i="right_shift({0}, {1}, {bits})",
 # --- floating-point classification and bits -----------------------------------------------
 _row("isnan", np.isnan, 1, f="np.isnan({0})", c="np.isnan({0})", star="False")
 _row("isinf", np.isinf, 1, f="np.isinf({0})", c="np.isinf({0})", star="False")
-_row("isfinite", np.isfinite, 1, f="(({0} == {0}) and (abs({0}) != math.inf))", c="np.isfinite({0})", star="True")
+_row("isfinite", np.isfinite, 1, f="(({0} == {0}) and (abs({0}) != math.inf))",
+     c="np.isfinite({0})", star="True")
 _row("signbit", np.signbit, 1, f="np.signbit({0})")
 _row("copysign", np.copysign, 2, f="np.copysign({0}, {1})")
 _row("nextafter", np.nextafter, 2, f="np.nextafter({0}, {1})")
