@@ -153,7 +153,9 @@ def test_python_scalar_arguments_are_weak(fn, a, b):
 @pytest.mark.parametrize(("a", "b"), [
     pytest.param(I8, True, id="int8+bool"),
     pytest.param(F32, False, id="float32+bool"),
-    pytest.param(True, True, id="bool+bool"),
+    pytest.param(True, True, id="bool+bool", marks=pytest.mark.xfail(
+        strict=True, reason="arithmetic among Python scalar arguments follows numpy scalar "
+        "rules, not Python's (README: limits)")),
 ])
 def test_python_bool_arguments(a, b):
     check(add, a, b)
@@ -166,6 +168,8 @@ def test_out_of_range_python_int_argument_raises_like_numpy():
         numfuse.jit(add)(I8, 1000)
 
 
+@pytest.mark.xfail(strict=True, reason="a Python int argument reaches the kernel as int64; "
+                   "values >= 2**63 are refused (README: limits)")
 def test_large_python_int_argument_with_uint64_array():
     check(add, np.array([1, 2], dtype=np.uint64), 2**63 + 1)
 
