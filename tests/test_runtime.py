@@ -122,12 +122,23 @@ def test_comparison_of_python_int_arguments():
     check(lambda a, b: (a < b, a == b), 1, 2)
 
 
-def test_python_int_arithmetic_beyond_int64():
-    check(lambda a, b: a + b, 2**62, 2**62)
+def python_sum(a, b):
+    return a + b
 
 
-def test_python_int_to_negative_python_int_power():
-    check(lambda a, b: a ** b, 2, -1)
+def python_power(a, b):
+    return a ** b
+
+
+@pytest.mark.parametrize(("fn", "a", "b"), [
+    pytest.param(python_sum, 2**62, 2**62, id="int-sum-beyond-int64"),
+    pytest.param(python_power, 2, -1, id="int-to-negative-int-power-is-float"),
+    pytest.param(python_power, -2.0, 0.5, id="negative-float-to-fractional-power-is-complex"),
+])
+def test_python_number_arithmetic_follows_python(fn, a, b):
+    """With only Python numbers involved, the plain function computes with Python's
+    arithmetic; the jitted function should return the same number."""
+    check(fn, a, b)
 
 
 # ------------------------------------------------------------------------------ empty arrays

@@ -90,6 +90,26 @@ def uses_len(x):
     return x * len(x)  # marker
 
 
+def uses_size(x):
+    return x * x.size  # marker
+
+
+def uses_iteration(x):
+    return sum(x)  # marker
+
+
+def uses_item(x):
+    return x * x.item()  # marker
+
+
+def uses_tolist(x):
+    return x.tolist()  # marker
+
+
+def uses_complex(x):
+    return x * complex(x)  # marker
+
+
 CONCRETIZATION_CASES = [
     (uses_if, "bool()", "np.where"),
     (uses_bool, "bool()", "np.where"),
@@ -101,6 +121,11 @@ CONCRETIZATION_CASES = [
     (uses_and, "bool()", "np.where"),
     (uses_shape, "shape", "x.ndim"),
     (uses_len, "len", "x.ndim"),
+    (uses_size, "size", "x.ndim"),
+    (uses_iteration, "iterating", "np.where"),
+    (uses_item, "item()", "static"),
+    (uses_tolist, "tolist()", "static"),
+    (uses_complex, "complex()", "static"),
 ]
 
 
@@ -111,6 +136,26 @@ def test_concrete_value_needed_raises_concretization_error(fn, operation, advice
         numfuse.jit(fn)(X)
     assert isinstance(excinfo.value, TypeError)
     assert_error_message(excinfo.value, fn, "# marker", operation, advice)
+
+
+def test_static_facts_of_a_traced_array_are_usable_in_python():
+    """The advice says to use ``x.ndim``; it and ``x.dtype`` are known while tracing."""
+    def by_rank(x):
+        if x.ndim == 2 and x.dtype == np.float64:
+            return x * 2.0
+        return x - 1.0
+
+    check(by_rank, X)
+    check(by_rank, X.reshape(1, 5))
+    check(by_rank, X32.reshape(1, 5))
+
+
+def test_user_exceptions_propagate_unchanged():
+    def raises(x):
+        raise KeyError("from the user's code")
+
+    with pytest.raises(KeyError, match="from the user's code"):
+        numfuse.jit(raises)(X)
 
 
 def test_error_leaves_no_compiled_signature_behind():
@@ -310,6 +355,10 @@ def test_constant_array_used_by_a_kernel_is_not_written():
 
 
 # ------------------------------------------------------ results that do not depend on arguments
+
+
+def test_function_without_arguments():
+    check(lambda: (np.arange(3.0) * 2, 1.5))
 
 
 @pytest.mark.parametrize("fn", [
