@@ -168,8 +168,6 @@ def test_out_of_range_python_int_argument_raises_like_numpy():
         numfuse.jit(add)(I8, 1000)
 
 
-@pytest.mark.xfail(strict=True, reason="a Python int argument reaches the kernel as int64; "
-                   "values >= 2**63 are refused (README: limits)")
 def test_python_int_computed_from_an_argument_is_range_checked_like_numpy():
     """``n * 2`` is a Python int (200) before it meets the int8 array: numpy raises."""
     def add_twice(x, n):
@@ -190,6 +188,8 @@ def test_where_with_out_of_range_python_int_argument():
     check(lambda c, x, n: np.where(c, x, n), I8 > 0, I8, 1000)
 
 
+@pytest.mark.xfail(strict=True, reason="a Python int argument reaches the kernel as int64; "
+                   "values >= 2**63 are refused (README: limits)")
 def test_large_python_int_argument_with_uint64_array():
     check(add, np.array([1, 2], dtype=np.uint64), 2**63 + 1)
 
