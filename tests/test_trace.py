@@ -493,3 +493,40 @@ def test_returning_the_same_traced_value_twice():
     first, second = numfuse.jit(twice)(X)
     assert first is second
     assert_same(first, X + 1.0)
+
+
+def _same_value_twice(x):
+    y = x * 2.0
+    return y, x * 2.0, y
+
+
+def _constant_twice(x):
+    table = np.arange(3.0)
+    return table, table, x + 1.0
+
+
+def _nested_twice(x):
+    y = x + 1.0
+    return {"p": y, "q": [y, x + 1.0]}
+
+
+@pytest.mark.parametrize(("fn", "same", "distinct"), [
+    pytest.param(_same_value_twice, [(0, 2)], [(0, 1)], id="one-value-vs-equal-expression"),
+    pytest.param(_constant_twice, [(0, 1)], [], id="constant-array"),
+    pytest.param(_nested_twice, [(("p",), ("q", 0))], [(("p",), ("q", 1))], id="nested"),
+])
+def test_returned_objects_are_shared_exactly_when_numpys_are(fn, same, distinct):
+    def leaf(tree, path):
+        for key in path if isinstance(path, tuple) else (path,):
+            tree = tree[key]
+        return tree
+
+    expected = numpy_result(fn, X)
+    actual = numfuse.jit(fn)(X)
+    assert_same(actual, expected)
+    for first, second in same:
+        assert leaf(expected, first) is leaf(expected, second)
+        assert leaf(actual, first) is leaf(actual, second)
+    for first, second in distinct:
+        assert not np.shares_memory(leaf(expected, first), leaf(expected, second))
+        assert not np.shares_memory(leaf(actual, first), leaf(actual, second))
