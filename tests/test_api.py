@@ -6,10 +6,10 @@ import ast
 
 import numpy as np
 import pytest
+from conftest import assert_same, check, numpy_result
 
 import numfuse
 import numfuse.api
-from conftest import assert_same, check, numpy_result
 
 X = np.linspace(-2.0, 3.0, 7)
 
@@ -283,7 +283,7 @@ def test_keyword_arguments_bind_like_python():
 
 
 def test_default_arguments_are_used():
-    def shifted(x, shift=1.5, scale=np.float32(2.0)):
+    def shifted(x, shift=1.5, scale=np.float32(2.0)):  # noqa: B008
         return (x + shift) * scale
 
     jitted = numfuse.jit(shifted)

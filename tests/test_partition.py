@@ -10,15 +10,16 @@ path that leaves a loop shape never comes back to it through elementwise nodes a
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import numpy as np
 import pytest
+from conftest import assert_same, check, numpy_result
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import numfuse
-from conftest import assert_same, check, numpy_result
 from numfuse.codegen import emit
 from numfuse.dtypes import spec_of
 from numfuse.graph import ELEMENTWISE, INPUT, Graph, Node, broadcast_shapes, verify
@@ -164,7 +165,7 @@ def test_seventy_outputs_are_split_under_the_operand_cap():
 
 def test_many_inputs_and_many_outputs_are_split_under_the_operand_cap():
     def pairwise(*values):
-        return tuple(a * b for a, b in zip(values[:-1], values[1:], strict=True))
+        return tuple(a * b for a, b in itertools.pairwise(values))
 
     args = [np.arange(3.0) + index for index in range(40)]
     compiled = numfuse.compile(pairwise, *args)
@@ -321,6 +322,7 @@ def test_random_graphs_with_non_fusible_nodes_partition_into_convex_regions(grap
 # minutes, and the drawn program (at most 8 steps) is readable as it is.
 NO_SHRINK = (Phase.explicit, Phase.reuse, Phase.generate)
 PATTERNS = {"n": (5,), "1": (1,), "mn": (3, 5), "m1": (3, 1), "0d": ()}
+FLOAT64 = st.just(F64)
 VALUES = [-2.5, -1.0, -0.0, 0.0, 0.5, 1.0, 3.0, 1e300, np.inf, np.nan]
 BINARY = {"add": np.add, "multiply": np.multiply, "subtract": np.subtract,
           "maximum": np.maximum}
@@ -387,7 +389,7 @@ def programs(draw, leading: tuple[str, ...] = ()):
     return Program(patterns, tuple(steps), (last, *extra))
 
 
-def arguments(program: Program, dtypes=st.just(F64)):
+def arguments(program: Program, dtypes=FLOAT64):
     return st.tuples(*(hnp.arrays(dtypes, PATTERNS[pattern], elements=st.sampled_from(VALUES))
                        for pattern in program.patterns))
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from conftest import assert_same, check
+
 from numfuse.dtypes import spec_of
 from numfuse.graph import CONST, ELEMENTWISE, Graph, verify
 from numfuse.ops import OPS

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import assert_same, check, numpy_result
 
 import numfuse
-from conftest import assert_same, check, numpy_result
 
 
 def fused(x, y):

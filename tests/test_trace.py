@@ -11,14 +11,13 @@ import inspect
 
 import numpy as np
 import pytest
+from conftest import assert_same, check, numpy_result
 
 import numfuse
 from numfuse.dtypes import spec_of
 from numfuse.graph import ELEMENTWISE
 from numfuse.passes import simplify
 from numfuse.trace import trace_graph
-
-from conftest import assert_same, check, numpy_result
 
 X = np.array([-1.5, -0.0, 0.25, 2.0, 3.5])
 
@@ -279,8 +278,8 @@ I8 = np.array([-128, -1, 0, 1, 127], dtype=np.int8)
     pytest.param(lambda x: x * np.float32(0.1), X, id="numpy-float32-into-float64"),
     pytest.param(lambda x: x * np.array(2.5), X32, id="0d-array-is-strong"),
     pytest.param(lambda x: x < [0, 1, 2, 3, 4], X, id="list"),
-    pytest.param(lambda x: x + (1, 2, 3, 4, 5), X32, id="tuple"),
-    pytest.param(lambda x: x + [[1.5], [-2.0]], X, id="nested-list-broadcasts"),
+    pytest.param(lambda x: x + (1, 2, 3, 4, 5), X32, id="tuple"),  # noqa: RUF005
+    pytest.param(lambda x: x + [[1.5], [-2.0]], X, id="nested-list-broadcasts"),  # noqa: RUF005
     pytest.param(lambda x: x * np.array([1, 2, 3, 4, 5], np.int8), X32, id="int8-array"),
     pytest.param(lambda x: x * np.arange(10.0).reshape(2, 5), X, id="2d-array"),
     pytest.param(lambda x: x - np.arange(5.0).astype(">f8"), X, id="big-endian-array"),
