@@ -245,6 +245,24 @@ def test_compile_with_static_argument_checks_its_value():
         compiled(X, 4)
 
 
+def test_compiled_with_a_non_numeric_static_argument_can_be_called():
+    def apply(x, mode):
+        return x + 1.0 if mode == "add" else x - 1.0
+
+    compiled = numfuse.compile(numfuse.jit(apply, static_argnums=(1,)), X, "add")
+    assert_same(compiled(X, "add"), apply(X, "add"))
+    with pytest.raises(numfuse.SignatureMismatchError, match="static argument 1"):
+        compiled(X, "subtract")
+
+
+def test_compiled_refuses_a_static_argument_equal_in_value_but_of_another_type():
+    """The static value was 1; 1.0 compares equal but gives numpy another result dtype."""
+    compiled = numfuse.compile(numfuse.jit(multiply, static_argnums=(1,)), I8, 1)
+    assert_same(compiled(I8, 1), I8 * 1)
+    with pytest.raises(numfuse.SignatureMismatchError, match="static argument 1"):
+        compiled(I8, 1.0)
+
+
 def test_unsupported_argument_dtype_names_the_argument():
     with pytest.raises(numfuse.UnsupportedDtypeError, match="argument 1 has dtype float16"):
         numfuse.jit(add)(X, np.ones(7, np.float16))
