@@ -305,3 +305,21 @@ def test_intermediates_of_every_kind_cross_kernel_boundaries(fn):
     row, column = np.linspace(-1, 1, 5), np.linspace(-2, 2, 3)[:, None]
     check(fn, row, column)
     assert len(numfuse.compile(fn, row, column).kernels) >= 2
+
+
+@pytest.mark.parametrize(("kind", "fn", "x"), [
+    pytest.param("invalid", lambda x: x - x, np.array([np.inf, 1.0]), id="invalid"),
+    pytest.param("divide", lambda x: 1.0 / x, np.array([0.0, 1.0]), id="divide"),
+    pytest.param("over", lambda x: x * 1e308, np.array([10.0, 1.0]), id="overflow"),
+])
+def test_floating_point_errors_follow_np_errstate(kind, fn, x):
+    jitted = numfuse.jit(fn)
+    with np.errstate(**{kind: "raise"}):
+        with pytest.raises(FloatingPointError):
+            fn(x)
+        with pytest.raises(FloatingPointError):
+            jitted(x)
+    with np.errstate(all="ignore"):
+        assert_same(jitted(x), fn(x))
+    with np.errstate(all="warn"), pytest.warns(RuntimeWarning):
+        jitted(x)
