@@ -130,6 +130,9 @@ def python_power(a, b):
     return a ** b
 
 
+# README, limits: "arithmetic among Python scalar arguments only runs in int64/float64 like
+# numpy scalars, not with Python's unbounded ints or bool rules".
+@pytest.mark.xfail(strict=True, reason="documented limit (README: limits)")
 @pytest.mark.parametrize(("fn", "a", "b"), [
     pytest.param(python_sum, 2**62, 2**62, id="int-sum-beyond-int64"),
     pytest.param(python_power, 2, -1, id="int-to-negative-int-power-is-float"),
