@@ -76,7 +76,8 @@ class Compiled:
         self._dynamic = [index for index in range(len(self.specs)) if index not in self.static]
 
     def __call__(self, *args: Any) -> Any:
-        operands = [as_operand(value, f"argument {index}") for index, value in enumerate(args)]
+        operands = [value if index in self.static else as_operand(value, f"argument {index}")
+                    for index, value in enumerate(args)]
         if len(operands) != len(self.specs):
             raise SignatureMismatchError(
                 f"{_name(self.fn)} was compiled for {len(self.specs)} arguments and called "
@@ -92,7 +93,8 @@ class Compiled:
                     "new arguments, or use numfuse.jit to compile per signature."
                 )
         for index, value in self.static.items():
-            if operands[index] is not value and operands[index] != value:
+            given = operands[index]
+            if given is not value and (type(given) is not type(value) or given != value):
                 raise SignatureMismatchError(
                     f"static argument {index} of {_name(self.fn)} was {value!r} when compiled "
                     f"and is {operands[index]!r} now; compile again for the new value."

@@ -86,12 +86,55 @@ def _preparer(squeeze: tuple[int, ...], contiguous: bool, as_vector: bool) -> Pr
     return None
 
 
-@dataclasses.dataclass(frozen=True)
 class _Step:
-    ufunc: Any                                   # the kernel's numpy gufunc
-    operands: tuple[tuple[int, Prepare | None], ...]
-    out_slots: tuple[int, ...]
-    finish: Prepare | None                       # puts dropped axes back into outputs
+    """One kernel call: present the operands, call the gufunc, store the outputs.
+
+    When ``flatten`` is set (a region with two or more non-unit axes whose scalar operands
+    are true scalars), same-shape C-contiguous operands are passed as one long 1-d loop
+    instead of one short core loop per row.
+    """
+
+    __slots__ = ("finish", "flatten", "operands", "out_slots", "ufunc")
+
+    def __init__(self, ufunc: Any, operands: tuple[tuple[int, Prepare | None, bool], ...],
+                 out_slots: tuple[int, ...], finish: Prepare | None, flatten: bool) -> None:
+        self.ufunc = ufunc
+        self.operands = operands
+        self.out_slots = out_slots
+        self.finish = finish
+        self.flatten = flatten
+
+    def run(self, values: list[Any]) -> None:
+        operands = [values[slot] if prepare is None else prepare(values[slot])
+                    for slot, prepare, _core in self.operands]
+        shape = self._flat_shape(operands) if self.flatten else None
+        if shape is not None:
+            operands = [value.reshape(-1) if core else value
+                        for value, (_slot, _prepare, core) in zip(operands, self.operands,
+                                                                  strict=True)]
+        try:
+            results = self.ufunc(*operands)
+        except ValueError:
+            _raise_broadcast_error([values[slot] for slot, _prepare, _core in self.operands])
+            raise
+        if len(self.out_slots) == 1:
+            results = (results,)
+        finish = self.finish
+        for slot, result in zip(self.out_slots, results, strict=True):
+            if shape is not None:
+                result = result.reshape(shape)
+            values[slot] = result if finish is None else finish(result)
+
+    def _flat_shape(self, operands: list[Any]) -> tuple[int, ...] | None:
+        shape = None
+        for value, (_slot, _prepare, core) in zip(operands, self.operands, strict=True):
+            if not core:
+                continue
+            if shape is None:
+                shape = value.shape
+            if value.shape != shape or not value.flags.c_contiguous:
+                return None
+        return shape
 
 
 class Program:
@@ -111,7 +154,11 @@ class Program:
             steps.append(_make_step(kernel, slots))
         self.initial = tuple(initial)
         self.steps = tuple(steps)
-        self.returns = tuple((slots.get(node, -1), node) for node in graph.outputs)
+        # How each returned leaf is produced: from a slot as is, or through a conversion.
+        self.returns = tuple(
+            (slots.get(node, -1), None if _returned_as_is(node) else node)
+            for node in graph.outputs
+        )
         # numpy returns a distinct array for every separately computed result, even for
         # equal expressions merged by CSE; one value returned twice stays one object.
         same_as = graph.same_as or tuple(range(len(graph.outputs)))
@@ -123,6 +170,7 @@ class Program:
             and node in graph.outputs[:position]
         )
         self.treedef = graph.treedef
+        self.single = graph.treedef is Leaf
         self.flat_tuple = _is_flat_tuple(graph.treedef, len(graph.outputs))
         self.int_guards = _int_guards(graph)
 
@@ -132,28 +180,30 @@ class Program:
                 raise OverflowError(f"Python integer {args[index]} out of bounds for {dtype}")
         values = [*args, *self.initial]
         for step in self.steps:
-            operands = [values[slot] if prepare is None else prepare(values[slot])
-                        for slot, prepare in step.operands]
-            try:
-                results = step.ufunc(*operands)
-            except ValueError:
-                _raise_broadcast_error([values[slot] for slot, _ in step.operands])
-                raise
-            if len(step.out_slots) == 1:
-                results = (results,)
-            finish = step.finish
-            for slot, result in zip(step.out_slots, results, strict=True):
-                values[slot] = result if finish is None else finish(result)
-        leaves = [_returned(values[slot] if slot >= 0 else None, node)
-                  for slot, node in self.returns]
-        for position in self.repeated:
-            if isinstance(leaves[position], np.ndarray):
-                leaves[position] = leaves[position].copy()
-        for position, first in self.aliases:
-            leaves[position] = leaves[first]
+            step.run(values)
+        leaves = [values[slot] if convert is None
+                  else _returned(values[slot] if slot >= 0 else None, convert)
+                  for slot, convert in self.returns]
+        if self.repeated or self.aliases:
+            for position in self.repeated:
+                if isinstance(leaves[position], np.ndarray):
+                    leaves[position] = leaves[position].copy()
+            for position, first in self.aliases:
+                leaves[position] = leaves[first]
+        if self.single:
+            return leaves[0]
         if self.flat_tuple:
             return tuple(leaves)
         return tree_unflatten(self.treedef, leaves)
+
+
+def _returned_as_is(node: Node) -> bool:
+    """Arguments and kernel outputs with at least one dimension need no conversion."""
+    return node.kind == INPUT or (node.kind == ELEMENTWISE and node.ndim > 0)
+
+
+# Operations that cast their operands unsafely in numpy (no OverflowError for Python ints).
+_UNSAFE_CASTS = frozenset({"where", "astype"})
 
 
 def _int_guards(graph: Any) -> tuple[tuple[int, np.dtype, int, int], ...]:
@@ -164,6 +214,7 @@ def _int_guards(graph: Any) -> tuple[tuple[int, np.dtype, int, int], ...]:
         if not (node.weak and node.dtype.kind == "i"):
             continue
         targets = [dtype for user in graph.consumers.get(node, ())
+                   if user.op not in _UNSAFE_CASTS
                    for source, dtype in zip(user.inputs, user.param("loop", ()), strict=False)
                    if source is node and dtype.kind in "iu"]
         if targets:
@@ -219,12 +270,18 @@ def _make_step(kernel: Kernel, slots: dict[Node, int]) -> _Step:
         if not core and core_axis is not None and core_axis - offset >= 0:
             axes.add(core_axis - offset)
         prepare = _preparer(tuple(sorted(axes)), core and not vector, vector)
-        operands.append((slots[node], prepare))
+        operands.append((slots[node], prepare, core and not vector))
     finish: Prepare | None = None
     if vector:
         shape = (1,) * ndim
         finish = lambda result: result.reshape(shape)  # noqa: E731
     elif dropped:
         finish = lambda result: np.expand_dims(result, dropped)  # noqa: E731
+    kept = ndim - len(dropped)
+    # Flattening needs every broadcast (scalar-core) operand to be a true scalar.
+    flatten = kept >= 2 and all(
+        core or all(size == 1 for size in node.shape)
+        for node, core in zip(region.inputs, generated.core_inputs, strict=True)
+    )
     return _Step(kernel.gufunc.ufunc, tuple(operands),
-                 tuple(slots[node] for node in region.outputs), finish)
+                 tuple(slots[node] for node in region.outputs), finish, flatten)

@@ -217,7 +217,13 @@ class Tracer:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape))
+        if all(size is not None for size in self.node.shape):
+            return int(np.prod(self.shape))
+        raise ConcretizationError(
+            "x.size of a traced array",
+            "array sizes are not fixed when numfuse compiles (a new size does not "
+            "recompile); use x.ndim, or broadcasting, instead of reading sizes.",
+        )
 
     def __len__(self) -> int:
         if self.node.ndim and self.node.shape[0] is not None:
