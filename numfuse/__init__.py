@@ -17,7 +17,7 @@ from .errors import (
     UnsupportedOperationError,
 )
 from .graph import Graph, Node
-from .runtime import Kernel
+from .kernel import Kernel
 
 __version__ = "0.1.0"
 

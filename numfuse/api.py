@@ -21,9 +21,10 @@ from .codegen import KernelSource, emit
 from .dtypes import ArgSpec, as_operand, fast_key, spec_of
 from .errors import SignatureMismatchError
 from .graph import Graph, verify
+from .kernel import Kernel
 from .partition import Plan, partition
 from .passes import simplify
-from .runtime import Kernel, Program
+from .runtime import Program
 from .trace import Tracer, trace_graph
 
 _kernel_cache: dict[str, Any] = {}

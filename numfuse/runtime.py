@@ -12,56 +12,14 @@ Outputs are allocated by numpy inside the gufunc call.  Caller arrays are never 
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from .codegen import KernelSource
 from .graph import CONST, ELEMENTWISE, INPUT, Leaf, Node, tree_unflatten
-from .partition import Plan, Region
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class Kernel:
-    """One compiled region: a numba gufunc with several outputs, and how it was made."""
-
-    region: Region
-    generated: KernelSource
-    gufunc: Any
-
-    @property
-    def name(self) -> str:
-        return self.generated.name
-
-    @property
-    def n_inputs(self) -> int:
-        return len(self.region.inputs)
-
-    @property
-    def n_outputs(self) -> int:
-        return len(self.region.outputs)
-
-    @property
-    def layout(self) -> str:
-        return self.generated.layout
-
-    @property
-    def source(self) -> str:
-        return self.generated.source
-
-    @property
-    def signature(self) -> str:
-        return self.generated.signature
-
-    @property
-    def nodes(self) -> tuple[Node, ...]:
-        return self.region.nodes
-
-    def __repr__(self) -> str:
-        return f"<Kernel {self.name} {self.layout}: {len(self.nodes)} ops>"
-
+from .kernel import Kernel
+from .partition import Plan
 
 Prepare = Callable[[Any], Any]
 
