@@ -105,3 +105,37 @@ def compile_gufunc(kernel: KernelSource) -> Any:
     with _lock:
         module = load_module(kernel)
         return numba.guvectorize([kernel.signature], kernel.layout, nopython=True)(module.kernel)
+
+
+# ------------------------------------------------------------------ LLVM IR and assembly
+#
+# numba's GUFunc has no public inspect_llvm/inspect_asm.  An eager gufunc keeps, per
+# signature, the compile result of its kernel (``gufunc_builder._cres``), whose
+# ``library`` holds the optimised module and ``fndesc`` the kernel function's symbol.
+# This is numba-internal and checked by tests/test_inspection.py against NUMBA_VERSION.
+
+
+def _compile_result(gufunc: Any) -> Any:
+    try:
+        results = gufunc.gufunc_builder._cres
+    except AttributeError as error:  # pragma: no cover - depends on numba internals
+        raise RuntimeError(
+            f"cannot reach the compiled code of a numba {NUMBA_VERSION} gufunc "
+            f"({error}); numfuse's LLVM IR access was written for numba 0.68"
+        ) from None
+    return next(iter(results.values()))
+
+
+def llvm_ir(gufunc: Any) -> str:
+    """The optimised LLVM IR of the module holding the kernel (and its C wrapper)."""
+    return str(_compile_result(gufunc).library.get_llvm_str())
+
+
+def asm(gufunc: Any) -> str:
+    """The host machine's assembly for the kernel's module."""
+    return str(_compile_result(gufunc).library.get_asm_str())
+
+
+def kernel_symbol(gufunc: Any) -> str:
+    """The LLVM name of the kernel's own function inside ``llvm_ir(gufunc)``."""
+    return str(_compile_result(gufunc).fndesc.llvm_func_name)

@@ -1,7 +1,8 @@
 """A compiled kernel: one fused region, its generated source and its numba gufunc.
 
 This is the unit users inspect (``Compiled.kernels``): it is callable on its own like any
-numpy gufunc through ``kernel.gufunc``.
+numpy gufunc through ``kernel.gufunc``.  ``llvm_ir()`` and ``asm()`` ask the backend for
+the optimised LLVM IR and the assembly only when called.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import dataclasses
 from typing import Any
 
 from .codegen import KernelSource
-from .graph import Node
+from .graph import INPUT, Graph, Leaf, Node
 from .partition import Region
 
 
@@ -50,5 +51,45 @@ class Kernel:
     def nodes(self) -> tuple[Node, ...]:
         return self.region.nodes
 
+    @property
+    def graph(self) -> Graph:
+        """The region alone as a graph: its inputs are arguments, its outputs returned."""
+        return region_graph(self.region)
+
+    def llvm_ir(self) -> str:
+        """The optimised LLVM IR of the module holding this kernel's function."""
+        from . import backend  # the backend is only needed when someone looks
+
+        return backend.llvm_ir(self.gufunc)
+
+    def asm(self) -> str:
+        """The assembly numba generated for this kernel's module on this machine."""
+        from . import backend
+
+        return backend.asm(self.gufunc)
+
+    def symbol(self) -> str:
+        """The LLVM name of the kernel's function (a line ``define ... @symbol(`` of the IR)."""
+        from . import backend
+
+        return backend.kernel_symbol(self.gufunc)
+
     def __repr__(self) -> str:
         return f"<Kernel {self.name} {self.layout}: {len(self.nodes)} ops>"
+
+
+def region_graph(region: Region) -> Graph:
+    """A standalone ``Graph`` of ``region``: each external input becomes an argument node
+    (0-d constants stay constants), members are rebuilt on top, region outputs returned."""
+    replaced: dict[Node, Node] = {}
+    arguments = []
+    for index, source in enumerate(region.inputs):
+        argument = Node("arg", INPUT, (), source.dtype, source.shape, (("index", index),),
+                        weak=source.weak, scalar=source.scalar)
+        replaced[source] = argument
+        arguments.append(argument)
+    for node in region.nodes:
+        inputs = tuple(replaced.get(source, source) for source in node.inputs)
+        replaced[node] = dataclasses.replace(node, inputs=inputs)
+    outputs = tuple(replaced[node] for node in region.outputs)
+    return Graph(tuple(arguments), outputs, treedef=(tuple, (Leaf,) * len(outputs)))
