@@ -7,6 +7,7 @@
 ...     return -(d ** 2) / 2, -d
 """
 
+from . import display, hooks
 from .api import Compiled, Jitted, compile, jit, trace
 from .errors import (
     ConcretizationError,
@@ -17,14 +18,19 @@ from .errors import (
     UnsupportedOperationError,
 )
 from .graph import Graph, Node
+from .hooks import CompileEvent, HookWarning
+from .inspection import Explanation, VectorReport
 from .kernel import Kernel
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "CompileEvent",
     "Compiled",
     "ConcretizationError",
+    "Explanation",
     "Graph",
+    "HookWarning",
     "Jitted",
     "Kernel",
     "Node",
@@ -33,7 +39,10 @@ __all__ = [
     "TracingError",
     "UnsupportedDtypeError",
     "UnsupportedOperationError",
+    "VectorReport",
     "compile",
+    "display",
+    "hooks",
     "jit",
     "trace",
 ]

@@ -12,15 +12,19 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
+import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import backend
+from . import backend, hooks
 from .codegen import KernelSource, emit
 from .dtypes import ArgSpec, as_operand, fast_key, spec_of
 from .errors import SignatureMismatchError
 from .graph import Graph, verify
+from .inspection import Explanation, explain
 from .kernel import Kernel
 from .partition import Plan, partition
 from .passes import simplify
@@ -29,15 +33,7 @@ from .trace import Tracer, trace_graph
 
 _kernel_cache: dict[str, Any] = {}
 _kernel_lock = threading.Lock()
-
-
-def _gufunc_for(generated: KernelSource) -> Any:
-    with _kernel_lock:
-        gufunc = _kernel_cache.get(generated.name)
-        if gufunc is None:
-            gufunc = backend.compile_gufunc(generated)
-            _kernel_cache[generated.name] = gufunc
-        return gufunc
+_log = logging.getLogger("numfuse")
 
 
 def _plan(fn: Callable[..., Any], specs: Sequence[ArgSpec],
@@ -67,10 +63,7 @@ class Compiled:
         plan, sources = _plan(fn, self.specs, self.static)
         self.plan = plan
         self.graph: Graph = plan.graph
-        self.kernels: tuple[Kernel, ...] = tuple(
-            Kernel(region, source, _gufunc_for(source))
-            for region, source in zip(plan.regions, sources, strict=True)
-        )
+        self.kernels: tuple[Kernel, ...] = _build_kernels(_name(fn), plan, sources)
         self._program = Program(plan, self.kernels)
         # Run on already-converted operands that match this signature (the hot path).
         self.run: Callable[[Sequence[Any]], Any] = self._program
@@ -105,6 +98,58 @@ class Compiled:
     def __repr__(self) -> str:
         args = ", ".join(spec.describe() for spec in self.specs)
         return f"<numfuse.Compiled {_name(self.fn)}({args}): {len(self.kernels)} kernel(s)>"
+
+    def explain(self, *example_args: Any, vectorisation: bool = True) -> Explanation:
+        """What fusion did: regions, outputs and why, boundaries and why, the temporary
+        arrays avoided (in bytes for ``example_args`` when given) and, unless
+        ``vectorisation=False``, each kernel's vectorisation report."""
+        return explain(self.graph, self.plan.regions, self.kernels, _name(self.fn),
+                       ", ".join(spec.describe() for spec in self.specs),
+                       example_args or None, vectorisation)
+
+    def _repr_html_(self) -> str:
+        from .display import compiled_html
+
+        return compiled_html(self)
+
+
+def _build_kernels(function: str, plan: Plan, sources: Sequence[KernelSource]
+                   ) -> tuple[Kernel, ...]:
+    """Compile (or reuse) each region's kernel; send a compile event per new kernel."""
+    level = hooks.debug_level()
+    if level:
+        print(f"numfuse: {function}: graph and regions\n{plan.graph}", file=sys.stderr)
+    kernels, events = [], []
+    for region, source in zip(plan.regions, sources, strict=True):
+        with _kernel_lock:
+            gufunc = _kernel_cache.get(source.name)
+            compile_time = None
+            if gufunc is None:
+                start = time.perf_counter()
+                gufunc = backend.compile_gufunc(source)
+                compile_time = time.perf_counter() - start
+                _kernel_cache[source.name] = gufunc
+        kernel = Kernel(region, source, gufunc)
+        kernels.append(kernel)
+        if compile_time is not None:
+            _log.debug("compiled kernel %s %s for %s in %.3f s", source.name, source.layout,
+                       function, compile_time)
+            events.append(hooks.CompileEvent(kernel, function, compile_time))
+        if level:
+            _debug_kernel(kernel, compile_time, level)
+    for event in events:  # outside the lock: a hook may compile other functions
+        hooks.emit(event)
+    return tuple(kernels)
+
+
+def _debug_kernel(kernel: Kernel, compile_time: float | None, level: int) -> None:
+    origin = "cached" if compile_time is None else f"compiled in {compile_time:.3f} s"
+    print(f"numfuse: region {kernel.region.index}: kernel {kernel.name} {kernel.layout} "
+          f"({origin})\n{kernel.source}", file=sys.stderr)
+    if level >= 2:
+        from .inspection import kernel_vector_report
+
+        print(f"numfuse: {kernel_vector_report(kernel).summary()}", file=sys.stderr)
 
 
 def _difference(expected: ArgSpec, got: ArgSpec) -> str:
@@ -173,6 +218,7 @@ class Jitted:
             with self._lock:
                 compiled = self.compiled.get(key)
                 if compiled is None:
+                    _log.info("%s", self._compile_reason(key))
                     specs = [part if isinstance(part, ArgSpec) else spec_of(0)
                              for part in key]
                     static = {index: operands[index] for index in self.static_argnums}
@@ -202,6 +248,33 @@ class Jitted:
 
     def __repr__(self) -> str:
         return f"<numfuse.jit {_name(self.fn)}: {len(self.compiled)} signature(s)>"
+
+    def explain(self, *args: Any, vectorisation: bool = True, **kwargs: Any) -> Explanation:
+        """``Compiled.explain`` for these arguments (compiling for them if needed)."""
+        compiled, operands = self.specialize(*args, **kwargs)
+        return compiled.explain(*operands, vectorisation=vectorisation)
+
+    def _compile_reason(self, key: tuple[Any, ...]) -> str:
+        """Why ``key`` compiles: the first call, or how it differs from the nearest
+        signature already compiled (by argument name)."""
+        head = f"compiling {_name(self.fn)}"
+        if not self.compiled:
+            return f"{head}: first call"
+        nearest = min(self.compiled, key=lambda known: sum(
+            1 for a, b in zip(known, key, strict=False) if a != b) + abs(len(known) - len(key)))
+        if len(nearest) != len(key):
+            return f"{head}: called with {len(key)} arguments, compiled for {len(nearest)}"
+        changes = []
+        for index, (before, now) in enumerate(zip(nearest, key, strict=True)):
+            if before == now:
+                continue
+            if isinstance(before, ArgSpec) and isinstance(now, ArgSpec):
+                change = _difference(before, now)
+            else:
+                change = f"the static value differs ({before[-1]!r} vs {now[-1]!r})"
+            changes.append(f"{self._describe(index)}: {change}")
+        return (f"{head}: new signature, {'; '.join(changes)} "
+                f"(nearest of {len(self.compiled)} compiled signature(s))")
 
 
 def _positional(fn: Callable[..., Any], keyword_only: list[str]) -> Callable[..., Any]:
@@ -236,6 +309,7 @@ def _example_signature(fn: Any, example_args: Sequence[Any]
 
 def compile(fn: Callable[..., Any], *example_args: Any) -> Compiled:
     """Trace and compile ``fn`` now for the signatures of ``example_args``."""
+    _log.info("compiling %s: numfuse.compile called", _name(fn))
     return Compiled(*_example_signature(fn, example_args))
 
 
