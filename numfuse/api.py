@@ -269,7 +269,8 @@ class Jitted:
             if before == now:
                 continue
             if isinstance(before, ArgSpec) and isinstance(now, ArgSpec):
-                change = _difference(before, now)
+                change = (_difference(before, now) if before.kind == now.kind
+                          else f"was a {before.describe()}, now a {now.describe()}")
             else:
                 change = f"the static value differs ({before[-1]!r} vs {now[-1]!r})"
             changes.append(f"{self._describe(index)}: {change}")

@@ -1,0 +1,178 @@
+"""Inspection: LLVM IR and assembly of kernels, the vectorisation report, explain()."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import numfuse
+from numfuse import backend, inspection
+from numfuse.graph import ELEMENTWISE, INPUT, Graph, Node
+from numfuse.partition import Region, partition
+
+
+def logp_and_grad(x, mu):
+    d = x - mu
+    return -(d**2) / 2, -d
+
+
+@pytest.fixture(scope="module")
+def seed():
+    return numfuse.compile(logp_and_grad, np.ones(1000), 0.25)
+
+
+# ------------------------------------------------------------------ LLVM IR and assembly
+
+
+def test_llvm_access_is_pinned_to_the_numba_version():
+    # backend.llvm_ir reads numba internals (GUFunc.gufunc_builder._cres[...].library);
+    # re-check it, and this pin, when numba changes.
+    assert backend.NUMBA_VERSION.startswith("0.68."), backend.NUMBA_VERSION
+
+
+def test_llvm_ir_holds_the_kernel_function_and_its_arithmetic(seed):
+    kernel = seed.kernels[0]
+    ir = kernel.llvm_ir()
+    assert kernel.name in kernel.symbol()
+    body = "\n".join(inspection.function_body(ir, kernel.symbol()))
+    assert body, "the kernel's function is not defined in its IR"
+    assert "fsub" in body      # d = x - mu
+    assert "fmul" in body      # d**2 and the division by 2 (as a multiplication by 0.5)
+    assert "fneg" in body      # -d
+
+
+def test_asm_is_the_kernels_machine_code(seed):
+    kernel = seed.kernels[0]
+    text = kernel.asm()
+    assert kernel.symbol() in text
+    assert "sub" in text and "mul" in text  # vsubpd/vmulpd or their scalar forms
+
+
+# ------------------------------------------------------------------ vectorisation report
+
+
+def test_pure_arithmetic_is_vectorised():
+    compiled = numfuse.compile(lambda x, y: x * y + 1.0, np.ones(8), np.ones(8))
+    report = inspection.kernel_vector_report(compiled.kernels[0])
+    assert report.vectorised
+    assert report.width >= 2 and report.element == "double"
+    assert report.scalar_calls == ()
+    assert report.summary().startswith("vectorised")
+
+
+def test_a_libm_call_blocks_vectorisation():
+    compiled = numfuse.compile(lambda x: np.exp(x), np.ones(8))
+    report = inspection.kernel_vector_report(compiled.kernels[0])
+    assert not report.vectorised
+    assert report.scalar_calls == ("exp",)
+    assert "not vectorised" in report.summary() and "exp" in report.summary()
+    assert "exp" in str(compiled.explain())
+
+
+def _function(body: str) -> str:
+    return "define void @k(ptr %a) {\nentry:\n" + body + "\n}\ndefine void @other() {\n}\n"
+
+
+def test_vector_report_reads_widths_and_calls_from_ir():
+    vector = _function("  %1 = fsub <4 x double> %x, %y\n  %2 = icmp <8 x i1> %p, %q")
+    assert inspection.vector_report(vector, "k") == inspection.VectorReport("", 4, "double", ())
+    scalar = _function("  %1 = tail call double @log1p(double %x)")
+    report = inspection.vector_report(scalar, "k")
+    assert (report.width, report.scalar_calls, report.vectorised) == (1, ("log1p",), False)
+    # sqrt's scalar call is the cold path of a vector sqrt: not a blocker
+    sqrt = _function("  %1 = call <8 x double> @llvm.sqrt.v8f64(<8 x double> %x)\n"
+                     "  %2 = tail call double @sqrt(double %y)")
+    assert inspection.vector_report(sqrt, "k").vectorised
+    # a vector math library call (glibc libmvec) is vectorised code
+    libmvec = _function("  %1 = call <4 x double> @_ZGVdN4v_exp(<4 x double> %x)")
+    assert inspection.vector_report(libmvec, "k").vectorised
+    # only the named function is read
+    assert inspection.vector_report(_function(""), "other").width == 1
+
+
+# ------------------------------------------------------------------ explain()
+
+
+def test_explain_lists_regions_outputs_and_bytes_avoided(seed):
+    x = np.ones(1000)
+    explanation = seed.explain(x, 0.25)
+    assert len(explanation.regions) == 1
+    region = explanation.regions[0]
+    assert region.layout == "(n),()->(n),(n)"
+    assert [text.split(" = ")[1] for text in region.equations] == [
+        "subtract a b", "square c", "negative d", "true_divide e 2", "negative c"]
+    assert region.outputs == (("g", ("returned",)), ("h", ("returned",)))
+    assert explanation.temporaries == ("c", "d", "e")
+    assert explanation.bytes_avoided == 3 * 1000 * 8
+    assert explanation.bytes_per_element == 24
+    assert explanation.boundaries == ()
+    assert region.vector is not None and region.vector.vectorised
+    text = str(explanation)
+    assert "5 numpy elementwise loop(s) -> 1 fused kernel(s)" in text
+    assert "23.4 KiB avoided" in text
+
+
+def test_jitted_explain_uses_the_call_arguments():
+    jitted = numfuse.jit(logp_and_grad)
+    explanation = jitted.explain(np.ones((10, 20)), 0.25, vectorisation=False)
+    assert explanation.bytes_avoided == 3 * 200 * 8
+    assert explanation.regions[0].vector is None
+
+
+def _explained(fn, *args):
+    plan = partition(numfuse.trace(fn, *args))
+    return inspection.explain(plan.graph, plan.regions, None, "fn", "", args)
+
+
+def test_explain_names_different_loop_shapes():
+    def fn(x, y):
+        return (x + 1) + (y * 2)
+
+    explanation = _explained(fn, np.ones(4), np.ones((4, 1)))
+    assert explanation.reasons == {inspection.LOOP_SHAPE}
+    details = {boundary.detail for boundary in explanation.boundaries}
+    assert details == {"f64[n] vs f64[n,n]", "f64[n,1] vs f64[n,n]"}
+    outputs = {name: why for region in explanation.regions for name, why in region.outputs}
+    assert any(why[0].startswith("read by region") for why in outputs.values())
+
+
+def test_explain_names_the_operand_cap():
+    def total(*values):
+        result = values[0]
+        for value in values[1:]:
+            result = result + value
+        return result
+
+    explanation = _explained(total, *[np.ones(3) for _ in range(70)])
+    assert len(explanation.regions) >= 2
+    assert inspection.OPERAND_CAP in explanation.reasons
+    assert "64" in str(explanation)
+
+
+def _node(op, kind, inputs, shape=(None,)):
+    return Node(op, kind, tuple(inputs), np.dtype("float64"), shape)
+
+
+def test_explain_names_non_fusible_ops_cycles_and_reductions():
+    # c = x * x; d = sort(c); e = c + d; f = sum(c); g = c - f.  Fusing c's region with
+    # {e, g} would make one kernel both feed sort/sum and read their results.
+    x = _node("arg", INPUT, ())
+    c = _node("multiply", ELEMENTWISE, (x, x))
+    d = _node("sort", "numpy", (c,))
+    e = _node("add", ELEMENTWISE, (c, d))
+    f = _node("sum", "numpy", (c,), shape=())
+    g = _node("subtract", ELEMENTWISE, (c, f))
+    graph = Graph((x,), (e, g))
+    regions = (Region(0, (c,), (x,), (c,)), Region(1, (e, g), (c, d, f), (e, g)))
+    explanation = inspection.explain(graph, regions, None, "fn", "")
+    assert explanation.reasons == {inspection.NON_FUSIBLE, inspection.CYCLE,
+                                   inspection.REDUCTION}
+    by_reason = {boundary.reason: boundary for boundary in explanation.boundaries}
+    assert by_reason[inspection.CYCLE].producer == "region 0"
+    assert by_reason[inspection.CYCLE].consumer == "region 1"
+    assert "sort" in str(by_reason[inspection.NON_FUSIBLE])
+    assert "sum" in str(by_reason[inspection.REDUCTION])
+    assert explanation.regions[0].outputs == (
+        ("b", ("read by region 1", "used by non-fused op c (sort)",
+               "used by non-fused op e (sum)")),)
+    assert explanation.other_steps == ("c:f64[n] = sort b", "e:f64[] = sum b")
