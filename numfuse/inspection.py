@@ -241,6 +241,9 @@ class Explanation:
 
         return explanation_html(self)
 
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(str(self))
+
 
 def report_lines(explanation: Explanation) -> list[str]:
     e = explanation
