@@ -10,6 +10,7 @@ function it came from.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import logging
@@ -18,6 +19,8 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
+
+import numpy as np
 
 from . import backend, hooks
 from .codegen import KernelSource, emit
@@ -36,15 +39,15 @@ _kernel_lock = threading.Lock()
 _log = logging.getLogger("numfuse")
 
 
-def _plan(fn: Callable[..., Any], specs: Sequence[ArgSpec],
-          static: dict[int, Any]) -> tuple[Plan, list[KernelSource]]:
-    graph = simplify(trace_graph(fn, specs, static), check=verify)
+def _plan(fn: Callable[..., Any], specs: Sequence[ArgSpec], static: dict[int, Any],
+          shapes: Sequence[tuple[int, ...]] | None = None) -> tuple[Plan, list[KernelSource]]:
+    graph = simplify(trace_graph(fn, specs, static, shapes), check=verify)
     plan = partition(graph)
     sources = [emit(region) for region in plan.regions]
     region_of = {node: region.index for region in plan.regions for node in region.nodes}
     layouts = {region.index: source.layout for region, source in zip(plan.regions, sources,
                                                                       strict=True)}
-    return Plan(graph.annotate(region_of, layouts), plan.regions), sources
+    return dataclasses.replace(plan, graph=graph.annotate(region_of, layouts)), sources
 
 
 class Compiled:
@@ -56,11 +59,12 @@ class Compiled:
     """
 
     def __init__(self, fn: Callable[..., Any], specs: Sequence[ArgSpec],
-                 static: dict[int, Any] | None = None) -> None:
+                 static: dict[int, Any] | None = None,
+                 shapes: Sequence[tuple[int, ...]] | None = None) -> None:
         self.fn = fn
         self.specs = tuple(specs)
         self.static = dict(static or {})
-        plan, sources = _plan(fn, self.specs, self.static)
+        plan, sources = _plan(fn, self.specs, self.static, shapes)
         self.plan = plan
         self.graph: Graph = plan.graph
         self.kernels: tuple[Kernel, ...] = _build_kernels(_name(fn), plan, sources)
@@ -222,7 +226,8 @@ class Jitted:
                     specs = [part if isinstance(part, ArgSpec) else spec_of(0)
                              for part in key]
                     static = {index: operands[index] for index in self.static_argnums}
-                    compiled = Compiled(self._traced, specs, static)
+                    shapes = [np.shape(value) for value in operands]
+                    compiled = Compiled(self._traced, specs, static, shapes)
                     self.compiled[key] = compiled
         return compiled, operands
 
@@ -297,7 +302,8 @@ def jit(fn: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] =
 
 
 def _example_signature(fn: Any, example_args: Sequence[Any]
-                       ) -> tuple[Callable[..., Any], list[ArgSpec], dict[int, Any]]:
+                       ) -> tuple[Callable[..., Any], list[ArgSpec], dict[int, Any],
+                                  list[tuple[int, ...]]]:
     """The function to trace, the argument signatures and the static arguments."""
     static_argnums = fn.static_argnums if isinstance(fn, Jitted) else ()
     function = fn._traced if isinstance(fn, Jitted) else fn
@@ -305,7 +311,9 @@ def _example_signature(fn: Any, example_args: Sequence[Any]
     specs = [spec_of(0) if index in static
              else spec_of(as_operand(value, f"argument {index}"), f"argument {index}")
              for index, value in enumerate(example_args)]
-    return function, specs, static
+    shapes = [() if index in static else np.shape(value)
+              for index, value in enumerate(example_args)]
+    return function, specs, static, shapes
 
 
 def compile(fn: Callable[..., Any], *example_args: Any) -> Compiled:

@@ -24,7 +24,7 @@ from .dtypes import short_name
 
 Shape = tuple[int | None, ...]
 
-INPUT, CONST, ELEMENTWISE = "input", "const", "elementwise"
+INPUT, CONST, ELEMENTWISE, NUMPY = "input", "const", "elementwise", "numpy"
 
 
 class Const:
@@ -58,10 +58,11 @@ class Const:
 class Node:
     """One value of the traced program.  Nodes compare by identity.
 
-    ``kind`` is ``input``, ``const``, ``elementwise`` (fusible into a region) or the kind of
-    a non-fusible operation.  ``params`` holds the op's static parameters as ``(name, value)``
-    pairs.  ``weak`` marks a Python scalar (NEP 50 weak); ``scalar`` marks a 0-d result that
-    numpy returns as a numpy scalar rather than a 0-d array.
+    ``kind`` is ``input``, ``const``, ``elementwise`` (fusible into a region) or ``numpy``
+    (a non-fusible numpy call replayed by the runtime, its ``call`` param).  ``params``
+    holds the op's static parameters as ``(name, value)`` pairs.  ``weak`` marks a Python
+    scalar (NEP 50 weak); ``scalar`` marks a 0-d result that numpy returns as a numpy
+    scalar rather than a 0-d array.
     """
 
     op: str
@@ -252,6 +253,10 @@ class Graph:
             operands = " ".join(ref(source) for source in node.inputs)
             if node.kind == CONST:
                 operands = repr(node.param("value"))
+            if node.kind == NUMPY:
+                call = node.param("call").describe([ref(source) for source in node.inputs])
+                lines.append(f"    {names[node]}:{node.type_str()} = {call}")
+                continue
             indent = "      " if region is not None else "    "
             text = f"{indent}{names[node]}:{node.type_str()} = {node.op}"
             if params:

@@ -33,7 +33,7 @@ import dataclasses
 import heapq
 from collections.abc import Sequence
 
-from .graph import CONST, ELEMENTWISE, Graph, Node
+from .graph import CONST, ELEMENTWISE, NUMPY, Graph, Node
 
 MAX_OPERANDS = 64
 
@@ -54,10 +54,12 @@ class Region:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Plan:
-    """The partitioned graph: regions in a valid execution order."""
+    """The partitioned graph: ``steps`` in a valid execution order, each a fused
+    ``Region`` or a non-fusible node (a numpy call); ``regions`` are the fused steps."""
 
     graph: Graph
     regions: tuple[Region, ...]
+    steps: tuple[Region | Node, ...] = ()
 
 
 def is_kernel_input(node: Node) -> bool:
@@ -269,11 +271,17 @@ def partition(graph: Graph) -> Plan:
         if node.kind == ELEMENTWISE:
             grouped.setdefault(clusters.find(index), []).append(node)
     groups = [part for members in grouped.values() for part in _split(members, graph)]
-    regions = []
-    for index, members in enumerate(_execution_order(groups)):
+    groups += [[node] for node in nodes if node.kind == NUMPY]
+    regions: list[Region] = []
+    steps: list[Region | Node] = []
+    for members in _execution_order(groups):
+        if members[0].kind == NUMPY:
+            steps.append(members[0])
+            continue
         inputs, outputs = _region_io(members, graph)
-        regions.append(Region(index, tuple(members), inputs, outputs))
-    return Plan(graph, tuple(regions))
+        regions.append(Region(len(regions), tuple(members), inputs, outputs))
+        steps.append(regions[-1])
+    return Plan(graph, tuple(regions), tuple(steps))
 
 
 def check_plan(plan: Plan) -> None:

@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from .graph import CONST, ELEMENTWISE, INPUT, Leaf, Node, tree_unflatten
+from .calls import NumpyCall
+from .graph import CONST, ELEMENTWISE, INPUT, NUMPY, Leaf, Node, tree_unflatten
 from .kernel import Kernel
 from .partition import Plan
 
@@ -95,6 +96,20 @@ class _Step:
         return shape
 
 
+class _CallStep:
+    """A non-fusible numpy operation, run by numpy itself on the run-time values."""
+
+    __slots__ = ("call", "inputs", "out_slot")
+
+    def __init__(self, call: NumpyCall, inputs: tuple[int, ...], out_slot: int) -> None:
+        self.call = call
+        self.inputs = inputs
+        self.out_slot = out_slot
+
+    def run(self, values: list[Any]) -> None:
+        values[self.out_slot] = self.call.invoke([values[slot] for slot in self.inputs])
+
+
 class Program:
     """The executable form of a plan: ``program(args) -> result`` in the traced structure."""
 
@@ -102,13 +117,23 @@ class Program:
         graph = plan.graph
         slots: dict[Node, int] = {node: index for index, node in enumerate(graph.inputs)}
         initial: list[Any] = []
-        steps = []
-        for kernel in kernels:
-            for node in (*kernel.region.inputs, *kernel.region.outputs):
-                if node not in slots:
-                    slots[node] = len(slots)
-                    is_const = node.kind == CONST
-                    initial.append(node.param("value").value if is_const else None)
+        steps: list[_Step | _CallStep] = []
+        kernel_of = {kernel.region: kernel for kernel in kernels}
+
+        def slot_of(node: Node) -> int:
+            if node not in slots:
+                slots[node] = len(slots)
+                initial.append(node.param("value").value if node.kind == CONST else None)
+            return slots[node]
+
+        for step in plan.steps or plan.regions:
+            if isinstance(step, Node):
+                inputs = tuple(slot_of(source) for source in step.inputs)
+                steps.append(_CallStep(step.param("call"), inputs, slot_of(step)))
+                continue
+            kernel = kernel_of[step]
+            for node in (*step.inputs, *step.outputs):
+                slot_of(node)
             steps.append(_make_step(kernel, slots))
         self.initial = tuple(initial)
         self.steps = tuple(steps)
@@ -157,7 +182,7 @@ class Program:
 
 def _returned_as_is(node: Node) -> bool:
     """Arguments and kernel outputs with at least one dimension need no conversion."""
-    return node.kind == INPUT or (node.kind == ELEMENTWISE and node.ndim > 0)
+    return node.kind in (INPUT, NUMPY) or (node.kind == ELEMENTWISE and node.ndim > 0)
 
 
 # Operations that cast their operands unsafely in numpy (no OverflowError for Python ints).

@@ -13,22 +13,28 @@ argument to see changes.
 
 from __future__ import annotations
 
+import contextvars
+import operator
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from .calls import TRACED, NumpyCall
 from .dtypes import ArgSpec, check_dtype, weak_python_type
 from .errors import ConcretizationError, UnsupportedOperationError
 from .graph import (
     CONST,
     ELEMENTWISE,
     INPUT,
+    NUMPY,
     Const,
     Graph,
     Node,
     Shape,
     broadcast_shapes,
+    toposort,
     tree_flatten,
 )
 from .ops import BY_UFUNC, MULTI_OUTPUT, OPS, DtypeOrWeak, OpDef, template_for
@@ -266,16 +272,23 @@ class Tracer:
 
     # --- numpy protocols ------------------------------------------------------
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        if method in ("reduce", "accumulate", "reduceat", "outer"):
+            return record_call(getattr(ufunc, method), f"{ufunc.__name__}.{method}",
+                               inputs, kwargs)
         if method != "__call__":
             raise UnsupportedOperationError(
                 f"np.{ufunc.__name__}.{method}",
-                "numfuse traces elementwise ufunc calls; write the reduction with the "
-                "array functions it supports or compute it outside the jitted function.",
+                "it writes into its operand in place; build the result with np.where or "
+                "compute it outside the jitted function.",
             )
+        if ufunc in LINALG_UFUNCS:
+            return record_call(ufunc, ufunc.__name__, inputs, kwargs)
         return apply_ufunc(ufunc, inputs, kwargs)
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
         handler = FUNCTIONS.get(func)
+        if handler is None and func in CALLS:
+            return record_call(func, CALLS[func], args, kwargs)
         if handler is None:
             raise UnsupportedOperationError(
                 f"np.{getattr(func, '__name__', func)} is not supported by numfuse",
@@ -404,11 +417,54 @@ class Tracer:
         _inplace("item assignment (x[...] = v)")
 
     def __getitem__(self, key: Any) -> Any:
-        raise UnsupportedOperationError(
-            "indexing a traced array (x[...])",
-            "numfuse compiles elementwise code; index the arrays outside the jitted "
-            "function, before calling it, and pass the pieces as arguments.",
-        )
+        if _has_tracer(key):
+            raise UnsupportedOperationError(
+                "indexing with a traced array (x[mask] or x[indices])",
+                "only static indices (ints, slices, None, ..., lists of ints) can be traced; "
+                "use np.where(mask, x, 0) for masking or index outside the jitted function.",
+            )
+        return record_call(operator.getitem, "getitem", (self, key), {})
+
+    def __matmul__(self, other: Any) -> Any:
+        return record_call(np.matmul, "matmul", (self, other), {})
+
+    def __rmatmul__(self, other: Any) -> Any:
+        return record_call(np.matmul, "matmul", (other, self), {})
+
+    @property
+    def T(self) -> Any:
+        return record_call(np.transpose, "transpose", (self,), {})
+
+    @property
+    def mT(self) -> Any:
+        return record_call(np.matrix_transpose, "matrix_transpose", (self,), {})
+
+    def reshape(self, *shape: Any, **kwargs: Any) -> Any:
+        target = shape[0] if len(shape) == 1 else shape
+        return record_call(np.reshape, "reshape", (self, target), kwargs)
+
+    def transpose(self, *axes: Any) -> Any:
+        arguments = (self,) if not axes else (self, axes[0] if len(axes) == 1 else axes)
+        return record_call(np.transpose, "transpose", arguments, {})
+
+    def flatten(self, order: str = "C") -> Any:
+        return record_call(np.ravel, "ravel", (self,), {"order": order}) + 0
+
+    def sort(self, *args: Any, **kwargs: Any) -> Any:
+        return _inplace("x.sort()")
+
+    def __getattr__(self, name: str) -> Any:
+        function = METHODS.get(name)
+        if function is None or name.startswith("__"):
+            raise AttributeError(
+                f"traced arrays have no attribute {name!r}; numfuse supports the array "
+                f"methods {', '.join(sorted(METHODS))} and the numpy functions in the README"
+            )
+
+        def method(*args: Any, **kwargs: Any) -> Any:
+            return record_call(function, name, (self, *args), kwargs)
+
+        return method
 
     # --- array methods ----------------------------------------------------------
     def astype(self, dtype: Any, order: str = "K", casting: str = "unsafe",
@@ -619,21 +675,173 @@ def supported_function_names() -> str:
     return ", ".join(sorted(f"np.{getattr(func, '__name__', func)}" for func in FUNCTIONS))
 
 
+# ------------------------------------------------------- non-fusible numpy operations
+
+# numpy itself gives a call's result dtype and shape: the call runs on zero-stride stand-ins
+# twice, once with the sizes of the arguments being traced and once with every free size
+# doubled.  A result dimension that differs between the runs depends on the inputs' sizes
+# and stays free; one that agrees is fixed.  If the doubled run fails (the call fixes a
+# size, as reshape(3, 8) does), the first run alone decides.
+_examples: contextvars.ContextVar[dict[Node, tuple[int, ...]] | None] = contextvars.ContextVar(
+    "numfuse_example_shapes", default=None)
+_DEFAULT_SIZE = 6
+
+
+def _example_shape(node: Node) -> tuple[int, ...]:
+    """The concrete shape ``node`` has for the arguments being traced."""
+    memo = _examples.get()
+    if memo is None:
+        memo = {}
+    for item in toposort([node]):
+        if item in memo:
+            continue
+        if item.kind == ELEMENTWISE:
+            memo[item] = np.broadcast_shapes(*(memo[source] for source in item.inputs))
+        else:
+            memo[item] = tuple(_DEFAULT_SIZE if size is None else size for size in item.shape)
+    return memo[node]
+
+
+LINALG_UFUNCS = frozenset(
+    ufunc for ufunc in (np.matmul, getattr(np, "vecdot", None), getattr(np, "matvec", None),
+                        getattr(np, "vecmat", None)) if ufunc is not None
+)
+
+
+def _has_tracer(item: Any) -> bool:
+    if isinstance(item, Tracer):
+        return True
+    if isinstance(item, (tuple, list)):
+        return any(_has_tracer(part) for part in item)
+    return False
+
+
+def _strip(item: Any, nodes: list[Node]) -> Any:
+    """Replace tracers by ``TRACED`` (collecting their nodes), keep everything else."""
+    if isinstance(item, Tracer):
+        nodes.append(item.node)
+        return TRACED
+    if isinstance(item, (tuple, list)) and _has_tracer(item):
+        return type(item)(_strip(part, nodes) for part in item)
+    return item
+
+
+def _probe(node: Node, scale: int) -> Any:
+    """A zero-stride stand-in for ``node``, its free sizes multiplied by ``scale``."""
+    if node.kind == CONST:
+        return node.param("value").value
+    if node.weak:
+        return node.dtype.type(1).item()
+    example = _example_shape(node)
+    shape = tuple(size * scale if free is None else size
+                  for size, free in zip(example, node.shape, strict=True))
+    zeros = np.broadcast_to(np.zeros((), node.dtype), shape)
+    return zeros[()] if node.scalar and not shape else zeros
+
+
+def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
+                kwargs: dict[str, Any]) -> Any:
+    """Record a non-fusible numpy call; numpy itself gives its result dtype and shape."""
+    nodes: list[Node] = []
+    static_args = tuple(_strip(item, nodes) for item in args)
+    static_kwargs = {key: _strip(item, nodes) for key, item in kwargs.items()}
+    if "out" in static_kwargs and static_kwargs["out"] is not None:
+        raise UnsupportedOperationError(
+            f"np.{name}(..., out=...) inside a traced function",
+            "numfuse allocates results itself; return the value instead of writing into out=.",
+        )
+    call = NumpyCall(fn, name, static_args, static_kwargs)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        first = call.invoke([_probe(node, 1) for node in nodes])
+        try:
+            second = call.invoke([_probe(node, 2) for node in nodes])
+        except Exception:
+            second = first
+    if not isinstance(first, (np.ndarray, np.generic)) or np.ndim(first) != np.ndim(second):
+        raise UnsupportedOperationError(
+            f"np.{name} returns {type(first).__name__}",
+            "numfuse traces numpy functions that return one array; compute this part outside "
+            "the jitted function.",
+        )
+    dtype = np.asarray(first).dtype
+    if dtype.kind == "O" or dtype == np.float16 or dtype.kind not in "biufc":
+        raise UnsupportedOperationError(
+            f"np.{name} returns dtype {dtype}",
+            "numfuse handles bool, integer, float32/64 and complex results; cast the input.",
+        )
+    shape = tuple(a if a == b else None for a, b in zip(np.shape(first), np.shape(second),
+                                                         strict=True))
+    node = Node(name, NUMPY, tuple(nodes), dtype, shape, (("call", call),),
+                scalar=isinstance(first, np.generic))
+    memo = _examples.get()
+    if memo is not None:
+        memo[node] = np.shape(first)
+    return Tracer(node)
+
+
+def _calls(*names: str) -> dict[Any, str]:
+    found = {}
+    for name in names:
+        target: Any = np
+        for part in name.split("."):
+            target = getattr(target, part, None)
+        if target is not None:
+            found[target] = name
+    return found
+
+
+# numpy functions traced as non-fusible calls: each returns one array whose shape depends
+# only on its inputs' shapes (never on their values).
+CALLS: dict[Any, str] = _calls(
+    "sum", "prod", "mean", "min", "max", "amin", "amax", "any", "all", "std", "var",
+    "argmin", "argmax", "cumsum", "cumprod", "nansum", "nanprod", "nanmean", "nanmin",
+    "nanmax", "nanstd", "nanvar", "median", "percentile", "quantile", "average", "ptp",
+    "dot", "vdot", "inner", "outer", "tensordot", "einsum", "kron", "cross", "trace",
+    "reshape", "ravel", "transpose", "swapaxes", "moveaxis", "expand_dims", "squeeze",
+    "broadcast_to", "atleast_1d", "atleast_2d", "atleast_3d", "concatenate", "stack",
+    "hstack", "vstack", "dstack", "column_stack", "zeros_like", "ones_like", "full_like",
+    "empty_like", "flip", "fliplr", "flipud", "roll", "rot90", "tile", "repeat", "sort",
+    "diff", "diagonal", "diag", "triu", "tril", "take", "pad", "nan_to_num", "interp",
+    "linalg.norm", "linalg.det", "linalg.inv", "linalg.solve", "matrix_transpose",
+)
+
+# Array methods traced as calls of these numpy functions.
+METHODS: dict[str, Any] = {
+    name: getattr(np, name) for name in (
+        "sum", "prod", "mean", "min", "max", "any", "all", "std", "var", "argmin", "argmax",
+        "cumsum", "cumprod", "ravel", "swapaxes", "squeeze", "repeat", "dot", "trace",
+        "diagonal", "take",
+    ) if hasattr(np.ndarray, name)
+}
+
+
 # ------------------------------------------------------------------------------ trace
 
 
 def trace_graph(fn: Callable[..., Any], specs: Sequence[ArgSpec],
-                static: dict[int, Any] | None = None) -> Graph:
+                static: dict[int, Any] | None = None,
+                shapes: Sequence[tuple[int, ...]] | None = None) -> Graph:
     """Run ``fn`` once on tracers for ``specs`` and return the recorded graph.
 
     Arguments listed in ``static`` are passed through as concrete Python values.
+    ``shapes`` are the example arguments' shapes, used to work out the result shapes of
+    non-fusible numpy calls (the graph itself never depends on them).
     """
     static = static or {}
     inputs = tuple(input_node(index, spec) for index, spec in enumerate(specs))
     arguments = [static[index] if index in static else Tracer(node)
                  for index, node in enumerate(inputs)]
-    with np.errstate(all="ignore"):
-        result = fn(*arguments)
+    examples: dict[Node, tuple[int, ...]] = {}
+    if shapes is not None:
+        examples.update((node, tuple(shape)) for node, shape in zip(inputs, shapes, strict=True)
+                        if len(shape) == node.ndim)
+    token = _examples.set(examples)
+    try:
+        with np.errstate(all="ignore"):
+            result = fn(*arguments)
+    finally:
+        _examples.reset(token)
     leaves, treedef = tree_flatten(result)
     outputs = tuple(leaf.node if isinstance(leaf, Tracer) else _leaf_const(leaf)
                     for leaf in leaves)

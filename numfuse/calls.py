@@ -1,0 +1,113 @@
+"""Non-fusible numpy operations, recorded as calls and replayed by the runtime.
+
+A ``NumpyCall`` is the static part of one call such as ``np.sum(x, axis=1)`` or
+``x.reshape(-1, 3)``: the numpy function and every argument that is not traced.  The
+traced arrays are the node's inputs; ``invoke`` puts their run-time values back in place
+and calls numpy, so these operations have numpy's semantics by construction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+# A traced argument's position in the flattened (args, kwargs) of a call.
+TRACED = object()
+
+
+class NumpyCall:
+    """``fn(*args, **kwargs)`` with traced leaves replaced by run-time values."""
+
+    __slots__ = ("_key", "args", "fn", "kwargs", "name")
+
+    def __init__(self, fn: Callable[..., Any], name: str, args: tuple[Any, ...],
+                 kwargs: dict[str, Any]) -> None:
+        self.fn = fn
+        self.name = name
+        self.args = args      # with TRACED where a traced value goes, in input order
+        self.kwargs = kwargs
+        self._key = (fn, name, _freeze(args), _freeze(kwargs))
+
+    def invoke(self, values: Sequence[Any]) -> Any:
+        supply = iter(values)
+        args = [_fill(item, supply) for item in self.args]
+        kwargs = {key: _fill(item, supply) for key, item in self.kwargs.items()}
+        return self.fn(*args, **kwargs)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, NumpyCall) and self._key == other._key
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+    def __repr__(self) -> str:
+        return self.describe(["·"] * self.count())
+
+    def describe(self, operands: Sequence[str]) -> str:
+        """The call as text, with ``operands`` in place of the traced values."""
+        supply = iter(operands)
+        shown = [_show(item, supply) for item in self.args]
+        shown += [f"{key}={_show(item, supply)}" for key, item in self.kwargs.items()]
+        return f"{self.name}({', '.join(shown)})"
+
+    def count(self) -> int:
+        return sum(1 for _ in _traced(self.args)) + sum(1 for _ in _traced(self.kwargs))
+
+
+def _fill(item: Any, supply: Any) -> Any:
+    if item is TRACED:
+        return next(supply)
+    if isinstance(item, tuple):
+        return tuple(_fill(part, supply) for part in item)
+    if isinstance(item, list):
+        return [_fill(part, supply) for part in item]
+    return item
+
+
+def _traced(item: Any) -> Any:
+    if item is TRACED:
+        yield item
+    elif isinstance(item, (tuple, list)):
+        for part in item:
+            yield from _traced(part)
+    elif isinstance(item, dict):
+        for part in item.values():
+            yield from _traced(part)
+
+
+def _show(item: Any, supply: Any) -> str:
+    if item is TRACED:
+        return str(next(supply))
+    if isinstance(item, tuple):
+        inner = ", ".join(_show(part, supply) for part in item)
+        return f"({inner}{',' if len(item) == 1 else ''})"
+    if isinstance(item, list):
+        return "[" + ", ".join(_show(part, supply) for part in item) + "]"
+    if isinstance(item, slice):
+        parts = ["" if part is None else str(part) for part in (item.start, item.stop, item.step)]
+        return ":".join(parts).rstrip(":") or ":"
+    if item is Ellipsis:
+        return "..."
+    name = getattr(item, "__name__", None)
+    return name if isinstance(name, str) else repr(item)
+
+
+def _freeze(item: Any) -> Any:
+    """A hashable stand-in for a call's static arguments (for CSE)."""
+    if item is TRACED:
+        return ("<traced>",)
+    if isinstance(item, (tuple, list)):
+        return (type(item).__name__, tuple(_freeze(part) for part in item))
+    if isinstance(item, dict):
+        return ("dict", tuple((key, _freeze(value)) for key, value in item.items()))
+    if isinstance(item, slice):
+        return ("slice", item.start, item.stop, item.step)
+    if isinstance(item, (np.ndarray, np.generic)):
+        return ("array", str(item.dtype), item.shape, item.tobytes())
+    try:
+        hash(item)
+    except TypeError:
+        return ("repr", type(item).__name__, repr(item))
+    return (type(item).__name__, item)

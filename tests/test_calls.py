@@ -1,0 +1,104 @@
+"""Non-fusible numpy operations inside traced functions: replayed by numpy itself, with the
+elementwise work around them still fused.  Every case compares with plain numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import numfuse
+from numfuse.errors import UnsupportedOperationError
+from numfuse.graph import NUMPY
+
+from conftest import assert_same
+
+RNG = np.random.default_rng(7)
+M = RNG.standard_normal((4, 6))
+V = RNG.standard_normal(6)
+I = RNG.integers(-5, 5, (4, 6)).astype(np.int32)
+W = RNG.standard_normal((6, 3))
+
+CASES = [
+    ("sum", lambda x: np.sum(x), (M,)),
+    ("sum-axis-keepdims", lambda x: x.sum(axis=1, keepdims=True), (M,)),
+    ("sum-int32-dtype", lambda x: (np.sum(x), np.sum(x, dtype=np.int8)), (I,)),
+    ("mean-int", lambda x: (x.mean(), np.mean(x, axis=0)), (I,)),
+    ("min-max-nan", lambda x: (np.max(x * np.nan), x.min(axis=0)), (M,)),
+    ("any-all", lambda x: ((x > 0).any(), np.all(x > -10, axis=1)), (M,)),
+    ("std-var", lambda x: (x.std(), np.var(x, axis=(0, 1), ddof=1)), (M,)),
+    ("prod-tuple-axis", lambda x: np.prod(x + 1, axis=(0,)), (M,)),
+    ("argmax", lambda x: (x.argmax(), np.argmin(x, axis=1)), (M,)),
+    ("cumsum", lambda x: (np.cumsum(x, axis=1), x.cumsum()), (M,)),
+    ("matmul", lambda x, w: np.tanh(x @ w + 1.0), (M, W)),
+    ("dot", lambda x, w: np.dot(x, w).sum(axis=0) * 2, (M, W)),
+    ("reshape-ravel", lambda x: (x.reshape(-1), x.reshape(3, 8), np.ravel(x * 2)), (M,)),
+    ("transpose", lambda x: (x.T + 1, np.transpose(x), x.transpose(1, 0), np.swapaxes(x, 0, 1)),
+     (M,)),
+    ("expand-squeeze", lambda x: (np.expand_dims(x, 0) * 2, np.squeeze(x[None]),
+                                  x[:, np.newaxis]), (M,)),
+    ("broadcast-to", lambda v: np.broadcast_to(v, (3, 6)) + 1, (V,)),
+    ("indexing", lambda x: (x[0], x[1:3, ::2], x[..., -1], x[:, None, 2], x[[0, 2]]), (M,)),
+    ("concatenate-stack", lambda x: (np.concatenate([x, x * 2]), np.stack([x, -x], axis=1)),
+     (M,)),
+    ("like", lambda x: (np.zeros_like(x) + x, np.ones_like(x), np.full_like(x, 2.5)), (M,)),
+    ("softmax", lambda x: np.exp(x - x.max(axis=-1, keepdims=True))
+     / np.exp(x - x.max(axis=-1, keepdims=True)).sum(axis=-1, keepdims=True), (M,)),
+    ("logsumexp", lambda x: np.log(np.sum(np.exp(x - x.max()))) + x.max(), (M,)),
+    ("ufunc-reduce", lambda x: (np.add.reduce(x, axis=0), np.maximum.accumulate(x, axis=1)),
+     (M,)),
+    ("sort-diff", lambda x: (np.sort(x, axis=1), np.diff(x, axis=0)), (M,)),
+    ("0-d-sum-scalar", lambda v: np.sum(v) * 2.0, (V,)),
+]
+
+
+@pytest.mark.parametrize(("name", "fn", "args"), CASES, ids=[case[0] for case in CASES])
+def test_numpy_calls_match_numpy(name, fn, args):
+    expected = fn(*args)
+    actual = numfuse.jit(fn)(*args)
+    if isinstance(expected, tuple):
+        assert isinstance(actual, tuple) and len(actual) == len(expected)
+        for got, want in zip(actual, expected, strict=True):
+            assert_same(got, want, rtol=1e-12)
+    else:
+        assert_same(actual, expected, rtol=1e-12)
+
+
+def test_calls_are_graph_nodes_and_elementwise_work_around_them_still_fuses():
+    def normalise(x):
+        e = np.exp(x - x.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+    compiled = numfuse.compile(normalise, M)
+    calls = [node for node in compiled.graph.nodes if node.kind == NUMPY]
+    assert [node.op for node in calls] == ["max", "sum"]
+    assert len(compiled.kernels) == 2  # exp(x - max) | e / sum
+    text = str(compiled.graph)
+    assert "max(a, axis=-1, keepdims=True)" in text
+
+
+def test_a_new_size_reuses_the_compiled_calls():
+    jitted = numfuse.jit(lambda x: (x.T @ x).sum(axis=0))
+    for rows in (3, 5, 9):
+        x = RNG.standard_normal((rows, 4))
+        assert_same(jitted(x), (x.T @ x).sum(axis=0), rtol=1e-12)
+    assert len(jitted.compiled) == 1
+
+
+def test_indexing_with_a_traced_array_is_refused_with_advice():
+    with pytest.raises(UnsupportedOperationError, match="np.where"):
+        numfuse.jit(lambda x: x[x > 0])(M)
+
+
+def test_value_dependent_functions_stay_unsupported():
+    with pytest.raises(UnsupportedOperationError, match="np.unique"):
+        numfuse.jit(lambda x: np.unique(x))(M)
+
+
+def test_unknown_method_names_what_is_supported():
+    with pytest.raises(AttributeError, match="supports the array methods"):
+        numfuse.jit(lambda x: x.tofile("nowhere"))(M)
+
+
+def test_call_errors_are_numpys():
+    with pytest.raises(np.exceptions.AxisError):
+        numfuse.jit(lambda x: x.sum(axis=5))(M)
