@@ -726,8 +726,9 @@ def _strip(item: Any, nodes: list[Node]) -> Any:
     return item
 
 
-def _probe(node: Node, scale: int) -> Any:
-    """A zero-stride stand-in for ``node``, its free sizes multiplied by ``scale``."""
+def _probe(node: Node, scale: int, varied: bool) -> Any:
+    """A stand-in for ``node``, its free sizes multiplied by ``scale``: zero-stride zeros,
+    or (``varied``) seeded values in [0.5, 1.5) for calls that reject zeros (``inv``)."""
     if node.kind == CONST:
         return node.param("value").value
     if node.weak:
@@ -735,8 +736,22 @@ def _probe(node: Node, scale: int) -> Any:
     example = _example_shape(node)
     shape = tuple(size * scale if free is None else size
                   for size, free in zip(example, node.shape, strict=True))
-    zeros = np.broadcast_to(np.zeros((), node.dtype), shape)
-    return zeros[()] if node.scalar and not shape else zeros
+    if varied:
+        values = np.random.default_rng(0).random(shape) + 0.5
+        stand_in = values.astype(node.dtype) if node.dtype.kind != "b" else values > 1
+    else:
+        stand_in = np.broadcast_to(np.zeros((), node.dtype), shape)
+    return stand_in[()] if node.scalar and not shape else stand_in
+
+
+def _run_probe(call: NumpyCall, nodes: Sequence[Node], scale: int) -> Any:
+    try:
+        return call.invoke([_probe(node, scale, varied=False) for node in nodes])
+    except Exception as error:
+        try:
+            return call.invoke([_probe(node, scale, varied=True) for node in nodes])
+        except Exception:
+            raise error from None
 
 
 def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
@@ -753,9 +768,9 @@ def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
     call = NumpyCall(fn, name, static_args, static_kwargs)
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        first = call.invoke([_probe(node, 1) for node in nodes])
+        first = _run_probe(call, nodes, 1)
         try:
-            second = call.invoke([_probe(node, 2) for node in nodes])
+            second = _run_probe(call, nodes, 2)
         except Exception:
             second = first
     if not isinstance(first, (np.ndarray, np.generic)) or np.ndim(first) != np.ndim(second):
@@ -803,7 +818,14 @@ CALLS: dict[Any, str] = _calls(
     "hstack", "vstack", "dstack", "column_stack", "zeros_like", "ones_like", "full_like",
     "empty_like", "flip", "fliplr", "flipud", "roll", "rot90", "tile", "repeat", "sort",
     "diff", "diagonal", "diag", "triu", "tril", "take", "pad", "nan_to_num", "interp",
-    "linalg.norm", "linalg.det", "linalg.inv", "linalg.solve", "matrix_transpose",
+    "linalg.norm", "linalg.det", "linalg.inv", "linalg.solve", "linalg.pinv",
+    "linalg.matrix_power", "matrix_transpose", "isclose", "sinc", "angle",
+    "i0", "convolve", "correlate", "searchsorted", "digitize", "cov", "corrcoef", "argsort",
+    "partition", "nanargmax", "nanargmin", "nancumsum", "nancumprod", "nanmedian",
+    "nanpercentile", "nanquantile", "cumulative_sum", "cumulative_prod", "unwrap", "trapezoid",
+    "polyval", "select", "fft.fft", "fft.ifft", "fft.rfft", "fft.irfft", "fft.fft2",
+    "fft.ifft2", "fft.fftn", "fft.ifftn", "fft.fftshift", "fft.ifftshift", "append",
+    "insert", "delete", "resize", "rollaxis", "block",
 )
 
 # Array methods traced as calls of these numpy functions.
@@ -811,7 +833,7 @@ METHODS: dict[str, Any] = {
     name: getattr(np, name) for name in (
         "sum", "prod", "mean", "min", "max", "any", "all", "std", "var", "argmin", "argmax",
         "cumsum", "cumprod", "ravel", "swapaxes", "squeeze", "repeat", "dot", "trace",
-        "diagonal", "take",
+        "diagonal", "take", "argsort",
     ) if hasattr(np.ndarray, name)
 }
 

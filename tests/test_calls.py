@@ -48,6 +48,13 @@ CASES = [
      (M,)),
     ("sort-diff", lambda x: (np.sort(x, axis=1), np.diff(x, axis=0)), (M,)),
     ("0-d-sum-scalar", lambda v: np.sum(v) * 2.0, (V,)),
+    ("fft", lambda v: np.abs(np.fft.rfft(v * 2)), (V,)),
+    ("linalg-needs-nonzero-probes", lambda x: np.linalg.inv(x[:, :4] @ x[:, :4].T + 1) * 2,
+     (M,)),
+    ("isclose-convolve-argsort", lambda v: (np.isclose(v, 0.5) | (v > 0.9),
+                                            np.convolve(v, [1.0, 2.0, 1.0]), np.argsort(-v)),
+     (V,)),
+    ("norm", lambda x: np.linalg.norm(x, axis=0) + 1, (M,)),
 ]
 
 
