@@ -144,16 +144,20 @@ def describe(error: BaseException) -> str:
 
 
 def prepare(workload: Workload, impls: dict[str, Implementation], args, expected,
-            min_sample: float) -> tuple[dict[str, tuple], dict[str, Cell], dict[str, int]]:
-    """Warm up and check every implementation; return converted args, cells, batch sizes."""
+            min_sample: float) -> tuple[dict, dict[str, Cell], dict[str, int], dict[str, float]]:
+    """Warm up and check every implementation; return converted args, cells, batch sizes
+    and estimated seconds per call."""
     converted: dict[str, tuple] = {}
     cells: dict[str, Cell] = {}
     batch: dict[str, int] = {}
+    per_call: dict[str, float] = {}
     for name, impl in impls.items():
         cell = cells[name] = Cell()
         try:
             converted[name] = impl.convert(args)
+            start = time.perf_counter()
             got = impl.call(*converted[name])
+            first = time.perf_counter() - start
         except Exception as error:  # reported, not fatal
             kind = "n/a" if name == "numfuse" else "error"
             cell.status = f"{kind}: {describe(error)}"
@@ -164,8 +168,11 @@ def prepare(workload: Workload, impls: dict[str, Implementation], args, expected
             cell.status = f"mismatch: {describe(error)}"
             continue
         del got
-        batch[name] = max(1, math.ceil(min_sample / _estimate(impl, converted[name])))
-    return converted, cells, batch
+        # A slow first call (big size; maybe a compilation) is estimate enough: the
+        # repetitions would be capped at the minimum anyway.
+        per_call[name] = first if first > 0.05 else _estimate(impl, converted[name])
+        batch[name] = max(1, math.ceil(min_sample / per_call[name]))
+    return converted, cells, batch, per_call
 
 
 def measure(impls, converted, cells, batch, repeats: int) -> None:
@@ -186,11 +193,11 @@ def measure(impls, converted, cells, batch, repeats: int) -> None:
 def run_one(workload: Workload, impls, size: int, options, rng) -> dict[str, Cell]:
     args = workload.make_args(size, rng)
     expected = impls["numpy"].call(*args)
-    converted, cells, batch = prepare(workload, impls, args, expected, options.min_sample)
+    converted, cells, batch, per_call = prepare(workload, impls, args, expected,
+                                                options.min_sample)
     del expected
     # Cap repetitions so this (workload, size) takes about options.budget seconds.
-    per_rep = sum(batch[name] * _estimate(impls[name], converted[name])
-                  for name in batch) or 1e-3
+    per_rep = sum(batch[name] * per_call[name] for name in batch) or 1e-3
     repeats = max(options.min_repeats, min(options.repeats, int(options.budget / per_rep)))
     measure(impls, converted, cells, batch, repeats)
     gc.collect()
@@ -395,6 +402,9 @@ def report(results, workloads: dict[str, Workload], plans: dict[str, str], optio
     return "\n".join(lines)
 
 
+FLOOR = 0.01  # speed-ups below this are drawn on the bottom edge of the plot
+
+
 def plot(results, workloads: dict[str, Workload], path: Path) -> None:
     import matplotlib
 
@@ -418,8 +428,12 @@ def plot(results, workloads: dict[str, Workload], path: Path) -> None:
                 continue
             color, style = styles[impl]
             xs, ys = zip(*points, strict=True)
-            ax.plot(xs, ys, style, color=color, marker="o", markersize=3.5,
+            clipped = [max(y, FLOOR) for y in ys]
+            ax.plot(xs, clipped, style, color=color, marker="o", markersize=3.5,
                     linewidth=2.4 if impl == "numfuse" else 1.3, label=LABELS[impl])
+            low = [(x, FLOOR) for x, y in points if y < FLOOR]
+            if low:  # off the scale: a triangle on the bottom edge
+                ax.plot(*zip(*low, strict=True), "v", color=color, markersize=7)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_title(f"{name} ({workloads[name].dtype})", fontsize=10)
@@ -436,7 +450,8 @@ def plot(results, workloads: dict[str, Workload], path: Path) -> None:
             handles.setdefault(label, handle)
     fig.legend(list(handles.values()), list(handles), loc="lower center",
                ncol=len(handles), frameon=False)
-    fig.suptitle("numfuse and peers: speed-up over numpy (median, higher is better)")
+    fig.suptitle("numfuse and peers: speed-up over numpy (median, higher is better; "
+                 f"▼ = below {FLOOR:g}x)")
     fig.tight_layout(rect=(0, 0.05, 1, 0.97))
     fig.savefig(path, dpi=110)
     plt.close(fig)
