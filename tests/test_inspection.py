@@ -176,3 +176,14 @@ def test_explain_names_non_fusible_ops_cycles_and_reductions():
         ("b", ("read by region 1", "used by non-fused op c (sort)",
                "used by non-fused op e (sum)")),)
     assert explanation.other_steps == ("c:f64[n] = sort b", "e:f64[] = sum b")
+
+
+def test_explain_names_the_boundaries_of_traced_numpy_calls():
+    def fn(x):
+        scaled = x * 2.0
+        return scaled + np.sort(scaled), scaled - np.sum(scaled)
+
+    explanation = _explained(fn, np.ones(5))
+    assert explanation.reasons == {inspection.NON_FUSIBLE, inspection.CYCLE,
+                                   inspection.REDUCTION}
+    assert len(explanation.other_steps) == 2
