@@ -237,17 +237,17 @@ class Jitted:
         return f"argument {index} ({name!r})"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if any(isinstance(value, Tracer) for value in (*args, *kwargs.values())):
-            return self.fn(*args, **kwargs)  # called while tracing: inline it
         if not kwargs and len(args) == self._n_params and not self.static_argnums:
             key = tuple(map(fast_key, args))
             compiled = self._by_key.get(key)
-            if compiled is not None:
+            if compiled is not None:  # the hot path: a signature seen before
                 return compiled.run(args)
             if None not in key:
                 compiled, operands = self.specialize(*args)
                 self._by_key[key] = compiled
                 return compiled.run(operands)
+        if any(isinstance(value, Tracer) for value in (*args, *kwargs.values())):
+            return self.fn(*args, **kwargs)  # called while tracing: inline it
         compiled, operands = self.specialize(*args, **kwargs)
         return compiled.run(operands)
 
