@@ -133,7 +133,7 @@ def _build_kernels(function: str, plan: Plan, sources: Sequence[KernelSource]
                 gufunc = backend.compile_gufunc(source)
                 compile_time = time.perf_counter() - start
                 _kernel_cache[source.name] = gufunc
-        kernel = Kernel(region, source, gufunc)
+        kernel = Kernel(region, source, gufunc, backend)
         kernels.append(kernel)
         if compile_time is not None:
             _log.debug("compiled kernel %s %s for %s in %.3f s", source.name, source.layout,

@@ -1,27 +1,42 @@
 """A compiled kernel: one fused region, its generated source and its numba gufunc.
 
 This is the unit users inspect (``Compiled.kernels``): it is callable on its own like any
-numpy gufunc through ``kernel.gufunc``.  ``llvm_ir()`` and ``asm()`` ask the backend for
-the optimised LLVM IR and the assembly only when called.
+numpy gufunc through ``kernel.gufunc``.  ``llvm_ir()`` and ``asm()`` ask the backend
+(handed in as ``inspector``) for the optimised LLVM IR and the assembly only when called.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Protocol
 
 from .codegen import KernelSource
 from .graph import INPUT, Graph, Leaf, Node
 from .partition import Region
 
 
+class Inspector(Protocol):
+    """Reads a compiled gufunc's machine code; the backend provides it."""
+
+    def llvm_ir(self, gufunc: Any) -> str: ...
+
+    def asm(self, gufunc: Any) -> str: ...
+
+    def kernel_symbol(self, gufunc: Any) -> str: ...
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Kernel:
-    """One compiled region: a numba gufunc with several outputs, and how it was made."""
+    """One compiled region: a numba gufunc with several outputs, and how it was made.
+
+    ``inspector`` (the backend, handed in by whoever compiled the kernel) answers
+    ``llvm_ir()``/``asm()``/``symbol()``, so this module never imports the backend.
+    """
 
     region: Region
     generated: KernelSource
     gufunc: Any
+    inspector: Inspector | None = None
 
     @property
     def name(self) -> str:
@@ -58,21 +73,23 @@ class Kernel:
 
     def llvm_ir(self) -> str:
         """The optimised LLVM IR of the module holding this kernel's function."""
-        from . import backend  # the backend is only needed when someone looks
-
-        return backend.llvm_ir(self.gufunc)
+        return self._inspector().llvm_ir(self.gufunc)
 
     def asm(self) -> str:
         """The assembly numba generated for this kernel's module on this machine."""
-        from . import backend
-
-        return backend.asm(self.gufunc)
+        return self._inspector().asm(self.gufunc)
 
     def symbol(self) -> str:
         """The LLVM name of the kernel's function (a line ``define ... @symbol(`` of the IR)."""
-        from . import backend
+        return self._inspector().kernel_symbol(self.gufunc)
 
-        return backend.kernel_symbol(self.gufunc)
+    def _inspector(self) -> Inspector:
+        if self.inspector is None:
+            raise RuntimeError(
+                f"kernel {self.name} was built without a backend to inspect it; get kernels "
+                "from numfuse.compile(...).kernels to read their LLVM IR and assembly."
+            )
+        return self.inspector
 
     def __repr__(self) -> str:
         return f"<Kernel {self.name} {self.layout}: {len(self.nodes)} ops>"
