@@ -14,6 +14,7 @@ shape" when their patterns have the same length and the same length-1 dimensions
 from __future__ import annotations
 
 import dataclasses
+import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from functools import cached_property
 from typing import Any
@@ -239,7 +240,7 @@ class Graph:
         args = " ".join(f"{names[node]}:{node.type_str()}" for node in self.inputs)
         lines = ["{ lambda " + args + " ."]
         current_region: int | None = None
-        for node in self.nodes:
+        for node in self._printing_order():
             if node.kind == INPUT or (node.kind == CONST and node.ndim == 0):
                 continue
             region = self.region_of.get(node)
@@ -267,6 +268,33 @@ class Graph:
         outs = ", ".join(ref(node) for node in self.outputs)
         lines.append(f"  in ({outs}) }}")
         return "\n".join(lines)
+
+    def _printing_order(self) -> list[Node]:
+        """Nodes in an order that keeps each kernel's nodes together (as they run):
+        a topological order of kernels and unfused nodes, earliest first."""
+        units: dict[Any, list[Node]] = {}
+        for node in self.nodes:
+            units.setdefault(("kernel", self.region_of[node]) if node in self.region_of
+                             else ("node", id(node)), []).append(node)
+        unit_of = {node: key for key, members in units.items() for node in members}
+        first = {key: self.nodes.index(members[0]) for key, members in units.items()}
+        waiting = {key: {unit_of[source] for node in members for source in node.inputs}
+                   - {key} for key, members in units.items()}
+        users: dict[Any, list[Any]] = {key: [] for key in units}
+        for key, needs in waiting.items():
+            for need in needs:
+                users[need].append(key)
+        ready = [(first[key], index, key) for index, key in enumerate(units) if not waiting[key]]
+        heapq.heapify(ready)
+        order: list[Node] = []
+        while ready:
+            _position, index, key = heapq.heappop(ready)
+            order.extend(units[key])
+            for user in users[key]:
+                waiting[user].discard(key)
+                if not waiting[user]:
+                    heapq.heappush(ready, (first[user], len(order) + index, user))
+        return order if len(order) == len(self.nodes) else list(self.nodes)
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(str(self))
