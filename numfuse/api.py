@@ -44,7 +44,8 @@ def _plan(fn: Callable[..., Any], specs: Sequence[ArgSpec], static: dict[int, An
     graph = simplify(trace_graph(fn, specs, static, shapes), check=verify)
     plan = partition(graph)
     sources = [emit(region) for region in plan.regions]
-    region_of = {node: region.index for region in plan.regions for node in region.nodes}
+    region_of = {node: region.index for region in plan.regions
+                 for node in (*region.prelude, *region.nodes)}
     layouts = {region.index: source.layout for region, source in zip(plan.regions, sources,
                                                                       strict=True)}
     return dataclasses.replace(plan, graph=graph.annotate(region_of, layouts)), sources

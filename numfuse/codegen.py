@@ -148,6 +148,10 @@ def emit(region: Region) -> KernelSource:
         if not core_inputs[position]:
             names[node] = f"in{position}"
     outputs = [f"out{position}" for position in range(len(region.outputs))]
+    prologue = []
+    for position, node in enumerate(region.prelude):
+        names[node] = f"s{position}"
+        prologue.append(f"s{position} = {expression(node, names)}")
     body = [f"{names.setdefault(node, f'x{position}')} = in{position}[i]"
             for position, node in enumerate(region.inputs) if core_inputs[position]]
     for position, node in enumerate(region.nodes):
@@ -156,15 +160,15 @@ def emit(region: Region) -> KernelSource:
     body += [f"{out}[i] = {names[node]}" for out, node in zip(outputs, region.outputs,
                                                                strict=True)]
 
-    helpers = tuple(sorted(name for name in HELPER_NAMES
-                           if re.search(rf"\b{name}\(", "\n".join(body))))
+    code = "\n".join(prologue + body)
+    helpers = tuple(sorted(name for name in HELPER_NAMES if re.search(rf"\b{name}\(", code)))
     layout = ",".join("(n)" if core else "()" for core in core_inputs) + "->" + \
         ",".join("(n)" for _ in outputs)
     arg_types = [f"{numba_type(node.dtype)}[::1]" if core else numba_type(node.dtype)
                  for node, core in zip(region.inputs, core_inputs, strict=True)]
     arg_types += [f"{numba_type(node.dtype)}[::1]" for node in region.outputs]
     signature = f"void({', '.join(arg_types)})"
-    source = _module_source(layout, signature, helpers, params + outputs, body)
+    source = _module_source(layout, signature, helpers, params + outputs, prologue, body)
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
     return KernelSource(f"kernel_{digest}", source, layout, signature, helpers, core_inputs,
                         dropped, ndim)
@@ -178,7 +182,7 @@ def _varies_along(node: Node, core_axis: int | None, ndim: int) -> bool:
 
 
 def _module_source(layout: str, signature: str, helpers: Sequence[str], params: list[str],
-                   body: list[str]) -> str:
+                   prologue: list[str], body: list[str]) -> str:
     lines = [
         '"""A numfuse kernel (generated).',
         "",
@@ -194,6 +198,7 @@ def _module_source(layout: str, signature: str, helpers: Sequence[str], params: 
         lines.append(f"from numfuse.kernel_lib import {', '.join(helpers)}")
         lines.append("")
     lines += ["", f"def kernel({', '.join(params)}):"]
+    lines += [f"    {line}" for line in prologue]
     lines.append(f"    for i in range({params[-1]}.shape[0]):")
     lines += [f"        {line}" for line in body]
     lines.append("")

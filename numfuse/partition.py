@@ -33,19 +33,25 @@ import dataclasses
 import heapq
 from collections.abc import Sequence
 
-from .graph import CONST, ELEMENTWISE, NUMPY, Graph, Node
+from .graph import CONST, ELEMENTWISE, NUMPY, Graph, Node, toposort
 
 MAX_OPERANDS = 64
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Region:
-    """One fused kernel: members in topological order, external inputs and outputs."""
+    """One fused kernel: members in topological order, external inputs and outputs.
+
+    ``prelude`` holds 0-d (scalar) nodes computed once before the kernel's loop: scalar
+    work that only feeds kernels is folded into each of them instead of running as a
+    kernel of its own (``_inline_scalar_regions``).
+    """
 
     index: int
     nodes: tuple[Node, ...]
     inputs: tuple[Node, ...]
     outputs: tuple[Node, ...]
+    prelude: tuple[Node, ...] = ()  # 0-d work done once before the loop
 
     @property
     def ones(self) -> tuple[bool, ...]:
@@ -272,16 +278,76 @@ def partition(graph: Graph) -> Plan:
             grouped.setdefault(clusters.find(index), []).append(node)
     groups = [part for members in grouped.values() for part in _split(members, graph)]
     groups += [[node] for node in nodes if node.kind == NUMPY]
-    regions: list[Region] = []
     steps: list[Region | Node] = []
     for members in _execution_order(groups):
         if members[0].kind == NUMPY:
             steps.append(members[0])
             continue
         inputs, outputs = _region_io(members, graph)
-        regions.append(Region(len(regions), tuple(members), inputs, outputs))
-        steps.append(regions[-1])
+        steps.append(Region(0, tuple(members), inputs, outputs))
+    steps = _inline_scalar_regions(steps, graph)
+    regions: list[Region] = []
+    for position, step in enumerate(steps):
+        if isinstance(step, Region):
+            steps[position] = dataclasses.replace(step, index=len(regions))
+            regions.append(steps[position])  # type: ignore[arg-type]
     return Plan(graph, tuple(regions), tuple(steps))
+
+
+def _inline_scalar_regions(steps: list[Region | Node], graph: Graph) -> list[Region | Node]:
+    """Fold regions of 0-d values into the preludes of the kernels that read them.
+
+    Such a region (``-r``, ``0.5 * sigma ** 2`` on scalar arguments) would otherwise be a
+    kernel call of its own on length-1 arrays.  It qualifies when none of its values is
+    returned or read by anything but kernels that loop over at least one axis.
+    """
+    owner = {node: step for step in steps if isinstance(step, Region) for node in step.nodes}
+    returned = set(graph.outputs)
+
+    def inlinable(region: Region) -> bool:
+        if any(node.ndim for node in region.nodes):
+            return False
+        for output in region.outputs:
+            if output in returned:
+                return False
+            for user in graph.consumers[output]:
+                consumer = owner.get(user)
+                if consumer is None or consumer is region or all(consumer.ones):
+                    return False
+        return True
+
+    scalar = {step for step in steps if isinstance(step, Region) and inlinable(step)}
+    if not scalar:
+        return steps
+    result: list[Region | Node] = []
+    for step in steps:
+        if step in scalar:
+            continue
+        if not isinstance(step, Region):
+            result.append(step)
+            continue
+        prelude = _prelude_for(step, owner, scalar)
+        if not prelude:
+            result.append(step)
+            continue
+        inputs, _ = _region_io([*prelude, *step.nodes], graph)
+        result.append(dataclasses.replace(step, inputs=inputs, prelude=tuple(prelude)))
+    return result
+
+
+def _prelude_for(region: Region, owner: dict[Node, Region], scalar: set[Region]) -> list[Node]:
+    """All members of the scalar regions ``region`` reads, directly or through each other,
+    in an order where every node follows its inputs."""
+    needed: list[Region] = []
+    pending = [owner[node] for node in region.inputs if owner.get(node) in scalar]
+    while pending:
+        source = pending.pop()
+        if source in needed:
+            continue
+        needed.append(source)
+        pending += [owner[node] for node in source.inputs if owner.get(node) in scalar]
+    members = {node for source in needed for node in source.nodes}
+    return [node for node in toposort(members) if node in members]
 
 
 def check_plan(plan: Plan) -> None:
@@ -296,9 +362,13 @@ def check_plan(plan: Plan) -> None:
             assert node.ones == region.ones, f"{node} has another loop shape than its region"
             owner[node] = region.index
         assert len(region.inputs) + len(region.outputs) <= MAX_OPERANDS
+    in_prelude = {node for region in plan.regions for node in region.prelude}
     for node in graph.nodes:
         if node.kind == ELEMENTWISE:
-            assert node in owner, f"{node} is in no region"
+            assert node in owner or node in in_prelude, f"{node} is in no region"
+            assert not (node in owner and node in in_prelude), f"{node} is computed twice"
+    for node in in_prelude:
+        assert node.ndim == 0, f"{node} in a prelude is not 0-d"
     for region in plan.regions:
         for node in region.nodes:
             for upstream in _upstream_regions(node, owner):

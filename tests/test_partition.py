@@ -500,3 +500,31 @@ def test_independent_programs_side_by_side_with_different_sizes(data):
     transcendental = first.transcendental or second.transcendental
     tolerance = {"rtol": 1e-13, "atol": 1e-13} if transcendental else {}
     assert_same(actual, expected, **tolerance)
+
+
+def test_scalar_work_feeding_kernels_runs_in_their_prelude():
+    """``-r`` on a scalar argument is computed once before the loop of the kernel that
+    reads it, not as a kernel of its own; a returned scalar keeps its own kernel."""
+    def f(x, r):
+        y = np.exp(-r * x)
+        return y * x, y + x
+
+    x = np.linspace(0.0, 3.0, 11)
+    compiled = numfuse.compile(f, x, 0.02)
+    assert [kernel.layout for kernel in compiled.kernels] == ["(),(n)->(n),(n)"]
+    kernel = compiled.kernels[0]
+    assert kernel.region.prelude and all(node.ndim == 0 for node in kernel.region.prelude)
+    assert "s0 = " in kernel.source.split("for i in range")[0]
+    check_plan(compiled.plan)
+    for got, want in zip(compiled(x, 0.02), f(x, 0.02), strict=True):
+        np.testing.assert_array_equal(got, want)
+
+    def g(x, r):
+        s = -r
+        return x * s, s
+
+    compiled = numfuse.compile(g, x, 0.5)
+    assert len(compiled.kernels) == 2
+    got = compiled(x, 0.5)
+    np.testing.assert_array_equal(got[0], x * -0.5)
+    assert got[1] == -0.5 and type(got[1]) is float
