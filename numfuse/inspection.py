@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .graph import CONST, ELEMENTWISE, INPUT, Graph, Node
-from .partition import MAX_OPERANDS, Region, is_kernel_input
+from .partition import MAX_OPERANDS, Region, is_kernel_input, path_through_outside
 
 if TYPE_CHECKING:
     from .kernel import Kernel
@@ -421,21 +421,7 @@ def _classify(source: Node, node: Node, owner: dict[Node, int], by_index: dict[i
 def _path_outside(first: Region, second: Region, graph: Graph, owner: dict[Node, int]) -> bool:
     """True when some path from ``first`` to ``second`` passes through a third step."""
     merged = set(first.nodes) | set(second.nodes)
-    targets = set(second.nodes)
-    frontier = [user for member in first.nodes for user in graph.consumers[member]
-                if user not in merged]
-    seen: set[Node] = set()
-    while frontier:
-        current = frontier.pop()
-        if current in seen:
-            continue
-        seen.add(current)
-        for user in graph.consumers[current]:
-            if user in targets:
-                return True
-            if user not in merged:
-                frontier.append(user)
-    return False
+    return path_through_outside(first.nodes, merged, set(second.nodes), graph) is not None
 
 
 def _operand_count(members: Sequence[Node], graph: Graph) -> int:

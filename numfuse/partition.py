@@ -381,13 +381,25 @@ def check_plan(plan: Plan) -> None:
 def _assert_convex(region: Region, graph: Graph, owner: dict[Node, int]) -> None:
     """No path from a member through a non-member back into the region."""
     members = set(region.nodes)
-    frontier = [user for node in region.nodes for user in graph.consumers[node]
-                if user not in members]
+    returning = path_through_outside(region.nodes, members, members, graph)
+    assert returning is None, f"region {region.index} is not convex (via {returning})"
+
+
+def path_through_outside(sources: Sequence[Node], inside: set[Node], targets: set[Node],
+                         graph: Graph) -> Node | None:
+    """A node of ``targets`` reached from ``sources`` by a path that leaves ``inside``,
+    or None.  Convexity of ``inside`` means no such path back into ``inside`` exists."""
+    frontier = [user for node in sources for user in graph.consumers[node]
+                if user not in inside]
     seen: set[Node] = set()
     while frontier:
         node = frontier.pop()
         if node in seen:
             continue
         seen.add(node)
-        assert node not in members, f"region {region.index} is not convex (via {node})"
-        frontier.extend(graph.consumers[node])
+        for user in graph.consumers[node]:
+            if user in targets:
+                return user
+            if user not in inside:
+                frontier.append(user)
+    return None
