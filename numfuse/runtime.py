@@ -79,6 +79,10 @@ class _Step:
         if len(self.out_slots) == 1:
             results = (results,)
         finish = self.finish
+        if shape is None and finish is None:
+            for slot, result in zip(self.out_slots, results, strict=False):  # common case
+                values[slot] = result
+            return
         for slot, result in zip(self.out_slots, results, strict=True):
             if shape is not None:
                 result = result.reshape(shape)
@@ -158,9 +162,8 @@ class Program:
         self.int_guards = _int_guards(graph)
 
     def __call__(self, args: Sequence[Any]) -> Any:
-        for index, dtype, low, high in self.int_guards:
-            if not low <= args[index] <= high:
-                raise OverflowError(f"Python integer {args[index]} out of bounds for {dtype}")
+        if self.int_guards:
+            _check_int_arguments(self.int_guards, args)
         values = [*args, *self.initial]
         for step in self.steps:
             step.run(values)
@@ -187,6 +190,13 @@ def _returned_as_is(node: Node) -> bool:
 
 # Operations that cast their operands unsafely in numpy (no OverflowError for Python ints).
 _UNSAFE_CASTS = frozenset({"where", "astype"})
+
+
+def _check_int_arguments(guards: tuple[tuple[int, np.dtype, int, int], ...],
+                         args: Sequence[Any]) -> None:
+    for index, dtype, low, high in guards:
+        if not low <= args[index] <= high:
+            raise OverflowError(f"Python integer {args[index]} out of bounds for {dtype}")
 
 
 def _int_guards(graph: Any) -> tuple[tuple[int, np.dtype, int, int], ...]:
