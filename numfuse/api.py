@@ -25,7 +25,7 @@ import numpy as np
 from . import backend, hooks
 from .codegen import KernelSource, emit
 from .dtypes import ArgSpec, as_operand, fast_key, spec_of
-from .errors import SignatureMismatchError
+from .errors import SignatureMismatchError, SizeDependentError
 from .graph import Graph, verify
 from .inspection import Explanation, explain
 from .kernel import Kernel
@@ -83,7 +83,8 @@ class Compiled:
                 f"with {len(operands)}; call numfuse.compile again for the new arguments."
             )
         for index in self._dynamic:
-            spec = spec_of(operands[index], f"argument {index}")
+            spec = _sized(spec_of(operands[index], f"argument {index}"), operands[index],
+                          self.specs[index].sizes is not None)
             if spec != self.specs[index]:
                 raise SignatureMismatchError(
                     f"argument {index} of {_name(self.fn)} is a {spec.describe()}, but this "
@@ -158,6 +159,10 @@ def _debug_kernel(kernel: Kernel, compile_time: float | None, level: int) -> Non
 
 
 def _difference(expected: ArgSpec, got: ArgSpec) -> str:
+    if expected.sizes is not None and got.sizes != expected.sizes and \
+            (expected.kind, expected.dtype) == (got.kind, got.dtype):
+        return (f"the shape differs ({expected.sizes} vs {got.sizes}); the function reads "
+                "array sizes, so it is compiled per shape")
     if expected.kind != got.kind:
         return f"expected a {expected.kind} argument, got a {got.kind}"
     if expected.dtype != got.dtype:
@@ -186,6 +191,8 @@ class Jitted:
         self.compiled: dict[tuple[Any, ...], Compiled] = {}
         self._by_key: dict[tuple[Any, ...], Compiled] = {}
         self._lock = threading.Lock()
+        # Set once the function turns out to read array sizes: it then compiles per shape.
+        self.per_shape = False
         self._signature = inspect.signature(fn)
         self._n_params = len(self._signature.parameters)
         self._kinds = [param.kind for param in self._signature.parameters.values()]
@@ -215,21 +222,21 @@ class Jitted:
                     for index, value in enumerate(args)]
         key = tuple(
             ("static", type(operands[index]), operands[index]) if index in self.static_argnums
-            else spec_of(operands[index], f"argument {index}")
+            else _sized(spec_of(operands[index], f"argument {index}"), operands[index],
+                        self.per_shape)
             for index in range(len(operands))
         )
         compiled = self.compiled.get(key)
         if compiled is None:
-            with self._lock:
-                compiled = self.compiled.get(key)
-                if compiled is None:
-                    _log.info("%s", self._compile_reason(key))
-                    specs = [part if isinstance(part, ArgSpec) else spec_of(0)
-                             for part in key]
-                    static = {index: operands[index] for index in self.static_argnums}
-                    shapes = [np.shape(value) for value in operands]
-                    compiled = Compiled(self._traced, specs, static, shapes)
-                    self.compiled[key] = compiled
+            try:
+                compiled = self._compile(key, operands)
+            except SizeDependentError:
+                if self.per_shape:
+                    raise
+                self.per_shape = True
+                self._by_key.clear()
+                _log.info("%s reads array sizes: compiling it per shape", _name(self.fn))
+                return self.specialize(*args)
         return compiled, operands
 
     def _describe(self, index: int) -> str:
@@ -237,8 +244,22 @@ class Jitted:
         name = names[index] if index < len(names) else str(index)
         return f"argument {index} ({name!r})"
 
+    def _compile(self, key: tuple[Any, ...], operands: list[Any]) -> Compiled:
+        """Compile for ``key`` once, even when several threads ask at the same time."""
+        with self._lock:
+            compiled = self.compiled.get(key)
+            if compiled is None:
+                _log.info("%s", self._compile_reason(key))
+                specs = [part if isinstance(part, ArgSpec) else spec_of(0) for part in key]
+                static = {index: operands[index] for index in self.static_argnums}
+                shapes = [np.shape(value) for value in operands]
+                compiled = Compiled(self._traced, specs, static, shapes)
+                self.compiled[key] = compiled
+            return compiled
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if not kwargs and len(args) == self._n_params and not self.static_argnums:
+        if not kwargs and len(args) == self._n_params and not self.static_argnums \
+                and not self.per_shape:
             key = tuple(map(fast_key, args))
             compiled = self._by_key.get(key)
             if compiled is not None:  # the hot path: a signature seen before
@@ -318,12 +339,34 @@ def _example_signature(fn: Any, example_args: Sequence[Any]
 
 
 def compile(fn: Callable[..., Any], *example_args: Any) -> Compiled:
-    """Trace and compile ``fn`` now for the signatures of ``example_args``."""
+    """Trace and compile ``fn`` now for the signatures of ``example_args``.
+
+    A function that reads array sizes (``x.shape``, ``len(x)``) is compiled for the exact
+    shapes of ``example_args``.
+    """
     _log.info("compiling %s: numfuse.compile called", _name(fn))
-    return Compiled(*_example_signature(fn, example_args))
+    function, specs, static, shapes = _example_signature(fn, example_args)
+    try:
+        return Compiled(function, specs, static, shapes)
+    except SizeDependentError:
+        return Compiled(function, _with_sizes(specs, shapes), static, shapes)
 
 
 def trace(fn: Callable[..., Any], *example_args: Any) -> Graph:
     """The simplified graph of ``fn`` for ``example_args``, annotated with its kernels."""
-    plan, _sources = _plan(*_example_signature(fn, example_args))
+    function, specs, static, shapes = _example_signature(fn, example_args)
+    try:
+        plan, _sources = _plan(function, specs, static, shapes)
+    except SizeDependentError:
+        plan, _sources = _plan(function, _with_sizes(specs, shapes), static, shapes)
     return plan.graph
+
+
+def _sized(spec: ArgSpec, value: Any, per_shape: bool) -> ArgSpec:
+    """The spec with its exact shape when compiling per shape."""
+    return spec._replace(sizes=np.shape(value)) if per_shape and spec.kind == "array" else spec
+
+
+def _with_sizes(specs: Sequence[ArgSpec], shapes: Sequence[tuple[int, ...]]) -> list[ArgSpec]:
+    return [spec._replace(sizes=tuple(shape)) if spec.kind == "array" else spec
+            for spec, shape in zip(specs, shapes, strict=True)]

@@ -46,12 +46,14 @@ class ArgSpec(NamedTuple):
 
     ``kind`` is ``"array"`` (an ndarray), ``"scalar"`` (a numpy scalar such as
     ``np.float32(1)``: a strong 0-d value) or ``"weak"`` (a Python scalar).  ``ones`` has
-    one entry per dimension, True where that dimension has length 1.
+    one entry per dimension, True where that dimension has length 1.  ``sizes`` is the
+    exact shape when the function reads sizes and is compiled per shape.
     """
 
     kind: str
     dtype: np.dtype
     ones: tuple[bool, ...]
+    sizes: tuple[int, ...] | None = None  # the exact shape, for size-dependent functions
 
     @property
     def ndim(self) -> int:
@@ -60,7 +62,8 @@ class ArgSpec(NamedTuple):
     def describe(self) -> str:
         if self.kind == "weak":
             return f"Python {self.weak_type.__name__}"
-        dims = ",".join("1" if one else "n" for one in self.ones)
+        dims = ",".join(str(size) for size in self.sizes) if self.sizes is not None else \
+            ",".join("1" if one else "n" for one in self.ones)
         what = "numpy scalar" if self.kind == "scalar" else f"{self.ndim}-d array"
         return f"{what} {self.dtype}[{dims}]"
 

@@ -43,6 +43,13 @@ class ConcretizationError(TracingError):
     """A traced value was used where Python needs a concrete one (``if``, ``bool``, ``float``)."""
 
 
+class SizeDependentError(ConcretizationError):
+    """The function reads array sizes (``x.shape``, ``len(x)``, ``x.size``).
+
+    ``numfuse.jit`` handles it by compiling such functions once per argument shape.
+    """
+
+
 class UnsupportedOperationError(TracingError):
     """A numpy function, ufunc or dtype combination numfuse cannot compile."""
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from .calls import TRACED, NumpyCall
 from .dtypes import ArgSpec, check_dtype, weak_python_type
-from .errors import ConcretizationError, UnsupportedOperationError
+from .errors import ConcretizationError, SizeDependentError, UnsupportedOperationError
 from .graph import (
     CONST,
     ELEMENTWISE,
@@ -44,7 +44,8 @@ _COMPARISONS = frozenset({"equal", "not_equal", "less", "less_equal", "greater",
 
 
 def input_node(index: int, spec: ArgSpec) -> Node:
-    shape: Shape = tuple(1 if one else None for one in spec.ones)
+    shape: Shape = spec.sizes if spec.sizes is not None else \
+        tuple(1 if one else None for one in spec.ones)
     return Node("arg", INPUT, (), spec.dtype, shape, (("index", index),),
                 weak=spec.kind == "weak" and spec.dtype.kind != "b",
                 scalar=spec.kind != "array")
@@ -215,7 +216,7 @@ class Tracer:
     def shape(self) -> tuple[int, ...]:
         if all(size is not None for size in self.node.shape):
             return tuple(size for size in self.node.shape if size is not None)
-        raise ConcretizationError(
+        raise SizeDependentError(
             "x.shape of a traced array",
             "array sizes are not fixed when numfuse compiles (a new size does not "
             "recompile); use x.ndim, or broadcasting, instead of reading sizes.",
@@ -225,7 +226,7 @@ class Tracer:
     def size(self) -> int:
         if all(size is not None for size in self.node.shape):
             return int(np.prod(self.shape))
-        raise ConcretizationError(
+        raise SizeDependentError(
             "x.size of a traced array",
             "array sizes are not fixed when numfuse compiles (a new size does not "
             "recompile); use x.ndim, or broadcasting, instead of reading sizes.",
@@ -234,7 +235,10 @@ class Tracer:
     def __len__(self) -> int:
         if self.node.ndim and self.node.shape[0] is not None:
             return self.node.shape[0]
-        return _concrete("len() of a traced array")
+        if not self.node.ndim:
+            return _concrete("len() of a 0-d traced value")
+        operation = "len() of a traced array"
+        raise SizeDependentError(operation, _advice_for(operation))
 
     def __repr__(self) -> str:
         return f"Tracer<{self.node.type_str()}>"

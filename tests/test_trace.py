@@ -118,9 +118,6 @@ CONCRETIZATION_CASES = [
     (uses_array, "np.array", "static"),
     (uses_chained_comparison, "bool()", "np.where"),
     (uses_and, "bool()", "np.where"),
-    (uses_shape, "shape", "x.ndim"),
-    (uses_len, "len", "x.ndim"),
-    (uses_size, "size", "x.ndim"),
     (uses_iteration, "iterating", "np.where"),
     (uses_item, "item()", "static"),
     (uses_tolist, "tolist()", "static"),
@@ -530,3 +527,26 @@ def test_returned_objects_are_shared_exactly_when_numpys_are(fn, same, distinct)
     for first, second in distinct:
         assert not np.shares_memory(leaf(expected, first), leaf(expected, second))
         assert not np.shares_memory(leaf(actual, first), leaf(actual, second))
+
+
+@pytest.mark.parametrize("fn", [uses_shape, uses_len, uses_size])
+def test_functions_reading_sizes_compile_per_shape(fn):
+    """Reading ``x.shape``/``len(x)``/``x.size`` needs concrete sizes: the function is then
+    compiled once per argument shape, and gives numpy's results for each shape."""
+    jitted = numfuse.jit(fn)
+    for size in (5, 8, 5):
+        x = np.linspace(-1.0, 1.0, size)
+        assert_same(jitted(x), fn(x))
+    assert jitted.per_shape
+    assert len(jitted.compiled) == 2
+
+
+def test_compiled_for_a_size_dependent_function_names_the_shape():
+    compiled = numfuse.compile(uses_shape, X)
+    with pytest.raises(numfuse.SignatureMismatchError, match="shape differs"):
+        compiled(np.concatenate([X, X]))
+
+
+def test_len_of_a_0d_value_is_a_concretization_error():
+    with pytest.raises(numfuse.ConcretizationError, match="len"):
+        numfuse.jit(lambda x: len(x))(np.float64(1.0))
