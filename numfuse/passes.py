@@ -77,9 +77,9 @@ def eliminate_common_subexpressions(graph: Graph) -> Graph:
 
 
 def eliminate_dead_code(graph: Graph) -> Graph:
-    """Drop every node the outputs do not need (``Graph.nodes`` is computed from outputs)."""
-    live = {node for node in graph.nodes}
-    assert all(node in live for node in graph.outputs)
+    """Drop every node the outputs do not need: a rebuilt graph recomputes ``nodes`` by
+    walking back from its outputs, so values traced but never used (and nodes CSE made
+    redundant) are gone."""
     return graph.with_outputs(graph.outputs)
 
 

@@ -495,7 +495,10 @@ class Tracer:
         return round_(self, decimals)
 
     def copy(self, order: str = "K") -> Any:
-        return _method("astype", self, self.dtype, keep_scalar=True)
+        # ndarray.copy keeps a 0-d array an array; a numpy scalar's copy is a scalar
+        node = self.node
+        return Tracer(elementwise(OPS["astype"], [node], loop=((node.dtype,), node.dtype),
+                                  scalar=node.scalar))
 
     def __round__(self, ndigits: int | None = None) -> Any:
         return round_(self, ndigits or 0)
@@ -570,7 +573,7 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any]) 
     return Tracer(elementwise(row, nodes, out_dtype=out_dtype))
 
 
-def _method(name: str, value: Any, target: Any = None, keep_scalar: bool = False) -> Tracer:
+def _method(name: str, value: Any, target: Any = None) -> Tracer:
     node = _node(value)
     op = OPS[name]
     if name == "astype":
@@ -649,11 +652,11 @@ def _ufunc_alias(ufunc: np.ufunc) -> Callable[..., Any]:
 
 
 def _real(value: Any) -> Any:
-    return _method("real", value, keep_scalar=True)
+    return _method("real", value)
 
 
 def _imag(value: Any) -> Any:
-    return _method("imag", value, keep_scalar=True)
+    return _method("imag", value)
 
 
 def _copy(value: Any, order: str = "K", subok: bool = False) -> Any:
