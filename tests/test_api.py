@@ -471,3 +471,33 @@ def test_another_dtype_is_another_kernel():
     assert one.name != two.name
     assert one.gufunc is not two.gufunc
     assert_same(numfuse.jit(logp_and_grad)(F32, 0.5), logp_and_grad(F32, 0.5))
+
+
+def test_eight_threads_calling_a_cold_function_compile_it_once():
+    import threading
+
+    @numfuse.jit
+    def logp_and_total(x, mu):
+        d = x - mu * 1.2345  # a structure no other test compiles
+        return -(d ** 2) / 2, np.sum(d)
+
+    x = np.linspace(-2.0, 2.0, 1001)
+    results, errors = [], []
+
+    def call():
+        try:
+            results.append(logp_and_total(x, 0.3))
+        except Exception as error:  # pragma: no cover - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=call) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    assert len(logp_and_total.compiled) == 1
+    expected = logp_and_total.fn(x, 0.3)
+    assert len(results) == 8
+    for result in results:
+        assert_same(result, expected)
