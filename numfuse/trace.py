@@ -184,9 +184,6 @@ def _check_with_numpy(op: OpDef, operands: Sequence[Node], out_dtype: Any) -> No
 
 
 def _advice_for(operation: str) -> str:
-    if operation.startswith("len()"):
-        return ("array sizes are not fixed when numfuse compiles (a new size does not "
-                "recompile); use x.ndim or broadcasting instead of len(x).")
     return (
         f"{operation} needs a concrete value, but inside a numfuse function values are "
         "traced, not computed. Use np.where(cond, a, b) instead of if/else on array values, "
@@ -214,31 +211,29 @@ class Tracer:
 
     @property
     def shape(self) -> tuple[int, ...]:
-        if all(size is not None for size in self.node.shape):
-            return tuple(size for size in self.node.shape if size is not None)
-        raise SizeDependentError(
-            "x.shape of a traced array",
-            "array sizes are not fixed when numfuse compiles (a new size does not "
-            "recompile); use x.ndim, or broadcasting, instead of reading sizes.",
-        )
+        return self._sizes("x.shape of a traced array")
 
     @property
     def size(self) -> int:
-        if all(size is not None for size in self.node.shape):
-            return int(np.prod(self.shape))
+        return int(np.prod(self._sizes("x.size of a traced array")))
+
+    def __len__(self) -> int:
+        if not self.node.ndim:
+            return _concrete("len() of a 0-d traced value")
+        first = self.node.shape[0]
+        return first if first is not None else self._sizes("len() of a traced array")[0]
+
+    def _sizes(self, operation: str) -> tuple[int, ...]:
+        """The concrete shape, or a ``SizeDependentError`` (which makes ``jit`` retry
+        with one compilation per shape)."""
+        shape = self.node.shape
+        if all(size is not None for size in shape):
+            return tuple(size for size in shape if size is not None)
         raise SizeDependentError(
-            "x.size of a traced array",
+            operation,
             "array sizes are not fixed when numfuse compiles (a new size does not "
             "recompile); use x.ndim, or broadcasting, instead of reading sizes.",
         )
-
-    def __len__(self) -> int:
-        if self.node.ndim and self.node.shape[0] is not None:
-            return self.node.shape[0]
-        if not self.node.ndim:
-            return _concrete("len() of a 0-d traced value")
-        operation = "len() of a traced array"
-        raise SizeDependentError(operation, _advice_for(operation))
 
     def __repr__(self) -> str:
         return f"Tracer<{self.node.type_str()}>"
