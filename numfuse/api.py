@@ -75,6 +75,15 @@ class Compiled:
         self._dynamic = [index for index in range(len(self.specs)) if index not in self.static]
 
     def __call__(self, *args: Any) -> Any:
+        if _holds_dask_array(args, {}):
+            from .dask import call_compiled
+
+            return call_compiled(self, args)
+        return self._program(self.check_arguments(args))
+
+    def check_arguments(self, args: Sequence[Any]) -> list[Any]:
+        """The operands for ``args``; raises ``SignatureMismatchError`` unless they have
+        this Compiled's signature."""
         operands = [value if index in self.static else as_operand(value, f"argument {index}")
                     for index, value in enumerate(args)]
         if len(operands) != len(self.specs):
@@ -99,7 +108,7 @@ class Compiled:
                     f"static argument {index} of {_name(self.fn)} was {value!r} when compiled "
                     f"and is {operands[index]!r} now; compile again for the new value."
                 )
-        return self._program(operands)
+        return operands
 
     def __repr__(self) -> str:
         args = ", ".join(spec.describe() for spec in self.specs)
@@ -270,8 +279,21 @@ class Jitted:
                 return compiled.run(operands)
         if any(isinstance(value, Tracer) for value in (*args, *kwargs.values())):
             return self.fn(*args, **kwargs)  # called while tracing: inline it
+        if _holds_dask_array(args, kwargs):
+            from .dask import call_jitted
+
+            return call_jitted(self, args, kwargs)
         compiled, operands = self.specialize(*args, **kwargs)
         return compiled.run(operands)
+
+    def __reduce__(self) -> Any:
+        """Pickle by name when importable as such, else as the function and options,
+        rebuilt without compilations (workers of dask.distributed compile on first use)."""
+        module = sys.modules.get(getattr(self, "__module__", ""))
+        if module is not None and module.__name__ != "__main__" and \
+                _lookup(module, _name(self)) is self:
+            return _name(self)
+        return Jitted, (self.fn, self.static_argnums)
 
     def __repr__(self) -> str:
         return f"<numfuse.jit {_name(self.fn)}: {len(self.compiled)} signature(s)>"
@@ -303,6 +325,21 @@ class Jitted:
             changes.append(f"{self._describe(index)}: {change}")
         return (f"{head}: new signature, {'; '.join(changes)} "
                 f"(nearest of {len(self.compiled)} compiled signature(s))")
+
+
+def _lookup(module: Any, qualname: str) -> Any:
+    target = module
+    for part in qualname.split("."):
+        target = getattr(target, part, None)
+    return target
+
+
+def _holds_dask_array(args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
+    """True if an argument is a dask array (never imports dask itself)."""
+    module = sys.modules.get("dask.array")
+    array_type = getattr(module, "Array", None)
+    return array_type is not None and any(
+        isinstance(value, array_type) for value in (*args, *kwargs.values()))
 
 
 def _positional(fn: Callable[..., Any], keyword_only: list[str]) -> Callable[..., Any]:

@@ -8,6 +8,9 @@ numpy gufunc through ``kernel.gufunc``.  ``llvm_ir()`` and ``asm()`` ask the bac
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import threading
+import types
 from typing import Any, Protocol
 
 from .codegen import KernelSource
@@ -94,6 +97,18 @@ class Kernel:
     def __repr__(self) -> str:
         return f"<Kernel {self.name} {self.layout}: {len(self.nodes)} ops>"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle as the region (cut off from the rest of the graph) and the generated
+        source; unpickling compiles the source again through the same backend, once per
+        process (a numba gufunc itself cannot be pickled)."""
+        compiler: Any = self.inspector
+        if compiler is None:
+            raise TypeError(f"kernel {self.name} was built without a backend and cannot be "
+                            "pickled; pickle the kernels of numfuse.compile(...) instead.")
+        if isinstance(compiler, types.ModuleType):
+            compiler = compiler.__name__  # modules pickle by name
+        return _unpickled_kernel, (_standalone(self.region), self.generated, compiler)
+
 
 def region_graph(region: Region) -> Graph:
     """A standalone ``Graph`` of ``region``: each external input becomes an argument node
@@ -110,3 +125,36 @@ def region_graph(region: Region) -> Graph:
         replaced[node] = dataclasses.replace(node, inputs=inputs)
     outputs = tuple(replaced[node] for node in region.outputs)
     return Graph(tuple(arguments), outputs, treedef=(tuple, (Leaf,) * len(outputs)))
+
+
+# Kernels unpickled in this process, by source name: each source compiles once.
+_unpickled: dict[str, Any] = {}
+_unpickled_lock = threading.Lock()
+
+
+def _unpickled_kernel(region: Region, generated: KernelSource, compiler: Any) -> Kernel:
+    if isinstance(compiler, str):
+        compiler = importlib.import_module(compiler)
+    with _unpickled_lock:
+        gufunc = _unpickled.get(generated.name)
+        if gufunc is None:
+            gufunc = _unpickled[generated.name] = compiler.compile_gufunc(generated)
+    return Kernel(region, generated, gufunc, compiler)
+
+
+def _standalone(region: Region) -> Region:
+    """``region`` with its inputs replaced by argument nodes of the same type, so that
+    pickling it does not carry the graph upstream of it (constants, other calls)."""
+    replaced: dict[Node, Node] = {
+        source: Node("arg", INPUT, (), source.dtype, source.shape, (("index", index),),
+                     weak=source.weak, scalar=source.scalar)
+        for index, source in enumerate(region.inputs)
+    }
+    for node in (*region.prelude, *region.nodes):
+        inputs = tuple(replaced.get(source, source) for source in node.inputs)
+        replaced[node] = dataclasses.replace(node, inputs=inputs)
+    return dataclasses.replace(
+        region, inputs=tuple(replaced[node] for node in region.inputs),
+        outputs=tuple(replaced[node] for node in region.outputs),
+        nodes=tuple(replaced[node] for node in region.nodes),
+        prelude=tuple(replaced[node] for node in region.prelude))

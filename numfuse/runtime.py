@@ -278,3 +278,20 @@ def _make_step(kernel: Kernel, slots: dict[Node, int]) -> _Step:
     )
     return _Step(kernel.gufunc.ufunc, tuple(operands),
                  tuple(slots[node] for node in region.outputs), finish, flatten)
+
+
+def kernel_runner(kernel: Kernel) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
+    """Run one kernel on its own exactly as a program step would: ``run(operands)`` takes
+    the values of ``kernel.region.inputs`` in order and returns the values of
+    ``kernel.region.outputs`` (used to run a kernel on each block of a chunked array)."""
+    region = kernel.region
+    slots = {node: index for index, node in enumerate((*region.inputs, *region.outputs))}
+    step = _make_step(kernel, slots)
+    count, outputs = len(region.inputs), (None,) * len(region.outputs)
+
+    def run(operands: Sequence[Any]) -> tuple[Any, ...]:
+        values = [*operands, *outputs]
+        step.run(values)
+        return tuple(values[count:])
+
+    return run

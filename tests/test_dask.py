@@ -1,0 +1,293 @@
+"""numfuse on dask arrays: lazy results equal to numpy's, kernels as gufuncs in dask and
+xarray, pickling, and a run on dask.distributed worker processes."""
+
+from __future__ import annotations
+
+import pickle
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from conftest import assert_same
+
+import numfuse
+from numfuse.errors import SignatureMismatchError, UnsupportedOperationError
+
+da = pytest.importorskip("dask.array")
+dask = pytest.importorskip("dask")
+
+
+def logp_and_grad(x, mu):
+    d = x - mu
+    return -(d**2) / 2, -d
+
+
+def sum_of_squares(x, mu):
+    return np.sum((x - mu) ** 2)
+
+
+def centred(x):
+    return (x - x.mean(axis=0)) / x.std(axis=0)
+
+
+def computed(result):
+    """The numpy value of every leaf of a (tuple of) dask result(s)."""
+    return dask.compute(result)[0]
+
+
+def assert_lazy(result):
+    leaves = result if isinstance(result, tuple) else (result,)
+    for leaf in leaves:
+        assert isinstance(leaf, da.Array), f"{type(leaf).__name__} is not a dask array"
+
+
+@pytest.fixture
+def x2d():
+    return np.random.default_rng(0).standard_normal((203, 37))
+
+
+def test_elementwise_multi_output_is_lazy_and_equals_numpy(x2d):
+    jitted = numfuse.jit(logp_and_grad)
+    chunked = da.from_array(x2d, chunks=(50, 10))
+    result = jitted(chunked, 0.25)
+    assert_lazy(result)
+    assert result[0].chunks == chunked.chunks
+    assert_same(computed(result), logp_and_grad(x2d, 0.25))
+
+
+def test_dask_and_numpy_arguments_share_one_compilation(x2d):
+    jitted = numfuse.jit(logp_and_grad)
+    jitted(x2d, 0.25)
+    jitted(da.from_array(x2d, chunks=40), 0.25)
+    assert len(jitted.compiled) == 1
+
+
+def scaled(x, scale):
+    return x * scale + 1, -x, x > scale
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int16, np.uint8, np.complex64])
+@pytest.mark.parametrize("scale", [3, 2.5, np.float64(0.5)])
+def test_dtypes_follow_numpy_promotion(dtype, scale):
+    values = (np.arange(60).reshape(12, 5) % 7).astype(dtype)
+    if dtype == np.complex64:
+        values = values * (1 - 1j)
+    result = numfuse.jit(scaled)(da.from_array(values, chunks=(5, 2)), scale)
+    assert_lazy(result)
+    with np.errstate(over="ignore"):
+        assert_same(computed(result), scaled(values, scale))
+
+
+def test_broadcasting_across_unaligned_chunks_and_numpy_operands(x2d):
+    mu = np.linspace(-1, 1, 37)
+    column = np.arange(203.0).reshape(203, 1)
+
+    def fn(x, mu, column, scale):
+        return (x - mu) * scale + column, np.exp(mu) * column
+
+    jitted = numfuse.jit(fn)
+    result = jitted(da.from_array(x2d, chunks=(70, 9)), da.from_array(mu, chunks=11),
+                    da.from_array(column, chunks=(33, 1)), np.float64(2.0))
+    assert_lazy(result)
+    assert_same(computed(result), fn(x2d, mu, column, np.float64(2.0)), rtol=1e-15)
+
+
+def test_mixing_dask_and_numpy_arrays(x2d):
+    weights = np.random.default_rng(1).random(37)
+    jitted = numfuse.jit(lambda x, w: x * w - w)
+    result = jitted(da.from_array(x2d, chunks=(64, 37)), weights)
+    assert_lazy(result)
+    assert_same(computed(result), x2d * weights - weights)
+
+
+def test_sum_of_squares_is_a_dask_tree_reduction(x2d):
+    chunked = da.from_array(x2d, chunks=(30, 37))
+    result = numfuse.jit(sum_of_squares)(chunked, 0.5)
+    assert isinstance(result, da.Array) and result.shape == ()
+    # dask adds the per-chunk sums in another order than numpy's pairwise summation
+    assert_same(result.compute(), sum_of_squares(x2d, 0.5), rtol=1e-13)
+
+
+def test_integer_reductions_are_exact():
+    values = np.arange(-500, 500, dtype=np.int32).reshape(40, 25)
+    fn = numfuse.jit(lambda x: (np.sum(x * x, axis=1), (x % 3).max(axis=0), np.sum(x > 2)))
+    result = fn(da.from_array(values, chunks=(7, 6)))
+    assert_lazy(result)
+    assert_same(computed(result), (np.sum(values * values, axis=1),
+                                   (values % 3).max(axis=0), np.sum(values > 2)))
+
+
+def test_reductions_feeding_elementwise_work(x2d):
+    result = numfuse.jit(centred)(da.from_array(x2d, chunks=(41, 37)))
+    assert_lazy(result)
+    assert_same(computed(result), centred(x2d), rtol=1e-12)
+
+
+def test_non_fusible_calls_use_their_dask_equivalents(x2d):
+    weights = np.random.default_rng(2).standard_normal((37, 4))
+
+    def fn(x, w):
+        y = np.tanh(x) @ w
+        return y.T[1:3] * 2, x[::2, 0].reshape(-1, 2) + 1
+
+    result = numfuse.jit(fn)(da.from_array(x2d[:200], chunks=(50, 20)), weights)
+    assert_lazy(result)
+    assert_same(computed(result), fn(x2d[:200], weights), rtol=1e-12)
+
+
+def test_nothing_is_computed_before_compute():
+    calls = []
+
+    def block(values):
+        calls.append(values.shape)
+        return values
+
+    source = da.ones((40, 6), chunks=(10, 6)).map_blocks(block, meta=np.empty((0, 0)))
+    result = numfuse.jit(logp_and_grad)(source, 1.5)
+    assert calls == []
+    assert_same(computed(result), logp_and_grad(np.ones((40, 6)), 1.5))
+    assert calls == [(10, 6)] * 4
+
+
+def test_compiled_accepts_dask_arrays_of_its_signature(x2d):
+    compiled = numfuse.compile(logp_and_grad, x2d, 0.25)
+    result = compiled(da.from_array(x2d, chunks=60), 0.25)
+    assert_lazy(result)
+    assert_same(computed(result), logp_and_grad(x2d, 0.25))
+    with pytest.raises(SignatureMismatchError, match="float32"):
+        compiled(da.from_array(x2d.astype(np.float32), chunks=60), 0.25)
+
+
+def test_unknown_chunk_sizes_raise_a_clear_error(x2d):
+    chunked = da.from_array(x2d[:, 0], chunks=50)
+    positive = chunked[chunked > 0]
+    with pytest.raises(ValueError, match="compute_chunk_sizes"):
+        numfuse.jit(logp_and_grad)(positive, 0.25)
+    positive.compute_chunk_sizes()
+    values = x2d[:, 0][x2d[:, 0] > 0]
+    assert_same(computed(numfuse.jit(logp_and_grad)(positive, 0.25)),
+                logp_and_grad(values, 0.25))
+
+
+def test_a_numpy_function_dask_lacks_is_refused_not_computed(x2d):
+    fn = numfuse.jit(lambda x: np.sort(x * 2, axis=-1))
+    with pytest.raises(UnsupportedOperationError, match="sort"):
+        fn(da.from_array(x2d, chunks=50))
+
+
+def test_scalar_only_outputs_next_to_dask_ones(x2d):
+    fn = numfuse.jit(lambda x, a: (x + a, a * 2))
+    lazy, scalar = fn(da.from_array(x2d, chunks=50), 1.5)
+    assert isinstance(lazy, da.Array)
+    assert_same(scalar, 3.0)
+
+
+def test_kernel_is_a_gufunc_for_dask_apply_gufunc(x2d):
+    kernel = numfuse.compile(logp_and_grad, x2d, 0.25).kernels[0]
+    # The core dimension (the last axis) is one chunk; kernels expect it contiguous.
+    chunked = da.from_array(x2d, chunks=(50, -1))
+    result = da.apply_gufunc(kernel.gufunc, kernel.layout, chunked, 0.25,
+                             output_dtypes=[np.float64, np.float64])
+    assert_same(computed(tuple(result)), logp_and_grad(x2d, 0.25))
+
+
+def test_kernel_and_jitted_function_with_xarray_apply_ufunc(x2d):
+    xr = pytest.importorskip("xarray")
+    array = xr.DataArray(x2d, dims=("time", "site")).chunk({"time": 50})
+    kernel = numfuse.compile(logp_and_grad, x2d, 0.25).kernels[0]
+    by_kernel = xr.apply_ufunc(kernel.gufunc, array, 0.25,
+                               input_core_dims=[["site"], []],
+                               output_core_dims=[["site"], ["site"]],
+                               dask="parallelized", output_dtypes=[np.float64, np.float64])
+    by_function = xr.apply_ufunc(numfuse.jit(logp_and_grad), array, 0.25,
+                                 output_core_dims=[[], []], dask="parallelized",
+                                 output_dtypes=[np.float64, np.float64])
+    expected = logp_and_grad(x2d, 0.25)
+    for result in (by_kernel, by_function):
+        assert all(isinstance(part.data, da.Array) for part in result)
+        assert_same(tuple(part.values for part in result), expected)
+
+
+def test_jitted_functions_pickle_and_compile_again(x2d):
+    cloudpickle = pytest.importorskip("cloudpickle")
+    jitted = numfuse.jit(lambda x, mu: logp_and_grad(x, mu))
+    jitted(x2d, 0.25)
+    restored = cloudpickle.loads(cloudpickle.dumps(jitted))
+    assert isinstance(restored, numfuse.Jitted) and restored.compiled == {}
+    assert_same(restored(x2d, 0.25), logp_and_grad(x2d, 0.25))
+    static = numfuse.jit(lambda x, n: x * n, static_argnums=(1,))
+    assert pickle.loads(cloudpickle.dumps(static)).static_argnums == (1,)
+
+
+def test_module_level_jitted_function_pickles_by_name():
+    assert pickle.loads(pickle.dumps(module_level)) is module_level
+
+
+@numfuse.jit
+def module_level(x):
+    return x + 1
+
+
+def test_kernels_pickle_as_source_and_compile_again(x2d):
+    kernel = numfuse.compile(logp_and_grad, x2d, 0.25).kernels[0]
+    restored = pickle.loads(pickle.dumps(kernel))
+    assert (restored.source, restored.layout, restored.n_inputs, restored.n_outputs) == \
+        (kernel.source, kernel.layout, kernel.n_inputs, kernel.n_outputs)
+    assert_same(restored.gufunc(x2d, 0.25), kernel.gufunc(x2d, 0.25))
+
+
+def test_block_tasks_pickle(x2d):
+    result = numfuse.jit(logp_and_grad)(da.from_array(x2d, chunks=50), 0.25)
+    cloudpickle = pytest.importorskip("cloudpickle")
+    graph = cloudpickle.loads(cloudpickle.dumps(dict(result[0].__dask_graph__())))
+    assert len(graph) == len(result[0].__dask_graph__())
+
+
+def test_on_distributed_worker_processes(x2d):
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(processes=True, n_workers=2, threads_per_worker=1,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        jitted = numfuse.jit(lambda x, mu: (np.sum((x - mu) ** 2, axis=1), -(x - mu)))
+        chunked = da.from_array(x2d, chunks=(51, 37))
+        squares, negated = client.compute(jitted(chunked, 0.25), sync=True)
+        pids = client.run(lambda: __import__("os").getpid())
+        assert len(set(pids.values())) == 2
+    assert_same(negated, -(x2d - 0.25))
+    assert_same(squares, np.sum((x2d - 0.25) ** 2, axis=1), rtol=1e-14)
+
+
+def _run_python(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=120, check=False)
+
+
+def test_without_dask_nothing_changes_and_the_error_names_the_extra():
+    result = _run_python("""
+        import sys
+        sys.modules["dask"] = None  # as if dask were not installed
+        import numpy as np
+        import numfuse
+        print(numfuse.jit(lambda x: x * 2)(np.ones(3)).sum())
+        try:
+            import numfuse.dask
+        except ImportError as error:
+            print(error)
+    """)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[0] == "6.0"
+    assert "pip install 'numfuse[dask]'" in result.stdout
+
+
+def test_numfuse_does_not_import_dask():
+    result = _run_python("""
+        import sys
+        import numpy as np
+        import numfuse
+        numfuse.jit(lambda x: x * 2)(np.ones(3))
+        print("dask" in sys.modules)
+    """)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
