@@ -61,14 +61,14 @@ class Compiled:
 
     def __init__(self, fn: Callable[..., Any], specs: Sequence[ArgSpec],
                  static: dict[int, Any] | None = None,
-                 shapes: Sequence[tuple[int, ...]] | None = None) -> None:
+                 shapes: Sequence[tuple[int, ...]] | None = None, cache: bool = True) -> None:
         self.fn = fn
         self.specs = tuple(specs)
         self.static = dict(static or {})
         plan, sources = _plan(fn, self.specs, self.static, shapes)
         self.plan = plan
         self.graph: Graph = plan.graph
-        self.kernels: tuple[Kernel, ...] = _build_kernels(_name(fn), plan, sources)
+        self.kernels: tuple[Kernel, ...] = _build_kernels(_name(fn), plan, sources, cache)
         self._program = Program(plan, self.kernels)
         # Run on already-converted operands that match this signature (the hot path).
         self.run: Callable[[Sequence[Any]], Any] = self._program
@@ -128,9 +128,10 @@ class Compiled:
         return compiled_html(self)
 
 
-def _build_kernels(function: str, plan: Plan, sources: Sequence[KernelSource]
-                   ) -> tuple[Kernel, ...]:
-    """Compile (or reuse) each region's kernel; send a compile event per new kernel."""
+def _build_kernels(function: str, plan: Plan, sources: Sequence[KernelSource],
+                   cache: bool = True) -> tuple[Kernel, ...]:
+    """Compile (or reuse) each region's kernel; send a compile event per new kernel.
+    ``cache=False`` keeps new kernels out of the disk cache."""
     level = hooks.debug_level()
     if level:
         print(f"numfuse: {function}: graph and regions\n{plan.graph}", file=sys.stderr)
@@ -141,7 +142,7 @@ def _build_kernels(function: str, plan: Plan, sources: Sequence[KernelSource]
             compile_time = None
             if gufunc is None:
                 start = time.perf_counter()
-                gufunc = backend.compile_gufunc(source)
+                gufunc = backend.compile_gufunc(source, cache)
                 compile_time = time.perf_counter() - start
                 _kernel_cache[source.name] = gufunc
         kernel = Kernel(region, source, gufunc, backend)
@@ -149,7 +150,8 @@ def _build_kernels(function: str, plan: Plan, sources: Sequence[KernelSource]
         if compile_time is not None:
             _log.debug("compiled kernel %s %s for %s in %.3f s", source.name, source.layout,
                        function, compile_time)
-            events.append(hooks.CompileEvent(kernel, function, compile_time))
+            events.append(hooks.CompileEvent(kernel, function, compile_time,
+                                             backend.loaded_from_disk(gufunc)))
         if level:
             _debug_kernel(kernel, compile_time, level)
     for event in events:  # outside the lock: a hook may compile other functions
@@ -194,9 +196,11 @@ class Jitted:
     Python values (they are part of the cache key and must be hashable).
     """
 
-    def __init__(self, fn: Callable[..., Any], static_argnums: Sequence[int] = ()) -> None:
+    def __init__(self, fn: Callable[..., Any], static_argnums: Sequence[int] = (),
+                 cache: bool = True) -> None:
         self.fn = fn
         self.static_argnums = tuple(static_argnums)
+        self.cache = cache  # False: compiled kernels are not saved to the disk cache
         self.compiled: dict[tuple[Any, ...], Compiled] = {}
         self._by_key: dict[tuple[Any, ...], Compiled] = {}
         self._lock = threading.Lock()
@@ -262,7 +266,7 @@ class Jitted:
                 specs = [part if isinstance(part, ArgSpec) else spec_of(0) for part in key]
                 static = {index: operands[index] for index in self.static_argnums}
                 shapes = [np.shape(value) for value in operands]
-                compiled = Compiled(self._traced, specs, static, shapes)
+                compiled = Compiled(self._traced, specs, static, shapes, self.cache)
                 self.compiled[key] = compiled
             return compiled
 
@@ -353,11 +357,13 @@ def _positional(fn: Callable[..., Any], keyword_only: list[str]) -> Callable[...
     return call
 
 
-def jit(fn: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] = ()) -> Any:
-    """Decorate a numpy function so it runs as fused kernels: ``@jit`` or ``@jit(...)``."""
+def jit(fn: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] = (),
+        cache: bool = True) -> Any:
+    """Decorate a numpy function so it runs as fused kernels: ``@jit`` or ``@jit(...)``.
+    ``cache=False`` keeps its kernels out of the disk cache."""
     if fn is None:
-        return lambda function: Jitted(function, static_argnums=static_argnums)
-    return Jitted(fn, static_argnums=static_argnums)
+        return lambda function: Jitted(function, static_argnums=static_argnums, cache=cache)
+    return Jitted(fn, static_argnums=static_argnums, cache=cache)
 
 
 def _example_signature(fn: Any, example_args: Sequence[Any]
@@ -375,18 +381,21 @@ def _example_signature(fn: Any, example_args: Sequence[Any]
     return function, specs, static, shapes
 
 
-def compile(fn: Callable[..., Any], *example_args: Any) -> Compiled:
+def compile(fn: Callable[..., Any], *example_args: Any, cache: bool | None = None) -> Compiled:
     """Trace and compile ``fn`` now for the signatures of ``example_args``.
 
     A function that reads array sizes (``x.shape``, ``len(x)``) is compiled for the exact
-    shapes of ``example_args``.
+    shapes of ``example_args``.  ``cache=False`` keeps the kernels out of the disk cache
+    (default: a ``Jitted``'s own setting, else True).
     """
     _log.info("compiling %s: numfuse.compile called", _name(fn))
     function, specs, static, shapes = _example_signature(fn, example_args)
+    if cache is None:
+        cache = fn.cache if isinstance(fn, Jitted) else True
     try:
-        return Compiled(function, specs, static, shapes)
+        return Compiled(function, specs, static, shapes, cache)
     except SizeDependentError:
-        return Compiled(function, _with_sizes(specs, shapes), static, shapes)
+        return Compiled(function, _with_sizes(specs, shapes), static, shapes, cache)
 
 
 def trace(fn: Callable[..., Any], *example_args: Any) -> Graph:
