@@ -317,6 +317,8 @@ def _jitted_helpers() -> dict[str, Any]:
                                      function.__defaults__, function.__closure__)
         if name in kernel_lib.CONTRACTED:
             options: dict[str, Any] = {"fastmath": {"contract"}}
+        elif name in kernel_lib.REASSOCIATED:
+            options = {"fastmath": {"reassoc"}}
         else:
             options = {"inline": "always"}
         namespace[name] = numba.njit(error_model="numpy", **options)(rebound)

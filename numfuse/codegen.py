@@ -23,9 +23,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .graph import CONST, Node
+from .graph import CONST, ELEMENTWISE, Node
 from .ops import HELPER_NAMES, OPS, template_for
 from .partition import Region
+from .reductions import Reduction
+
+# Elements per block of a kernel with float sums: within a block the sum is vectorised
+# (several partial sums), block sums are then added in a cascade of levels of 16.
+BLOCK = 512
+_LEVELS = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +50,7 @@ class KernelSource:
     core_inputs: tuple[bool, ...]
     dropped_axes: tuple[int, ...]
     ndim: int
+    core_outputs: tuple[bool, ...] = ()  # False for a reduction's per-row ``()`` output
 
 
 def numba_type(dtype: np.dtype) -> str:
@@ -148,30 +155,137 @@ def emit(region: Region) -> KernelSource:
         if not core_inputs[position]:
             names[node] = f"in{position}"
     outputs = [f"out{position}" for position in range(len(region.outputs))]
+    core_outputs = tuple(node.kind == ELEMENTWISE for node in region.outputs)
     prologue = []
     for position, node in enumerate(region.prelude):
         names[node] = f"s{position}"
         prologue.append(f"s{position} = {expression(node, names)}")
     body = [f"{names.setdefault(node, f'x{position}')} = in{position}[i]"
             for position, node in enumerate(region.inputs) if core_inputs[position]]
+    folds: list[_Fold] = []
     for position, node in enumerate(region.nodes):
         names[node] = f"v{position}"
-        body.append(f"v{position} = {expression(node, names)}")
-    body += [f"{out}[i] = {names[node]}" for out, node in zip(outputs, region.outputs,
-                                                               strict=True)]
+        if node.kind == ELEMENTWISE:
+            body.append(f"v{position} = {expression(node, names)}")
+            continue
+        fold = _Fold(f"v{position}", node.param("reduction"))
+        folds.append(fold)
+        body.append(fold.update(cast(names[node.inputs[0]], node.inputs[0].dtype,
+                                     fold.reduction.dtype)))
+    body += [f"{out}[i] = {names[node]}"
+             for out, node, core in zip(outputs, region.outputs, core_outputs, strict=True)
+             if core]
+    epilogue = [f"{out}[0] = {names[node]}"
+                for out, node, core in zip(outputs, region.outputs, core_outputs, strict=True)
+                if not core]
 
-    code = "\n".join(prologue + body)
+    first_core = next(param for param, core in zip(params + outputs,
+                                                   (*core_inputs, *core_outputs), strict=True)
+                      if core)
+    loop = _loop(first_core, folds, body)
+    code = "\n".join(prologue + loop)
     helpers = tuple(sorted(name for name in HELPER_NAMES if re.search(rf"\b{name}\(", code)))
     layout = ",".join("(n)" if core else "()" for core in core_inputs) + "->" + \
-        ",".join("(n)" for _ in outputs)
+        ",".join("(n)" if core else "()" for core in core_outputs)
     arg_types = [f"{numba_type(node.dtype)}[::1]" if core else numba_type(node.dtype)
                  for node, core in zip(region.inputs, core_inputs, strict=True)]
-    arg_types += [f"{numba_type(node.dtype)}[::1]" for node in region.outputs]
+    arg_types += [f"{numba_type(node.dtype)}[::1]" if core else f"{numba_type(node.dtype)}[:]"
+                  for node, core in zip(region.outputs, core_outputs, strict=True)]
     signature = f"void({', '.join(arg_types)})"
-    source = _module_source(layout, signature, helpers, params + outputs, prologue, body)
+    source = _module_source(layout, signature, helpers, params + outputs, prologue,
+                            loop + epilogue)
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
     return KernelSource(f"kernel_{digest}", source, layout, signature, helpers, core_inputs,
-                        dropped, ndim)
+                        dropped, ndim, core_outputs)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Fold:
+    """A reduction folded into the loop, accumulating into the variable ``name``.
+
+    A float (or complex) sum accumulates each block of ``BLOCK`` elements into
+    ``name_b`` with reassociation allowed (so LLVM keeps several partial sums in vector
+    registers) and adds the block sums in a cascade ``name_1 .. name_4`` of levels of 16:
+    a rounding error comparable to numpy's pairwise summation.  Every other reduction is
+    exact in any order and accumulates directly into ``name``.
+    """
+
+    name: str
+    reduction: Reduction
+
+    @property
+    def blocked(self) -> bool:
+        return self.reduction.ufunc == "add" and self.reduction.dtype.kind in "fc"
+
+    def start(self) -> list[str]:
+        identity = literal(self.reduction.identity(), self.reduction.dtype)
+        if self.blocked:
+            return [f"{self.name}_{level} = {identity}" for level in range(1, _LEVELS + 1)]
+        return [f"{self.name} = {identity}"]
+
+    def update(self, value: str) -> str:
+        target = f"{self.name}_b" if self.blocked else self.name
+        return f"{target} = {_combine(self.reduction, target, value)}"
+
+    def block_start(self) -> list[str]:
+        if not self.blocked:
+            return []
+        return [f"{self.name}_b = {literal(0, self.reduction.dtype)}"]
+
+    def block_end(self) -> list[str]:
+        """Add the block's sum to the first level; carry full levels upwards."""
+        if not self.blocked:
+            return []
+        name = self.name
+        lines = [f"{name}_1 = {name}_1 + {name}_b"]
+        for level in range(1, _LEVELS):
+            indent = "    " * (level - 1)
+            lines += [f"{indent}if blocks % {16 ** level} == 0:",
+                      f"{indent}    {name}_{level + 1} = {name}_{level + 1} + {name}_{level}",
+                      f"{indent}    {name}_{level} = {literal(0, self.reduction.dtype)}"]
+        return lines
+
+    def result(self) -> list[str]:
+        if not self.blocked:
+            return []
+        total = f"{self.name}_1"
+        for level in range(2, _LEVELS + 1):
+            total = f"{self.name}_{level} + ({total})"
+        return [f"{self.name} = {total}"]
+
+
+def _combine(reduction: Reduction, total: str, value: str) -> str:
+    """One accumulation step ``total (op) value`` in the reduction's dtype."""
+    dtype, ufunc = reduction.dtype, reduction.ufunc
+    if dtype.kind == "b" or ufunc in ("logical_or", "logical_and"):
+        operator = "|" if ufunc in ("add", "maximum", "logical_or") else "&"
+        return f"({total} {operator} {value})"
+    if dtype.kind in "fc" and ufunc in ("add", "multiply"):
+        return f"{ufunc}_reassoc({total}, {value})"
+    template = template_for(OPS[ufunc], (dtype, dtype))
+    assert template is not None, f"no template for {ufunc} on {dtype}"
+    text = template.format(total, value)
+    return text if dtype in _PRESERVED else cast_result(text, dtype)
+
+
+def _loop(length_of: str, folds: Sequence[_Fold], body: list[str]) -> list[str]:
+    """The kernel's loop over ``i``; in blocks when a float sum needs them."""
+    lines = [f"n = {length_of}.shape[0]"]
+    for fold in folds:
+        lines += fold.start()
+    if not any(fold.blocked for fold in folds):
+        lines.append("for i in range(n):")
+        lines += [f"    {line}" for line in body]
+        return lines + [line for fold in folds for line in fold.result()]
+    lines.append("blocks = 0")
+    lines.append(f"for start in range(0, n, {BLOCK}):")
+    inner = [line for fold in folds for line in fold.block_start()]
+    inner.append(f"for i in range(start, min(start + {BLOCK}, n)):")
+    inner += [f"    {line}" for line in body]
+    inner.append("blocks += 1")
+    inner += [line for fold in folds for line in fold.block_end()]
+    lines += [f"    {line}" for line in inner]
+    return lines + [line for fold in folds for line in fold.result()]
 
 
 def _varies_along(node: Node, core_axis: int | None, ndim: int) -> bool:
@@ -198,8 +312,6 @@ def _module_source(layout: str, signature: str, helpers: Sequence[str], params: 
         lines.append(f"from numfuse.kernel_lib import {', '.join(helpers)}")
         lines.append("")
     lines += ["", f"def kernel({', '.join(params)}):"]
-    lines += [f"    {line}" for line in prologue]
-    lines.append(f"    for i in range({params[-1]}.shape[0]):")
-    lines += [f"        {line}" for line in body]
+    lines += [f"    {line}" for line in (*prologue, *body)]
     lines.append("")
     return "\n".join(lines)

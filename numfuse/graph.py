@@ -254,11 +254,11 @@ class Graph:
             operands = " ".join(ref(source) for source in node.inputs)
             if node.kind == CONST:
                 operands = repr(node.param("value"))
+            indent = "      " if region is not None else "    "
             if node.kind == NUMPY:
                 call = node.param("call").describe([ref(source) for source in node.inputs])
-                lines.append(f"    {names[node]}:{node.type_str()} = {call}")
+                lines.append(f"{indent}{names[node]}:{node.type_str()} = {call}")
                 continue
-            indent = "      " if region is not None else "    "
             text = f"{indent}{names[node]}:{node.type_str()} = {node.op}"
             if params:
                 text += f"[{params}]"

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .graph import CONST, ELEMENTWISE, INPUT, Graph, Node
+from .graph import CONST, ELEMENTWISE, INPUT, NUMPY, Graph, Node
 from .partition import MAX_OPERANDS, Region, is_kernel_input, path_through_outside
 
 if TYPE_CHECKING:
@@ -400,6 +400,9 @@ def _is_reduction(node: Node) -> bool:
 
 def _classify(source: Node, node: Node, owner: dict[Node, int], by_index: dict[int, Region],
               graph: Graph) -> tuple[str, str]:
+    if source in owner and source.kind == NUMPY:
+        return REDUCTION, (f"{source.op} is folded into region {owner[source]}'s loop and "
+                           "complete only after it")
     for end in (source, node):
         if end not in owner:
             if _is_reduction(end):

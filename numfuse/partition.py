@@ -34,6 +34,7 @@ import heapq
 from collections.abc import Sequence
 
 from .graph import CONST, ELEMENTWISE, NUMPY, Graph, Node, toposort
+from .reductions import Reduction, fusible_dtype
 
 MAX_OPERANDS = 64
 
@@ -68,6 +69,22 @@ class Plan:
     steps: tuple[Region | Node, ...] = ()
 
 
+def epilogue(node: Node) -> Reduction | None:
+    """The reduction ``node`` performs if a region can compute it as an epilogue: its
+    input is elementwise and the reduced axes include the input's core (last non-unit)
+    axis, so each kernel row folds into one partial result."""
+    reduction: Reduction | None = node.param("reduction") if node.kind == NUMPY else None
+    if reduction is None or not fusible_dtype(reduction):
+        return None
+    source = node.inputs[0]
+    if source.kind != ELEMENTWISE or source.ndim == 0:
+        return None
+    kept = [axis for axis, one in enumerate(source.ones) if not one]
+    if kept and kept[-1] not in reduction.axes:
+        return None
+    return reduction
+
+
 def is_kernel_input(node: Node) -> bool:
     """0-d constants are written into the kernel source; everything else is an operand."""
     return not (node.kind == CONST and node.ndim == 0)
@@ -76,7 +93,7 @@ def is_kernel_input(node: Node) -> bool:
 class _Clusters:
     """Union-find over node positions with contracted-graph ancestor bitsets."""
 
-    def __init__(self, nodes: Sequence[Node]) -> None:
+    def __init__(self, nodes: Sequence[Node], graph: Graph) -> None:
         self.nodes = nodes
         self.position = {node: index for index, node in enumerate(nodes)}
         size = len(nodes)
@@ -86,6 +103,13 @@ class _Clusters:
         self.producers: list[set[int]] = [set() for _ in range(size)]
         self.consumers: list[set[int]] = [set() for _ in range(size)]
         self.fusible = [node.kind == ELEMENTWISE for node in nodes]
+        # Users of a cluster's fused reductions: a reduction is complete only after the
+        # loop, so none of them may join its cluster.
+        self.after_loop = [0] * size
+        for index, node in enumerate(nodes):
+            if epilogue(node) is not None:
+                for user in graph.consumers.get(node, ()):
+                    self.after_loop[index] |= 1 << self.position[user]
 
     def find(self, cluster: int) -> int:
         root = cluster
@@ -111,9 +135,12 @@ class _Clusters:
 
     def is_convex(self, clusters: set[int]) -> bool:
         """True if merging ``clusters`` creates no path that leaves and re-enters them."""
-        members = 0
+        members = after_loop = 0
         for cluster in clusters:
             members |= self.members[cluster]
+            after_loop |= self.after_loop[cluster]
+        if after_loop & members:
+            return False
         return all(not self.ancestors[p] & members for p in self.external_producers(clusters))
 
     def merge(self, clusters: set[int]) -> int:
@@ -127,8 +154,11 @@ class _Clusters:
         ancestors = 0
         for producer in producers:
             ancestors |= self.ancestors[producer] | self.members[producer]
+        after_loop = 0
         for cluster in clusters:
             self.parent[cluster] = root
+            after_loop |= self.after_loop[cluster]
+        self.after_loop[root] = after_loop
         self.members[root] = members
         self.ancestors[root] = ancestors
         self.producers[root] = producers
@@ -151,6 +181,11 @@ def _fuse_vertically(clusters: _Clusters) -> None:
     nodes = clusters.nodes
     for index, node in enumerate(nodes):
         clusters.add(index)
+        if epilogue(node) is not None:
+            producer = clusters.find(clusters.position[node.inputs[0]])
+            if clusters.is_convex({index, producer}):
+                clusters.merge({index, producer})
+            continue
         if node.kind != ELEMENTWISE:
             continue
         group = {index}
@@ -212,12 +247,22 @@ def _region_io(members: Sequence[Node], graph: Graph) -> tuple[tuple[Node, ...],
 
 def _split(members: list[Node], graph: Graph) -> list[list[Node]]:
     """Split a region over the operand cap into topological prefix and suffix (both stay
-    convex: a path between them would be a path leaving and re-entering the region)."""
+    convex: a path between them would be a path leaving and re-entering the region).
+    A fused reduction stays with its input: nothing in the region reads it."""
     inputs, outputs = _region_io(members, graph)
     if len(inputs) + len(outputs) <= MAX_OPERANDS or len(members) == 1:
         return [members]
-    half = len(members) // 2
-    return _split(members[:half], graph) + _split(members[half:], graph)
+    loop = [node for node in members if node.kind == ELEMENTWISE]
+    if len(loop) == 1:
+        return [members]
+    half = len(loop) // 2
+    parts = [loop[:half], loop[half:]]
+    for node in members:
+        if node.kind != ELEMENTWISE:
+            part = parts[0] if node.inputs[0] in set(parts[0]) else parts[1]
+            part.append(node)
+    return [piece for part in parts
+            for piece in _split([node for node in members if node in set(part)], graph)]
 
 
 def _execution_order(groups: list[list[Node]]) -> list[list[Node]]:
@@ -269,18 +314,19 @@ def _upstream_regions(source_node: Node, owner: dict[Node, int]) -> set[int]:
 def partition(graph: Graph) -> Plan:
     """Group the graph's elementwise nodes into fusion regions (see the module docstring)."""
     nodes = graph.nodes
-    clusters = _Clusters(nodes)
+    clusters = _Clusters(nodes, graph)
     _fuse_vertically(clusters)
     _fuse_horizontally(clusters)
     grouped: dict[int, list[Node]] = {}
     for index, node in enumerate(nodes):
-        if node.kind == ELEMENTWISE:
+        if node.kind == ELEMENTWISE or clusters.fusible[clusters.find(index)]:
             grouped.setdefault(clusters.find(index), []).append(node)
+    fused = {node for members in grouped.values() for node in members}
     groups = [part for members in grouped.values() for part in _split(members, graph)]
-    groups += [[node] for node in nodes if node.kind == NUMPY]
+    groups += [[node] for node in nodes if node.kind == NUMPY and node not in fused]
     steps: list[Region | Node] = []
     for members in _execution_order(groups):
-        if members[0].kind == NUMPY:
+        if members[0].kind == NUMPY and members[0] not in fused:
             steps.append(members[0])
             continue
         inputs, outputs = _region_io(members, graph)
@@ -356,11 +402,17 @@ def check_plan(plan: Plan) -> None:
     owner: dict[Node, int] = {}
     for region in plan.regions:
         assert region.nodes, "empty region"
+        members = set(region.nodes)
         for node in region.nodes:
-            assert node.kind == ELEMENTWISE, f"{node} is not elementwise"
             assert node not in owner, f"{node} is in two regions"
-            assert node.ones == region.ones, f"{node} has another loop shape than its region"
             owner[node] = region.index
+            if node.kind != ELEMENTWISE:
+                assert epilogue(node) is not None, f"{node} is neither elementwise nor fusible"
+                assert node.inputs[0] in members, f"{node} reduces a value of another region"
+                assert not members & set(graph.consumers.get(node, ())), (
+                    f"{node} is read inside the loop that computes it")
+                continue
+            assert node.ones == region.ones, f"{node} has another loop shape than its region"
         assert len(region.inputs) + len(region.outputs) <= MAX_OPERANDS
     in_prelude = {node for region in plan.regions for node in region.prelude}
     for node in graph.nodes:

@@ -21,6 +21,8 @@ from .calls import NumpyCall
 from .graph import CONST, ELEMENTWISE, INPUT, NUMPY, Leaf, Node, tree_unflatten
 from .kernel import Kernel
 from .partition import Plan
+from . import reductions
+from .reductions import Reduction
 
 Prepare = Callable[[Any], Any]
 
@@ -53,15 +55,19 @@ class _Step:
     instead of one short core loop per row.
     """
 
-    __slots__ = ("finish", "flatten", "operands", "out_slots", "ufunc")
+    __slots__ = ("core", "finish", "flatten", "folds", "operands", "out_slots", "ufunc")
 
     def __init__(self, ufunc: Any, operands: tuple[tuple[int, Prepare | None, bool], ...],
-                 out_slots: tuple[int, ...], finish: Prepare | None, flatten: bool) -> None:
+                 out_slots: tuple[int, ...], finish: Prepare | None, flatten: bool,
+                 folds: tuple[_Fold | None, ...] = ()) -> None:
         self.ufunc = ufunc
         self.operands = operands
         self.out_slots = out_slots
         self.finish = finish
         self.flatten = flatten
+        self.folds = folds  # per output: how to complete a fused reduction, or None
+        self.core = next((index for index, (_slot, _prepare, core) in enumerate(operands)
+                          if core), 0)
 
     def run(self, values: list[Any]) -> None:
         operands = [values[slot] if prepare is None else prepare(values[slot])
@@ -79,11 +85,16 @@ class _Step:
         if len(self.out_slots) == 1:
             results = (results,)
         finish = self.finish
-        if shape is None and finish is None:
+        if shape is None and finish is None and not self.folds:
             for slot, result in zip(self.out_slots, results, strict=False):  # common case
                 values[slot] = result
             return
-        for slot, result in zip(self.out_slots, results, strict=True):
+        for position, (slot, result) in enumerate(zip(self.out_slots, results, strict=True)):
+            fold = self.folds[position] if self.folds else None
+            if fold is not None:
+                length = np.shape(operands[self.core])[-1] if operands else 1
+                values[slot] = fold.complete(result, length, shape is not None)
+                continue
             if shape is not None:
                 result = result.reshape(shape)
             values[slot] = result if finish is None else finish(result)
@@ -98,6 +109,38 @@ class _Step:
             if value.shape != shape or not value.flags.c_contiguous:
                 return None
         return shape
+
+
+class _Fold:
+    """Completes a reduction a kernel folded into its loop (see ``reductions.finish``).
+
+    The kernel leaves one partial result per row of its core loop, shaped like the
+    region's kept (non-unit) axes minus the core axis, or 0-d when the loop was flattened;
+    ``remaining`` are the partials' axes still to reduce and ``template`` numpy's result
+    shape, with -1 where the size comes from the completed partials.
+    """
+
+    __slots__ = ("reduction", "remaining", "template")
+
+    def __init__(self, reduction: Reduction, remaining: tuple[int, ...],
+                 template: tuple[int, ...]) -> None:
+        self.reduction = reduction
+        self.remaining = remaining
+        self.template = template
+
+    def complete(self, partials: Any, length: int, flattened: bool) -> Any:
+        remaining = () if flattened else self.remaining
+        count = length
+        for axis in remaining:
+            count *= partials.shape[axis]
+        if flattened:  # one partial (its loop axes, if any, come from length-1 scalars)
+            partials = np.reshape(partials, ())
+            shape = tuple(1 for _ in self.template)
+        else:
+            sizes = iter([size for axis, size in enumerate(np.shape(partials))
+                          if axis not in remaining])
+            shape = tuple(next(sizes) if size < 0 else size for size in self.template)
+        return reductions.finish(self.reduction, partials, remaining, count, shape)
 
 
 class _CallStep:
@@ -270,14 +313,33 @@ def _make_step(kernel: Kernel, slots: dict[Node, int]) -> _Step:
         finish = lambda result: result.reshape(shape)  # noqa: E731
     elif dropped:
         finish = lambda result: np.expand_dims(result, dropped)  # noqa: E731
-    kept = ndim - len(dropped)
-    # Flattening needs every broadcast (scalar-core) operand to be a true scalar.
-    flatten = kept >= 2 and all(
+    kept = [axis for axis in range(ndim) if axis not in dropped]
+    folds = tuple(None if core else _fold(node.param("reduction"), kept, ndim)
+                  for node, core in zip(region.outputs, generated.core_outputs, strict=True))
+    # Flattening needs every broadcast (scalar-core) operand to be a true scalar, and
+    # every fused reduction to reduce all the axes being flattened.
+    flatten = len(kept) >= 2 and all(
         core or all(size == 1 for size in node.shape)
         for node, core in zip(region.inputs, generated.core_inputs, strict=True)
-    )
+    ) and all(fold is None or set(kept) <= set(node.param("reduction").axes)
+              for fold, node in zip(folds, region.outputs, strict=True))
     return _Step(kernel.gufunc.ufunc, tuple(operands),
-                 tuple(slots[node] for node in region.outputs), finish, flatten)
+                 tuple(slots[node] for node in region.outputs), finish, flatten,
+                 folds if any(fold is not None for fold in folds) else ())
+
+
+def _fold(reduction: Reduction, kept: list[int], ndim: int) -> _Fold:
+    rows = kept[:-1]  # the partials' axes: the kept axes but the core one
+    remaining = tuple(position for position, axis in enumerate(rows)
+                      if axis in reduction.axes)
+    template: list[int] = []
+    for axis in range(ndim):
+        if axis in reduction.axes:
+            if reduction.keepdims:
+                template.append(1)
+        else:
+            template.append(-1 if axis in rows else 1)
+    return _Fold(reduction, remaining, tuple(template))
 
 
 def kernel_runner(kernel: Kernel) -> Callable[[Sequence[Any]], tuple[Any, ...]]:

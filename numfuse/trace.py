@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from . import reductions
 from .calls import TRACED, NumpyCall
 from .dtypes import ArgSpec, check_dtype, weak_python_type
 from .errors import ConcretizationError, SizeDependentError, UnsupportedOperationError
@@ -461,6 +462,8 @@ class Tracer:
             )
 
         def method(*args: Any, **kwargs: Any) -> Any:
+            if function in FUNCTIONS:
+                return FUNCTIONS[function](self, *args, **kwargs)
             return record_call(function, name, (self, *args), kwargs)
 
         return method
@@ -660,7 +663,41 @@ def _copy(value: Any, order: str = "K", subok: bool = False) -> Any:
                               scalar=False))
 
 
+def var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any = 0,
+        keepdims: bool = False, **kwargs: Any) -> Any:
+    """numpy's ``var`` split into a mean, fusible elementwise work and a sum over the
+    count, so both reductions can run inside kernels (see ``reductions``)."""
+    node = _node(a)
+    if out is not None or kwargs or not isinstance(ddof, (int, np.integer)) or \
+            node.dtype.kind not in "biufc":
+        return record_call(np.var, "var", (a,), dict(axis=axis, dtype=dtype, out=out,
+                                                     ddof=ddof, keepdims=keepdims, **kwargs))
+    if dtype is None and node.dtype.kind in "biu":
+        dtype = np.dtype("f8")
+    value = Tracer(node)
+    mean = record_call(reductions.mean_of, "mean_of", (value,),
+                       {"axis": axis, "dtype": dtype, "keepdims": True})
+    deviation = value - mean
+    if deviation.dtype.kind == "c":
+        squares = np.square(deviation.real) + np.square(deviation.imag)
+    else:
+        squares = np.square(deviation)
+    return record_call(reductions.sum_over_count, "sum_over_count", (squares,),
+                       {"axis": axis, "dtype": dtype, "keepdims": keepdims, "ddof": int(ddof)})
+
+
+def std(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any = 0,
+        keepdims: bool = False, **kwargs: Any) -> Any:
+    """``sqrt(var)``, as numpy computes it."""
+    if out is not None or kwargs:
+        return record_call(np.std, "std", (a,), dict(axis=axis, dtype=dtype, out=out,
+                                                     ddof=ddof, keepdims=keepdims, **kwargs))
+    return np.sqrt(var(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims))
+
+
 FUNCTIONS: dict[Any, Callable[..., Any]] = {
+    np.var: var,
+    np.std: std,
     np.where: where,
     np.clip: clip,
     np.round: round_,
@@ -789,7 +826,13 @@ def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
         )
     shape = tuple(a if a == b else None for a, b in zip(np.shape(first), np.shape(second),
                                                          strict=True))
-    node = Node(name, NUMPY, tuple(nodes), dtype, shape, (("call", call),),
+    params: tuple[tuple[str, Any], ...] = (("call", call),)
+    if len(nodes) == 1:
+        reduction = reductions.recognise(fn, name, static_args, static_kwargs, nodes[0].ndim,
+                                         dtype)
+        if reduction is not None:
+            params += (("reduction", reduction),)
+    node = Node(name, NUMPY, tuple(nodes), dtype, shape, params,
                 scalar=isinstance(first, np.generic))
     memo = _examples.get()
     if memo is not None:

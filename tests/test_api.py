@@ -499,5 +499,7 @@ def test_eight_threads_calling_a_cold_function_compile_it_once():
     assert len(logp_and_total.compiled) == 1
     expected = logp_and_total.fn(x, 0.3)
     assert len(results) == 8
-    for result in results:
-        assert_same(result, expected)
+    for result in results:  # the sum is blocked, not pairwise: equal to rounding
+        assert_same(result[0], expected[0])
+        assert_same(result[1], expected[1], rtol=1e-13)
+        assert_same(result[1], results[0][1])
