@@ -7,7 +7,7 @@
 ...     return -(d ** 2) / 2, -d
 """
 
-from . import display, hooks
+from . import cache, display, hooks
 from .api import Compiled, Jitted, compile, jit, trace
 from .errors import (
     ConcretizationError,
@@ -40,6 +40,7 @@ __all__ = [
     "UnsupportedDtypeError",
     "UnsupportedOperationError",
     "VectorReport",
+    "cache",
     "compile",
     "display",
     "hooks",

@@ -9,11 +9,18 @@ of transcendental functions, where numba's libm may differ from numpy's by an ul
 
 from __future__ import annotations
 
+import os
+import tempfile
 from typing import Any
 
 import numpy as np
 
 import numfuse
+
+# The suite compiles into a disk cache of its own, removed at exit, so no test depends on
+# kernels that an earlier run left in the user's cache.
+_disk_cache = tempfile.TemporaryDirectory(prefix="numfuse-test-cache-")
+os.environ["NUMFUSE_CACHE_DIR"] = _disk_cache.name
 
 
 def assert_same(actual: Any, expected: Any, *, rtol: float = 0.0, atol: float = 0.0,

@@ -1,0 +1,462 @@
+"""The disk cache of compiled kernels: reuse across processes, concurrent writers, damaged
+entries, unusable directories, ``cache=False``, ``numfuse.cache.info()/clear()`` and the
+memory of a long-running cached function.
+
+Every test compiles into its own temporary ``NUMFUSE_CACHE_DIR``.  Tests that need a fresh
+process run Python in a subprocess; the others call ``backend.compile_gufunc`` directly
+(it bypasses the in-memory kernel cache of ``api``) or compile kernels no other test uses.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+from pathlib import Path
+
+import numba
+import numpy as np
+import pytest
+from conftest import assert_same
+
+import numfuse
+from numfuse import backend, hooks
+from numfuse.cache import CacheInfo, CacheWarning
+
+REPO = Path(numfuse.__file__).resolve().parent.parent
+_fresh = itertools.count()
+
+
+@pytest.fixture(autouse=True)
+def cache_dir(tmp_path, monkeypatch):
+    """A cache directory of the test's own, read again by the backend."""
+    directory = tmp_path / "cache"
+    monkeypatch.setenv("NUMFUSE_CACHE_DIR", str(directory))
+    backend.reset_cache_settings()
+    yield directory
+    monkeypatch.undo()
+    backend.reset_cache_settings()
+
+
+def unique_constant() -> float:
+    """A constant no kernel of this test run has used, so its kernel is new."""
+    return 1.0 + (os.getpid() % 997) / 1e4 + next(_fresh) / 1e8
+
+
+def scaled(constant: float):
+    def fn(x, n):
+        return (x - constant) * 3.0, n // 3 + x.astype(np.int64)   # floor_divide_int helper
+    return fn
+
+
+X = np.linspace(-2.0, 2.0, 11)
+N = np.arange(-5, 6)
+
+
+def kernel_of(fn, *args, cache=True):
+    """Compile ``fn`` and return its (only) generated kernel source."""
+    compiled = numfuse.compile(fn, *args, cache=cache)
+    assert len(compiled.kernels) == 1
+    return compiled.kernels[0].generated
+
+
+def run_python(code: str, cache_dir: Path, *, check: bool = True) -> dict:
+    """Run ``code`` in a fresh Python process using ``cache_dir``; it prints one JSON line
+    last, which is returned."""
+    environment = {**os.environ, "NUMFUSE_CACHE_DIR": str(cache_dir),
+                   "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    process = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=REPO,
+                             env=environment, capture_output=True, text=True, timeout=300)
+    if check:
+        assert process.returncode == 0, process.stderr
+    return json.loads(process.stdout.strip().splitlines()[-1])
+
+
+LOGP_GRAD = """
+import json, warnings
+import numpy as np
+import numfuse
+from numfuse import hooks
+
+warnings.simplefilter("error")          # any warning (a damaged entry too) fails the run
+
+@numfuse.jit
+def logp_and_grad(x, mu):
+    d = x - mu
+    return -(d ** 2) / 2, -d
+
+x = np.linspace(-3.0, 3.0, 1001)
+with hooks.recording() as events:
+    logp, grad = logp_and_grad(x, 0.25)
+d = x - 0.25
+print(json.dumps({
+    "from_cache": [event.from_cache for event in events],
+    "correct": bool(np.array_equal(logp, -(d ** 2) / 2) and np.array_equal(grad, -d)),
+    "names": [event.name for event in events],
+}))
+"""
+
+
+def entry_files(cache_dir: Path) -> dict[str, int]:
+    """Every file of the cache with its modification time (ns)."""
+    return {str(path.relative_to(cache_dir)): path.stat().st_mtime_ns
+            for path in sorted(cache_dir.rglob("*")) if path.is_file()}
+
+
+# ------------------------------------------------------------------ across processes
+
+
+def test_a_second_process_loads_the_kernel_from_disk_without_compiling(cache_dir):
+    first = run_python(LOGP_GRAD, cache_dir)
+    assert first == {"from_cache": [False], "correct": True, "names": first["names"]}
+    files = entry_files(cache_dir)
+    name = first["names"][0]
+    assert any(path.endswith(f"{name}.sum") for path in files)
+    assert any(path.endswith(".nbi") and f"guf-{name}" in path for path in files)
+
+    second = run_python(LOGP_GRAD, cache_dir)
+    # numba rebuilt the compile result from the cache file (a compile would have metadata)
+    assert second == {"from_cache": [True], "correct": True, "names": first["names"]}
+    # and nothing was written: no index, data, manifest or source file changed
+    assert entry_files(cache_dir) == files
+
+
+def test_two_processes_compiling_the_same_kernel_at_once(cache_dir):
+    go = cache_dir.parent / "go"
+    script = LOGP_GRAD.replace("with hooks.recording()", textwrap.dedent(f"""\
+        import os, pathlib, time
+        pathlib.Path({str(cache_dir.parent)!r}, f"ready-{{os.getpid()}}").touch()
+        while not pathlib.Path({str(go)!r}).exists():
+            time.sleep(0.001)
+        with hooks.recording()"""))
+    environment = {**os.environ, "NUMFUSE_CACHE_DIR": str(cache_dir),
+                   "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    processes = [subprocess.Popen([sys.executable, "-c", script], cwd=REPO, env=environment,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for _ in range(2)]
+    try:
+        while len(list(cache_dir.parent.glob("ready-*"))) < 2:
+            assert all(process.poll() is None for process in processes)
+            time.sleep(0.01)
+        go.touch()                              # both are imported: compile now
+        outputs = [process.communicate(timeout=300) for process in processes]
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+    for process, (stdout, stderr) in zip(processes, outputs, strict=True):
+        assert process.returncode == 0, stderr
+        result = json.loads(stdout.strip().splitlines()[-1])
+        assert result["correct"]
+    # the entry they left is intact: a third process loads it, with no warning
+    third = run_python(LOGP_GRAD, cache_dir)
+    assert third["from_cache"] == [True] and third["correct"]
+    directory = next((cache_dir / "kernels").iterdir())
+    assert backend._check_entry(directory, third["names"][0]) == ""
+
+
+# ------------------------------------------------------------------ damaged entries
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _garbage(path: Path) -> None:
+    path.write_bytes(b"\x80\x04not a pickle" * 7)
+
+
+def _flip_a_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+DAMAGE = {  # which file of kernel {name}'s entry, and what happens to it
+    "truncated data": ("{name}.kernel-*.1.nbc", _truncate),
+    "garbage index": ("{name}.kernel-*.nbi", _garbage),
+    "one byte flipped in the data": ("{name}.kernel-*.1.nbc", _flip_a_byte),
+    "missing wrapper data": ("guf-{name}.kernel-*.1.nbc", Path.unlink),
+    "garbage manifest": ("{name}.sum", _garbage),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_a_damaged_entry_is_detected_recompiled_and_replaced(damage):
+    constant = unique_constant()
+    source = kernel_of(scaled(constant), X, N)            # compiled and saved
+    pattern, spoil = DAMAGE[damage]
+    [target] = backend.cache_directory().glob(pattern.format(name=source.name))
+    spoil(target)
+
+    with pytest.warns(CacheWarning, match=f"{source.name}.*damaged"):
+        gufunc = backend.compile_gufunc(source)
+    assert not backend.loaded_from_disk(gufunc)              # compiled again
+    expected = scaled(constant)(X, N)
+    assert_same(gufunc(X, N), expected)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        again = backend.compile_gufunc(source)            # the replaced entry loads
+    assert backend.loaded_from_disk(again)
+    assert_same(again(X, N), expected)
+
+
+def test_a_changed_source_file_is_rewritten_and_the_entry_still_loads():
+    source = kernel_of(scaled(unique_constant()), X, N)
+    path = backend.cache_directory() / f"{source.name}.py"
+    path.write_text("garbage = (")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        gufunc = backend.compile_gufunc(source)
+    assert path.read_text() == source.source
+    assert backend.loaded_from_disk(gufunc)
+
+
+# ------------------------------------------------------------------ unusable directories
+
+
+def _compile_two_new_kernels() -> list[warnings.WarningMessage]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            constant = unique_constant()
+            result = numfuse.jit(scaled(constant))(X, N)
+            assert_same(result, scaled(constant)(X, N))
+    return [warning for warning in caught if issubclass(warning.category, CacheWarning)]
+
+
+def test_a_directory_that_cannot_be_created_works_without_the_cache_and_warns_once(
+        cache_dir, monkeypatch):
+    blocker = cache_dir.parent / "a file"
+    blocker.write_text("")
+    monkeypatch.setenv("NUMFUSE_CACHE_DIR", str(blocker / "cache"))
+    backend.reset_cache_settings()
+    caught = _compile_two_new_kernels()
+    assert len(caught) == 1
+    assert "cannot use its kernel cache" in str(caught[0].message)
+    assert blocker.read_text() == ""
+
+
+def test_a_directory_removed_while_running_is_created_again(cache_dir):
+    kernel_of(scaled(unique_constant()), X, N)
+    shutil.rmtree(cache_dir)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        source = kernel_of(scaled(unique_constant()), X, N)
+    assert (backend.cache_directory() / f"{source.name}.sum").exists()
+
+
+READ_ONLY = """
+import json, warnings
+import numpy as np
+import numfuse
+from numfuse.cache import CacheWarning
+
+x = np.linspace(-1.0, 1.0, 9)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    a = numfuse.jit(lambda x: x * 2.5 - 1)(x)
+    b = numfuse.jit(lambda x: x * 3.5 + 1)(x)
+print(json.dumps({
+    "correct": bool(np.array_equal(a, x * 2.5 - 1) and np.array_equal(b, x * 3.5 + 1)),
+    "warnings": [str(w.message) for w in caught if issubclass(w.category, CacheWarning)],
+}))
+"""
+
+
+def test_a_read_only_directory_works_without_the_cache_and_warns_once(cache_dir):
+    cache_dir.mkdir()
+    code = READ_ONLY
+    if os.geteuid() == 0:   # root writes through permission bits: mount it read-only instead
+        if shutil.which("unshare") is None:
+            pytest.skip("running as root without unshare(1) to make a read-only directory")
+        probe = subprocess.run(["unshare", "-m", "true"], capture_output=True)
+        if probe.returncode != 0:
+            pytest.skip("running as root and cannot make a read-only bind mount")
+        mount = (f"import subprocess\nsubprocess.run(['mount', '--bind', {str(cache_dir)!r}, "
+                 f"{str(cache_dir)!r}], check=True)\nsubprocess.run(['mount', '-o', "
+                 f"'remount,bind,ro', {str(cache_dir)!r}], check=True)\n")
+        code = mount + READ_ONLY
+        script = cache_dir.parent / "read_only.py"
+        script.write_text(code)
+        environment = {**os.environ, "NUMFUSE_CACHE_DIR": str(cache_dir),
+                       "PYTHONPATH": os.pathsep.join([str(REPO),
+                                                      os.environ.get("PYTHONPATH", "")])}
+        process = subprocess.run(["unshare", "-m", sys.executable, str(script)], cwd=REPO,
+                                 env=environment, capture_output=True, text=True, timeout=300)
+        assert process.returncode == 0, process.stderr
+        result = json.loads(process.stdout.strip().splitlines()[-1])
+    else:
+        cache_dir.chmod(0o555)
+        try:
+            result = run_python(code, cache_dir)
+        finally:
+            cache_dir.chmod(0o755)
+    assert result["correct"]
+    assert len(result["warnings"]) == 1 and "cannot use its kernel cache" in result["warnings"][0]
+    assert list(cache_dir.iterdir()) == []
+
+
+# ------------------------------------------------------------------ opting out
+
+
+def test_cache_false_writes_nothing_persistent(cache_dir):
+    constant = unique_constant()
+    jitted = numfuse.jit(scaled(constant), cache=False)
+    with hooks.recording() as events:
+        assert_same(jitted(X, N), scaled(constant)(X, N))
+    assert [event.from_cache for event in events] == [False]
+    assert not cache_dir.exists()
+    # numfuse.compile follows the Jitted's setting, and has its own
+    numfuse.compile(jitted, X[:, None], N[:, None])
+    numfuse.compile(scaled(unique_constant()), X, N, cache=False)
+    assert not cache_dir.exists()
+
+
+def test_cache_false_does_not_load_from_the_cache_either(cache_dir):
+    run_python(LOGP_GRAD, cache_dir)
+    result = run_python(LOGP_GRAD.replace("@numfuse.jit\n", "@numfuse.jit(cache=False)\n"),
+                        cache_dir)
+    assert result["from_cache"] == [False] and result["correct"]
+
+
+# ------------------------------------------------------------------ the key
+
+
+def test_the_key_holds_what_numba_does_not_check():
+    material = backend.cache_key_material()
+    assert material["numba"] == numba.__version__
+    assert material["numpy"] == np.__version__
+    assert {"llvmlite", "kernel_lib", "numfuse", "cpu", "python"} <= set(material)
+
+
+def test_a_changed_kernel_library_selects_another_directory(tmp_path, monkeypatch):
+    from numfuse import kernel_lib
+
+    before = backend.cache_directory()
+    changed = tmp_path / "kernel_lib.py"
+    changed.write_bytes(Path(kernel_lib.__file__).read_bytes() + b"\n# changed\n")
+    monkeypatch.setattr(kernel_lib, "__file__", str(changed))
+    backend._fixed_key_material.cache_clear()
+    try:
+        assert backend.cache_directory() != before
+    finally:
+        monkeypatch.undo()
+        backend._fixed_key_material.cache_clear()
+    assert backend.cache_directory() == before
+
+
+def test_extra_key_material_selects_another_directory(monkeypatch):
+    before = backend.cache_directory()
+    monkeypatch.setattr(backend, "extra_key_material", lambda: {"vector library": "libmvec"})
+    assert backend.cache_directory() != before
+
+
+# ------------------------------------------------------------------ cached kernels are whole
+
+
+def test_a_kernel_loaded_from_disk_can_be_inspected_and_called_from_njit():
+    source = kernel_of(scaled(unique_constant()), X, N)
+    gufunc = backend.compile_gufunc(source)
+    assert backend.loaded_from_disk(gufunc)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")   # numba warns "Inspection disabled for cached code"
+        assert f"@{backend.kernel_symbol(gufunc)}(" in backend.llvm_ir(gufunc)
+
+    @numba.njit
+    def call(x, n, out0, out1):
+        gufunc(x, n, out0, out1)
+
+    out0, out1 = np.empty_like(X), np.empty_like(N)
+    call(X, N, out0, out1)
+    assert_same((out0, out1), gufunc(X, N))
+
+
+# ------------------------------------------------------------------ info and clear
+
+
+def test_info_and_clear(cache_dir):
+    empty = numfuse.cache.info()
+    assert isinstance(empty, CacheInfo) and (empty.kernels, empty.size) == (0, 0)
+    for _ in range(2):
+        kernel_of(scaled(unique_constant()), X, N)
+    stale = cache_dir / "kernels" / "0123456789abcdef"
+    stale.mkdir()
+    (stale / "kernel_0.py").write_text("x = 1\n")
+
+    report = numfuse.cache.info()
+    assert report.kernels == 2 and report.size > 0
+    assert (report.stale, report.stale_size) == (1, 6)
+    assert report.current == backend.cache_directory()
+    assert str(cache_dir / "kernels") in repr(report) and "2 kernels" in repr(report)
+    assert "1 stale directory (6 bytes)" in repr(report)
+
+    assert numfuse.cache.clear(stale_only=True) == 6
+    assert not stale.exists() and numfuse.cache.info().kernels == 2
+    assert numfuse.cache.clear() == report.size
+    assert numfuse.cache.info().kernels == 0
+    kernel_of(scaled(unique_constant()), X, N)           # compiling again works
+    assert numfuse.cache.info().kernels == 1
+
+
+def test_the_command_line(cache_dir):
+    kernel_of(scaled(unique_constant()), X, N)
+    environment = {**os.environ, "NUMFUSE_CACHE_DIR": str(cache_dir),
+                   "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+
+    def command(*arguments: str) -> str:
+        process = subprocess.run([sys.executable, "-m", "numfuse.cache", *arguments],
+                                 cwd=REPO, env=environment, capture_output=True, text=True,
+                                 timeout=300)
+        assert process.returncode == 0 and process.stderr == "", process.stderr
+        return process.stdout
+
+    assert "1 kernel," in command("info") and '"numba": ' in command("info")
+    assert "removed" in command("clear")
+    assert numfuse.cache.info().kernels == 0
+
+
+# ------------------------------------------------------------------ memory
+
+
+LONG_RUN = """
+import json, os
+import numpy as np
+import numfuse
+from numfuse import hooks
+
+@numfuse.jit
+def logp_and_grad(x, mu):
+    d = x - mu
+    return -(d ** 2) / 2, -d
+
+def rss() -> int:
+    with open("/proc/self/statm") as stream:
+        return int(stream.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+x = np.linspace(-3.0, 3.0, 4096)     # two 32 kB outputs per call: a leak would be 6 GB
+with hooks.recording() as events:
+    logp_and_grad(x, 0.25)
+for _ in range(2000):
+    logp_and_grad(x, 0.25)
+before = rss()
+for _ in range(100_000):
+    logp, grad = logp_and_grad(x, 0.25)
+print(json.dumps({"growth": rss() - before, "from_cache": [e.from_cache for e in events],
+                  "correct": bool(np.array_equal(grad, -(x - 0.25)))}))
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="reads RSS from /proc")
+def test_a_cached_function_called_100_000_times_does_not_grow(cache_dir):
+    run_python(LOGP_GRAD, cache_dir)                   # fill the cache
+    result = run_python(LONG_RUN, cache_dir)
+    assert result["from_cache"] == [True] and result["correct"]
+    assert result["growth"] < 16 * 2**20, result      # leaking one output per call: 3 GB
