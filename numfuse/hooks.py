@@ -3,8 +3,8 @@
 Every time numfuse compiles a new kernel it calls each registered hook with a
 ``CompileEvent``.  A kernel found in the in-memory kernel cache (the same region structure
 and dtypes compiled earlier in this process, by any function) is not compiled and sends no
-event.  ``from_cache`` is for kernels loaded from a cache instead of compiled (a disk cache);
-it is False for every event today.
+event.  A kernel loaded from the disk cache (``numfuse.cache``) instead of compiled sends an
+event with ``from_cache=True``; its ``compile_time`` is the time loading took.
 
 The event's LLVM IR and assembly are produced only when read.  Hooks run in registration
 order after the kernel is built, outside numfuse's locks; an exception in a hook becomes a
