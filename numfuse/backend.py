@@ -32,7 +32,7 @@ from numba.core.compiler_lock import global_compiler_lock
 from numba.core.runtime import rtsys
 from numba.np.ufunc.gufunc import GUFunc, GUFuncLowerer
 
-from . import kernel_lib
+from . import kernel_lib, vector_math
 from .codegen import KernelSource
 
 try:
@@ -519,3 +519,26 @@ def kernel_symbol(gufunc: Any) -> str:
     """The LLVM name of the kernel's own function inside ``llvm_ir(gufunc)``."""
     return str(_compile_result(gufunc).fndesc.llvm_func_name)
 
+
+# ------------------------------------------------------------------ vector math
+#
+# exp, log, expm1, log1p and tanh compile to numfuse's vectorisable versions
+# (vector_math.py) instead of scalar libm calls, so LLVM vectorises the loops that use
+# them; ``NUMFUSE_VECTOR_MATH=0`` (read once, at import) keeps numpy's libm calls.  An LLVM
+# vector library (glibc's libmvec) is not used: LLVM 22, in llvmlite 0.50, no longer has
+# the process-wide ``-vector-library`` option (it moved into TargetOptions, which
+# llvmlite does not expose), and its x86 libmvec table has no AVX-512 (8 x double) entries.
+#
+# The mode changes the generated source (``exp_f64(x)`` or ``np.exp(x)``) and therefore the
+# kernel's name; the helpers inlined into a kernel are not in its source, so a disk cache
+# must also key on ``codegen_options_key()``.
+
+VECTOR_MATH: bool = vector_math.ENABLED
+
+
+def codegen_options_key() -> dict[str, str]:
+    """The vector-math settings compiled kernels depend on: the mode and a digest of the
+    functions' source."""
+    source = Path(vector_math.__file__).read_bytes()
+    return {"vector_math": "on" if VECTOR_MATH else "off",
+            "vector_math_source": hashlib.sha256(source).hexdigest()}

@@ -481,3 +481,10 @@ HELPERS = tuple(
     name for name, value in list(globals().items())
     if callable(value) and not name.startswith("__") and value.__module__ == __name__
 )
+
+# The vectorisable exp/log/tanh of ``vector_math`` are kernel helpers too: generated kernels
+# import them from here and the backend compiles them with the others.
+from . import vector_math as _vector_math  # noqa: E402
+
+globals().update({name: getattr(_vector_math, name) for name in _vector_math.HELPERS})
+HELPERS = HELPERS + _vector_math.HELPERS

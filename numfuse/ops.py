@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from . import kernel_lib
+from . import kernel_lib, vector_math
 
 # An operand as the dtype rules see it: a strong dtype or a weak Python scalar type.
 DtypeOrWeak = np.dtype | type
@@ -82,7 +82,16 @@ def _row(name: str, reference: Callable[..., Any], arity: int, **code: str) -> N
 
 def _unary_math(ufunc: np.ufunc, complex_too: bool = True) -> None:
     template = f"np.{ufunc.__name__}({{0}})"
-    _row(ufunc.__name__, ufunc, 1, f=template, **({"c": template} if complex_too else {}))
+    _row(ufunc.__name__, ufunc, 1, f=_float_math(ufunc.__name__),
+         **({"c": template} if complex_too else {}))
+
+
+def _float_math(name: str) -> str:
+    """The float template of a math function: the vectorisable ``vector_math`` version
+    (``exp_f64``/``exp_f32``) where there is one and it is enabled, else numpy's (libm)."""
+    if vector_math.ENABLED and name in vector_math.FUNCTIONS:
+        return f"{name}_f{{bits}}({{0}})"
+    return f"np.{name}({{0}})"
 
 
 # --- arithmetic -------------------------------------------------------------------------
@@ -120,7 +129,7 @@ _ufunc: np.ufunc
 for _ufunc in (np.sqrt, np.exp, np.log, np.log10, np.log2):
     _unary_math(_ufunc)
 for _ufunc in (np.expm1, np.log1p, np.exp2):
-    _row(_ufunc.__name__, _ufunc, 1, f=f"np.{_ufunc.__name__}({{0}})",
+    _row(_ufunc.__name__, _ufunc, 1, f=_float_math(_ufunc.__name__),
          c=f"complex_{_ufunc.__name__}({{0}})")
 _row("cbrt", np.cbrt, 1, f="np.cbrt({0})")
 _row("logaddexp", np.logaddexp, 2, f="logaddexp_float({0}, {1})")
