@@ -9,33 +9,121 @@ fused kernel returns what the numpy ufunc would.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import math
+import platform
+import threading
+from collections.abc import Callable
 
 import numpy as np
+
+# ------------------------------------------------------------------ floating-point flags
+#
+# numpy reports division by zero, overflow and invalid operations by reading the CPU's
+# floating-point status flags after a ufunc loop.  Integer operations never set them, and
+# LLVM deletes (or folds) float operations whose results do not matter, so a helper that
+# must report one (integer division by zero, ``MIN // -1``, a NaN in ``logaddexp``) calls
+# the C library's ``feraiseexcept``: a call through a pointer, opaque to LLVM, made only on
+# the rare path that needs it.
+
+# <fenv.h>'s FE_INVALID, FE_DIVBYZERO and FE_OVERFLOW, which differ between architectures.
+_FE_FLAGS = {
+    "x86_64": (1, 4, 8), "amd64": (1, 4, 8), "i386": (1, 4, 8), "i686": (1, 4, 8),
+    "aarch64": (1, 2, 4), "arm64": (1, 2, 4),
+}
+
+
+def _feraiseexcept() -> Callable[[int], int] | None:
+    """The C library's ``feraiseexcept`` (None where it cannot be found)."""
+    candidates: list[str | None] = [None, ctypes.util.find_library("m")]
+    for name in candidates:
+        try:
+            function = ctypes.CDLL(name).feraiseexcept
+        except (OSError, AttributeError, TypeError):
+            continue
+        function.argtypes = [ctypes.c_int]
+        function.restype = ctypes.c_int
+        return function  # type: ignore[no-any-return]
+    return None
+
+
+def _flag_raiser(index: int) -> Callable[[], None]:
+    """A helper raising one floating-point flag (a no-op where the flags are unknown)."""
+    flags = _FE_FLAGS.get(platform.machine().lower())
+    raise_flags = _feraiseexcept() if flags is not None else None
+    if raise_flags is None or flags is None:
+        def raise_nothing():  # type: ignore[no-untyped-def]
+            return None
+        return raise_nothing  # type: ignore[no-any-return]
+    flag = flags[index]
+
+    def raise_flag():  # type: ignore[no-untyped-def]
+        raise_flags(flag)
+    return raise_flag  # type: ignore[no-any-return]
+
+
+raise_invalid = _flag_raiser(0)
+raise_divide_by_zero = _flag_raiser(1)
+raise_overflow = _flag_raiser(2)
+
+# ------------------------------------------------------------------ run-time errors
+#
+# numpy raises ValueError for an integer power with a negative exponent.  A compiled loop
+# cannot raise, so the helper notes the error through a C callback into Python (taken only
+# on that error path) and the runtime raises it after the kernel returns.
+
+NEGATIVE_POWER_MESSAGE = "Integers to negative integer powers are not allowed."
+kernel_errors = threading.local()  # .negative_power: set on the thread that ran the loop
+
+
+def _note_negative_power() -> None:
+    kernel_errors.negative_power = True
+
+
+_NEGATIVE_POWER_CALLBACK = ctypes.CFUNCTYPE(None)(_note_negative_power)
+
+
+def _error_noter(callback: Callable[[], None]) -> Callable[[], None]:
+    def note_error():  # type: ignore[no-untyped-def]
+        callback()
+    return note_error  # type: ignore[no-any-return]
+
+
+note_negative_power = _error_noter(_NEGATIVE_POWER_CALLBACK)
 
 # ------------------------------------------------------------------ integer division
 
 
-def floor_divide_int(a, b):  # type: ignore[no-untyped-def]
-    """``a // b`` rounding toward -inf; numpy returns 0 for a zero divisor and wraps
-    ``MIN // -1`` to ``MIN``."""
+def floor_divide_int(a, b, min_value):  # type: ignore[no-untyped-def]
+    """``a // b`` rounding toward -inf; numpy returns 0 for a zero divisor (warning "divide
+    by zero") and wraps ``MIN // -1`` to ``MIN`` (warning "overflow")."""
     if b == 0:
+        raise_divide_by_zero()
         return a - a
     if b == -1:
+        if a == min_value:
+            raise_overflow()
         return -a
     return a // b
 
 
 def remainder_int(a, b):  # type: ignore[no-untyped-def]
-    """Python-style modulo (sign of the divisor); 0 for a zero divisor."""
-    if b == 0 or b == -1:
+    """Python-style modulo (sign of the divisor); 0 for a zero divisor ("divide by zero")."""
+    if b == 0:
+        raise_divide_by_zero()
+        return a - a
+    if b == -1:
         return a - a
     return a % b
 
 
 def fmod_int(a, b):  # type: ignore[no-untyped-def]
-    """C-style remainder (sign of the dividend); 0 for a zero divisor."""
-    if b == 0 or b == -1:
+    """C-style remainder (sign of the dividend); 0 for a zero divisor ("divide by zero")."""
+    if b == 0:
+        raise_divide_by_zero()
+        return a - a
+    if b == -1:
         return a - a
     r = a % b
     if r != 0 and (r < 0) != (a < 0):
@@ -47,9 +135,11 @@ def power_int(a, b):  # type: ignore[no-untyped-def]
     """Integer power by squaring in 64-bit unsigned arithmetic, which wraps on overflow
     exactly as numpy's loop does once the result is cast back to the loop dtype.
 
-    numpy raises for negative exponents; a kernel cannot, so it returns 0 there.
+    numpy raises ValueError for a negative exponent: the helper notes it (see
+    ``note_negative_power``) and returns 0; the runtime raises after the kernel.
     """
     if b < 0:
+        note_negative_power()
         return np.uint64(0)
     result = np.uint64(1)
     base = np.uint64(a) if a >= 0 else np.uint64(0) - np.uint64(-(a + 1)) - np.uint64(1)
@@ -64,8 +154,11 @@ def power_int(a, b):  # type: ignore[no-untyped-def]
 
 
 def reciprocal_int(a, min_value):  # type: ignore[no-untyped-def]
-    """``1 / a`` with C truncation; numpy yields ``min_value`` for 0."""
+    """``1 / a`` with C truncation; numpy yields ``min_value`` for 0, warning "divide by
+    zero" and "invalid value" (its loop divides ``1.0 / 0`` and casts the infinity)."""
     if a == 0:
+        raise_divide_by_zero()
+        raise_invalid()
         return min_value
     if a == 1 or a == -1:
         return a
@@ -75,6 +168,9 @@ def reciprocal_int(a, min_value):  # type: ignore[no-untyped-def]
 def reciprocal_uint(a):  # type: ignore[no-untyped-def]
     if a == 1:
         return a
+    if a == 0:
+        raise_divide_by_zero()
+        raise_invalid()
     return a ^ a
 
 
@@ -121,30 +217,46 @@ def right_shift(a, b, bits):  # type: ignore[no-untyped-def]
 
 
 def divmod_float(a, b):  # type: ignore[no-untyped-def]
-    """numpy's ``npy_divmod``: floor quotient and Python-style remainder of floats."""
+    """numpy's ``npy_divmod``: floor quotient and Python-style remainder of floats.
+
+    numpy's tests (``isless``, ``isgreater``) are quiet on NaN; ``_is_negative`` and
+    ``_is_positive`` are too, so a NaN operand raises no "invalid value" flag.
+    """
     mod = np.fmod(a, b)
     if b == 0:
         return a / b, mod
     div = (a - mod) / b
     if mod != 0:
-        if (b < 0) != (mod < 0):
+        if _is_negative(b) != _is_negative(mod):
             mod = mod + b
             div = div - 1
     else:
         mod = math.copysign(0.0, b)
     if div != 0:
         floordiv = np.floor(div)
-        if div - floordiv > 0.5:
+        if _is_positive(div - floordiv - 0.5):
             floordiv = floordiv + 1
     else:
         floordiv = math.copysign(0.0, a / b)
     return floordiv, mod
 
 
+def _is_negative(x):  # type: ignore[no-untyped-def]
+    """``x < 0`` from quiet tests only: False for NaN and never raising "invalid"."""
+    return x == x and x != 0 and np.signbit(x)
+
+
+def _is_positive(x):  # type: ignore[no-untyped-def]
+    return x == x and x != 0 and not np.signbit(x)
+
+
 def floor_divide_float(a, b):  # type: ignore[no-untyped-def]
     if b == 0:
         return a / b
-    return divmod_float(a, b)[0]
+    # LLVM may compute the other branch too (fmod is speculatable for float32): give it
+    # operands that raise no flag when b is zero.
+    nonzero = b != 0
+    return divmod_float(a if nonzero else b, b if nonzero else b + 1)[0]
 
 
 def remainder_float(a, b):  # type: ignore[no-untyped-def]
@@ -205,46 +317,55 @@ def clip_float(x, lo, hi, zero):  # type: ignore[no-untyped-def]
     return minimum_float(maximum_float(x, lo, zero), hi, zero)
 
 
-def sign_float(a, zero):  # type: ignore[no-untyped-def]
+# sign and heaviside use only quiet tests (equality, the sign bit): once LLVM turns the
+# branches into selects, an ordered comparison would also run on NaN lanes and signal.
+
+
+def sign_float(a):  # type: ignore[no-untyped-def]
+    """1, -1, 0 (also for -0.0) or NaN, with no flag raised (as numpy's loop)."""
     if a != a:
         return a
-    if less_float(zero, a, zero):
-        return 1.0
-    if less_float(a, zero, zero):
-        return -1.0
-    return 0.0
+    if a == 0:
+        return 0.0
+    return math.copysign(1.0, a)
 
 
-def heaviside_float(x, h0, zero):  # type: ignore[no-untyped-def]
+def heaviside_float(x, h0):  # type: ignore[no-untyped-def]
     if x != x:
         return x
     if x == 0:
         return h0
-    if less_float(x, zero, zero):
+    if np.signbit(x):
         return 0.0
     return 1.0
+
+
+# numpy's logaddexp tests ``x - y > 0`` with an ordered (signalling) comparison, so a NaN
+# operand warns "invalid value"; the quiet tests here raise that flag explicitly.
 
 
 def logaddexp_float(x, y):  # type: ignore[no-untyped-def]
     if x == y:
         return x + math.log(2.0)
     tmp = x - y
+    if tmp != tmp:
+        raise_invalid()
+        return tmp
     if tmp > 0:
         return x + np.log1p(np.exp(-tmp))
-    if tmp <= 0:
-        return y + np.log1p(np.exp(tmp))
-    return tmp
+    return y + np.log1p(np.exp(tmp))
 
 
 def logaddexp2_float(x, y):  # type: ignore[no-untyped-def]
     if x == y:
         return x + 1
     tmp = x - y
+    if tmp != tmp:
+        raise_invalid()
+        return tmp
     if tmp > 0:
         return x + np.log1p(np.exp2(-tmp)) * (1 / math.log(2.0))
-    if tmp <= 0:
-        return y + np.log1p(np.exp2(tmp)) * (1 / math.log(2.0))
-    return tmp
+    return y + np.log1p(np.exp2(tmp)) * (1 / math.log(2.0))
 
 
 # ------------------------------------------------------------------ complex helpers

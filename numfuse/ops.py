@@ -99,9 +99,9 @@ _row("add", np.add, 2, b="({0} or {1})", star="({0} + {1})")
 _row("subtract", np.subtract, 2, star="({0} - {1})")
 _row("multiply", np.multiply, 2, b="({0} and {1})", star="({0} * {1})")
 _row("true_divide", np.true_divide, 2, c="complex_divide({0}, {1})", star="({0} / {1})")
-_row("floor_divide", np.floor_divide, 2, i="floor_divide_int({0}, {1})",
-     u="floor_divide_int({0}, {1})", f="floor_divide_float({0}, {1})",
-     b="floor_divide_int({0}, {1})")
+_row("floor_divide", np.floor_divide, 2, i="floor_divide_int({0}, {1}, {min})",
+     u="floor_divide_int({0}, {1}, {min})", f="floor_divide_float({0}, {1})",
+     b="floor_divide_int({0}, {1}, {min})")
 _row("remainder", np.remainder, 2, i="remainder_int({0}, {1})", u="remainder_int({0}, {1})",
      f="remainder_float({0}, {1})")
 _row("fmod", np.fmod, 2, i="fmod_int({0}, {1})", u="fmod_int({0}, {1})",
@@ -114,13 +114,13 @@ _row("positive", np.positive, 1, star="{0}")
 _row("absolute", np.absolute, 1, b="{0}", u="{0}", c="complex_abs({0})",
      star="abs({0})")
 _row("fabs", np.fabs, 1, f="abs({0})")
-_row("sign", np.sign, 1, i="(({0} > 0) - ({0} < 0))", u="({0} > 0)", f="sign_float({0}, {L}(0))",
+_row("sign", np.sign, 1, i="(({0} > 0) - ({0} < 0))", u="({0} > 0)", f="sign_float({0})",
      c="sign_complex({0})")
 _row("reciprocal", np.reciprocal, 1, b="{0}", i="reciprocal_int({0}, {recip_min})",
      u="reciprocal_uint({0})", c="complex_reciprocal({0})", star="({L}(1) / {0})")
 _row("square", np.square, 1, b="({0} and {0})", star="({0} * {0})")
 _row("conjugate", np.conjugate, 1, c="np.conjugate({0})", star="{0}")
-_row("heaviside", np.heaviside, 2, f="heaviside_float({0}, {1}, {L}(0))")
+_row("heaviside", np.heaviside, 2, f="heaviside_float({0}, {1})")
 _row("gcd", np.gcd, 2, i="gcd_int({0}, {1})", u="gcd_int({0}, {1})")
 _row("lcm", np.lcm, 2, i="lcm_int({0}, {1})", u="lcm_int({0}, {1})")
 
@@ -242,4 +242,5 @@ def template_for(op: OpDef, loop: Sequence[np.dtype]) -> str | None:
     info = np.iinfo(first.type) if first.kind in "iu" else None  # type: ignore[type-var]
     return template.replace("{L}", f"np.{first.name}" if first.kind != "b" else "np.bool_") \
         .replace("{bits}", str(first.itemsize * 8)) \
+        .replace("{min}", str(info.min if info is not None else 0)) \
         .replace("{recip_min}", str(info.min if info is not None and first.itemsize >= 4 else 0))

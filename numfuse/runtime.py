@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from . import kernel_lib
 from .calls import NumpyCall
 from .graph import CONST, ELEMENTWISE, INPUT, NUMPY, Leaf, Node, tree_unflatten
 from .kernel import Kernel
@@ -323,7 +324,10 @@ def _make_step(kernel: Kernel, slots: dict[Node, int]) -> _Step:
         for node, core in zip(region.inputs, generated.core_inputs, strict=True)
     ) and all(fold is None or set(kept) <= set(node.param("reduction").axes)
               for fold, node in zip(folds, region.outputs, strict=True))
-    return _Step(kernel.gufunc.ufunc, tuple(operands),
+    ufunc = kernel.gufunc.ufunc
+    if "power_int" in generated.helpers:
+        ufunc = _raising_negative_powers(ufunc)
+    return _Step(ufunc, tuple(operands),
                  tuple(slots[node] for node in region.outputs), finish, flatten,
                  folds if any(fold is not None for fold in folds) else ())
 
@@ -340,6 +344,21 @@ def _fold(reduction: Reduction, kept: list[int], ndim: int) -> _Fold:
         else:
             template.append(-1 if axis in rows else 1)
     return _Fold(reduction, remaining, tuple(template))
+
+
+def _raising_negative_powers(ufunc: Any) -> Callable[..., Any]:
+    """Raise numpy's ValueError when the kernel noted an integer negative power (only
+    kernels with integer ``power`` pay for the check)."""
+    errors = kernel_lib.kernel_errors
+
+    def call(*operands: Any) -> Any:
+        errors.negative_power = False
+        results = ufunc(*operands)
+        if errors.negative_power:
+            raise ValueError(kernel_lib.NEGATIVE_POWER_MESSAGE)
+        return results
+
+    return call
 
 
 def kernel_runner(kernel: Kernel) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
