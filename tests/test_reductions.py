@@ -1,0 +1,277 @@
+"""Reductions folded into fusion kernels: numpy's dtype, shape and values for every
+reduction over dtypes and axis/keepdims combinations, the kernel structure that proves the
+reduction runs inside the loop, and the rules that keep such regions correct."""
+
+from __future__ import annotations
+
+import itertools
+import tracemalloc
+import warnings
+
+import numpy as np
+import pytest
+
+import numfuse
+from numfuse.graph import NUMPY
+from numfuse.partition import check_plan
+
+from conftest import assert_same, numpy_result
+
+RNG = np.random.default_rng(11)
+DTYPES = ["bool", "int8", "int32", "int64", "uint16", "uint64", "float32", "float64",
+          "complex128"]
+AXES = [None, 1, -1, (0, 1), (1, 2), (0, 2), (0, 1, 2)]
+
+
+def _data(dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+    if dtype == "bool":
+        return RNG.random(shape) > 0.4
+    if np.dtype(dtype).kind in "iu":
+        info = np.iinfo(dtype)
+        return RNG.integers(max(info.min, -50), min(info.max, 50), shape).astype(dtype)
+    values = RNG.standard_normal(shape) * 3
+    if np.dtype(dtype).kind == "c":
+        values = values + 1j * RNG.standard_normal(shape)
+    return values.astype(dtype)
+
+
+def _tolerance(dtype: np.dtype) -> float:
+    """Float sums are blocked, numpy's are pairwise: equal up to rounding."""
+    if dtype.kind not in "fc":
+        return 0.0
+    return 1e-5 if dtype in (np.float32, np.complex64) else 1e-12
+
+
+def _fused(fn, *args):
+    compiled = numfuse.compile(fn, *args)
+    check_plan(compiled.plan)
+    return compiled
+
+
+def _unfused_reductions(compiled) -> list[str]:
+    return [step.op for step in compiled.plan.steps if getattr(step, "kind", None) == NUMPY]
+
+
+REDUCERS = {
+    "sum": lambda x, axis, keepdims: np.sum(x * 1, axis=axis, keepdims=keepdims),
+    "prod": lambda x, axis, keepdims: (x * 1).prod(axis=axis, keepdims=keepdims),
+    "max": lambda x, axis, keepdims: np.max(x + x, axis=axis, keepdims=keepdims),
+    "min": lambda x, axis, keepdims: (x + x).min(axis=axis, keepdims=keepdims),
+    "any": lambda x, axis, keepdims: np.any(x * 1, axis=axis, keepdims=keepdims),
+    "all": lambda x, axis, keepdims: (x * 1).all(axis=axis, keepdims=keepdims),
+    "mean": lambda x, axis, keepdims: np.mean(x * 1, axis=axis, keepdims=keepdims),
+    "var": lambda x, axis, keepdims: np.var(x * 1, axis=axis, keepdims=keepdims),
+    "std": lambda x, axis, keepdims: (x * 1).std(axis=axis, keepdims=keepdims, ddof=1),
+}
+
+
+def _bound(reducer, axis, keepdims):
+    def fn(value):
+        return reducer(value, axis, keepdims)
+
+    return fn
+
+
+@pytest.mark.parametrize("name", list(REDUCERS))
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_reduction_matches_numpy_over_axes_and_keepdims(name, dtype):
+    reducer = REDUCERS[name]
+    if name in ("max", "min") and dtype.startswith("complex"):
+        pytest.skip("complex max/min run as numpy calls (covered in test_calls)")
+    x = _data(dtype, (3, 4, 5))
+    for axis, keepdims in itertools.product(AXES, (False, True)):
+        fn = _bound(reducer, axis, keepdims)
+
+        expected = numpy_result(fn, x)
+        tolerance = _tolerance(np.asarray(expected).dtype)
+        with np.errstate(all="ignore"):
+            actual = numfuse.jit(fn)(x)
+        assert_same(actual, expected, rtol=tolerance)
+
+
+def test_the_sum_of_squares_is_one_kernel_without_numpy_calls():
+    def fn(x, mu):
+        return np.sum((x - mu) ** 2)
+
+    x = RNG.standard_normal(10_000)
+    compiled = _fused(fn, x, 0.5)
+    assert len(compiled.kernels) == 1
+    assert compiled.kernels[0].layout == "(n),()->()"
+    assert _unfused_reductions(compiled) == []
+    assert_same(compiled(x, 0.5), fn(x, 0.5), rtol=1e-13)
+
+
+def test_a_kernel_returns_elementwise_values_and_their_reduction_together():
+    def fn(x, mu):
+        logp = -((x - mu) ** 2) / 2
+        return logp, logp.sum(), np.max(logp)
+
+    x = RNG.standard_normal((30, 40))
+    compiled = _fused(fn, x, 0.1)
+    assert len(compiled.kernels) == 1
+    assert compiled.kernels[0].layout == "(n),()->(n),(),()"
+    expected = fn(x, 0.1)
+    actual = compiled(x, 0.1)
+    assert_same(actual[0], expected[0])
+    assert_same(actual[1], expected[1], rtol=1e-13)
+    assert_same(actual[2], expected[2])
+
+
+def test_no_temporary_of_the_input_size_is_allocated():
+    def fn(x, mu):
+        return np.sum((x - mu) ** 2), np.max(np.abs(x - mu))
+
+    x = RNG.standard_normal(1_000_000)
+    jitted = numfuse.jit(fn)
+    jitted(x, 0.5)  # compile first
+    tracemalloc.start()
+    try:
+        jitted(x, 0.5)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < x.nbytes / 20, f"peak {peak} bytes for an input of {x.nbytes}"
+    tracemalloc.start()
+    try:
+        fn(x, 0.5)
+        _, numpy_peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert numpy_peak >= x.nbytes  # numpy materialises x - mu (the check can fail)
+
+
+def test_a_value_needed_before_and_after_its_own_reduction_takes_two_kernels():
+    def normalise(e):
+        w = np.exp(e)
+        return w / w.sum()
+
+    x = RNG.standard_normal(1000)
+    compiled = _fused(normalise, x)
+    assert [kernel.layout for kernel in compiled.kernels] == ["(n)->(n),()", "(n),()->(n)"]
+    assert_same(compiled(x), normalise(x), rtol=1e-14)
+
+
+def test_softmax_along_the_last_axis_folds_the_sum_into_the_exp_kernel():
+    def softmax(x):
+        e = np.exp(x - x.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+    x = RNG.standard_normal((64, 100))
+    compiled = _fused(softmax, x)
+    assert _unfused_reductions(compiled) == ["max"]  # max of an argument: numpy's own
+    assert len(compiled.kernels) == 2
+    assert_same(compiled(x), softmax(x), rtol=1e-14)
+
+
+def test_reducing_axes_without_the_core_axis_stays_a_numpy_call():
+    def column_sums(x):
+        return np.sum(x * 2, axis=0)
+
+    x = RNG.standard_normal((20, 30))
+    compiled = _fused(column_sums, x)
+    assert _unfused_reductions(compiled) == ["sum"]
+    assert_same(compiled(x), column_sums(x))
+
+
+@pytest.mark.parametrize("layout", ["strided", "fortran", "broadcast", "unit-axis"])
+def test_reductions_over_every_operand_layout(layout):
+    base = RNG.standard_normal((6, 8))
+    x = {"strided": base[:, ::2], "fortran": np.asfortranarray(base),
+         "broadcast": np.broadcast_to(base[:1], (6, 8)), "unit-axis": base[:1]}[layout]
+
+    def fn(x, v):
+        d = x * v
+        return d.sum(axis=1), np.mean(d), d.max(axis=(0, 1), keepdims=True)
+
+    v = RNG.standard_normal(x.shape[1])
+    with np.errstate(all="ignore"):
+        assert_same(numfuse.jit(fn)(x, v), fn(x, v), rtol=1e-13)
+
+
+def test_max_and_min_propagate_nan_and_keep_infinities():
+    x = np.array([[1.0, np.nan, -np.inf], [np.inf, 2.0, -0.0]])
+
+    def fn(x):
+        y = x * 1.0
+        return y.max(), y.min(axis=1), np.max(y, axis=1), np.any(y), np.all(y, axis=1)
+
+    assert_same(numfuse.jit(fn)(x), fn(x))
+
+
+def test_integer_sums_wrap_like_numpy():
+    big = np.full(10, np.iinfo(np.int64).max - 3, dtype=np.int64)
+    small = np.arange(-60, 60, dtype=np.int8)
+
+    def fn(big, small):
+        return np.sum(big + 1), np.sum(small * 3, dtype=np.int8), np.prod(small + 70), \
+            np.sum(small > 0)
+
+    assert_same(numfuse.jit(fn)(big, small), fn(big, small))
+
+
+def test_empty_reductions_raise_or_warn_as_numpy_does():
+    empty = np.zeros((3, 0))
+
+    def maximum(x):
+        return np.max(x + 1, axis=1)
+
+    with pytest.raises(ValueError, match="zero-size array to reduction operation maximum"):
+        maximum(empty)
+    with pytest.raises(ValueError, match="zero-size array to reduction operation maximum"):
+        numfuse.jit(maximum)(empty)
+
+    def mean(x):
+        return np.mean(x * 2)
+
+    with pytest.warns(RuntimeWarning, match="Mean of empty slice"), \
+            np.errstate(invalid="ignore"):
+        result = numfuse.jit(mean)(empty)
+    assert_same(result, np.float64(np.nan))
+
+    def var(x):
+        return np.var(x - 1, ddof=3)
+
+    x = RNG.standard_normal(3)
+    with pytest.warns(RuntimeWarning, match="Degrees of freedom"), \
+            np.errstate(divide="ignore", invalid="ignore"):
+        result = numfuse.jit(var)(x)
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        assert_same(result, var(x))
+
+
+def test_float32_sums_keep_numpy_like_accuracy():
+    """A serial float32 sum of 4e6 values loses about 5 digits; numpy's pairwise sum and
+    numfuse's blocked sum keep the error near float32 rounding."""
+    x = (RNG.random(4_000_000) + 0.5).astype(np.float32)
+
+    def total(x):
+        return np.sum(x * np.float32(1.5))
+
+    exact = np.sum(x.astype(np.float64) * 1.5)
+    fused = numfuse.jit(total)(x)
+    assert fused.dtype == np.float32
+    fused_error = abs(float(fused) - exact) / exact
+    numpy_error = abs(float(total(x)) - exact) / exact
+    assert fused_error < 1e-6, (fused_error, numpy_error)
+    assert fused_error < max(20 * numpy_error, 2e-7)
+
+
+def test_fused_reduction_feeding_later_kernels_and_returned_scalars():
+    def fn(x):
+        m = x.mean(axis=-1, keepdims=True)
+        centred = x - m
+        return centred / np.sqrt((centred**2).mean(axis=-1, keepdims=True) + 1e-5), x.sum()
+
+    x = RNG.standard_normal((16, 33)).astype(np.float32)
+    assert_same(numfuse.jit(fn)(x), fn(x), rtol=1e-5)
+
+
+def test_graph_marks_reductions_inside_their_kernel():
+    def fn(x):
+        return np.sum(np.exp(x))
+
+    text = str(numfuse.trace(fn, np.ones(4)))
+    lines = text.splitlines()
+    kernel = next(index for index, line in enumerate(lines) if "# kernel 0" in line)
+    assert lines[kernel + 2].strip().startswith("c:f64[] = sum(b)")
