@@ -4,6 +4,9 @@ Invariants of the returned ``Plan`` (checked by ``check_plan`` and by the tests)
 
 * every elementwise node belongs to exactly one region, and all nodes of a region have the
   same loop shape (the same number of dimensions and the same length-1 dimensions);
+* a region may also hold reductions of its members (``epilogue``): each reduces axes that
+  include the core axis, and no member of the region reads it (it is complete only after
+  the loop);
 * every region is **convex**: no dependency path leaves the region and comes back, so the
   graph of regions is acyclic and ``Plan.regions`` is a valid execution order;
 * a region's outputs are its members used outside it or returned, in topological order;

@@ -17,12 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from . import kernel_lib
+from . import kernel_lib, reductions
 from .calls import NumpyCall
 from .graph import CONST, ELEMENTWISE, INPUT, NUMPY, Leaf, Node, tree_unflatten
 from .kernel import Kernel
 from .partition import Plan
-from . import reductions
 from .reductions import Reduction
 
 Prepare = Callable[[Any], Any]
