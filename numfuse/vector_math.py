@@ -194,9 +194,11 @@ def log_f64(x):  # type: ignore[no-untyped-def]
 def log1p_f64(x):  # type: ignore[no-untyped-def]
     clean = x if x == x else 0.0
     u = 1.0 + clean
-    argument = min(max(u, 5e-324), 1.7976931348623157e308)
+    # A valid u is at least 2**-53; lanes with u <= 0 (answered below) get harmless values.
+    argument = min(max(u, 1e-20), 1.7976931348623157e308)
+    shifted = clean if u > 0.0 else 0.0
     # log(u) plus the first-order correction for the rounding of 1 + x.
-    result = _log_f64_reduced(argument, False) + (clean - (argument - 1.0)) / argument
+    result = _log_f64_reduced(argument, False) + (shifted - (argument - 1.0)) / argument
     if x != x or u == 1.0 or u == math.inf:
         return x  # NaN, +inf, and |x| so small that log1p(x) rounds to x (keeps -0.0)
     if u <= 0:
@@ -269,9 +271,10 @@ def log1p_f32(x):  # type: ignore[no-untyped-def]
     wide = np.float64(x)
     clean = wide if wide == wide else 0.0
     u = 1.0 + clean
-    argument = min(max(u, 1e-300), 1e300)
+    argument = min(max(u, 1e-20), 1e300)
+    shifted = clean if u > 0.0 else 0.0
     result = np.float32(_log_f64_reduced(argument, True)
-                        + (clean - (argument - 1.0)) / argument)
+                        + (shifted - (argument - 1.0)) / argument)
     if wide != wide or u == 1.0 or u == math.inf:
         return x
     if u <= 0:

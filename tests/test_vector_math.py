@@ -1,0 +1,242 @@
+"""The vectorisable exp/log/expm1/log1p/tanh of numfuse.vector_math, compiled into kernels.
+
+Each function is compared with numpy over wide ranges (both signs, subnormals, values past
+the overflow and underflow thresholds) and on the special values, where the result must be
+exactly numpy's (NaN, infinities, signed zeros); its floating-point warnings must be the
+ones numpy gives.  Accuracy is measured in ulps of the result dtype, against numpy and
+against a more precise reference (float64 for float32, long double for float64).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import numfuse
+from numfuse import backend, inspection, vector_math
+
+FUNCTIONS = vector_math.FUNCTIONS
+DTYPES = (np.float32, np.float64)
+# Largest error allowed against numpy (whose own loops are within about 1 ulp) and against
+# the precise reference.
+ULP_VS_NUMPY = {np.float32: 2.0, np.float64: 4.0}
+ULP_VS_EXACT = {np.float32: 1.0, np.float64: 3.0}
+PRECISE_LONG_DOUBLE = np.finfo(np.longdouble).nmant > np.finfo(np.float64).nmant
+
+pytestmark = pytest.mark.skipif(not vector_math.ENABLED,
+                                reason="NUMFUSE_VECTOR_MATH=0: kernels call libm")
+
+
+def special_values(dtype: type) -> np.ndarray:
+    info = np.finfo(dtype)
+    values = [np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 2.0, -2.0, 0.5,
+              info.smallest_subnormal, -info.smallest_subnormal, info.smallest_normal,
+              -info.smallest_normal, info.max, -info.max, info.eps, -info.eps,
+              1e-30, -1e-30, 1e30, -1e30, 1000.0, -1000.0, -1.0 + info.eps, -1.0 - info.eps * 2]
+    return np.array(values, dtype=dtype)
+
+
+def wide_values(function: str, dtype: type) -> np.ndarray:
+    """Random arguments covering every region of ``function``'s domain for ``dtype``."""
+    rng = np.random.default_rng(sum(map(ord, function)) + np.dtype(dtype).itemsize)
+    info = np.finfo(dtype)
+    low, high = np.log10(float(info.smallest_subnormal)), np.log10(float(info.max))
+    magnitudes = 10.0 ** rng.uniform(low, high, 20_000)
+    signs = rng.choice([-1.0, 1.0], magnitudes.size)
+    limit = 800.0 if dtype == np.float64 else 110.0  # past overflow and underflow
+    parts = [signs * magnitudes, rng.uniform(-limit, limit, 20_000),
+             rng.uniform(-3.0, 3.0, 20_000)]
+    if function == "log1p":
+        parts.append(-1.0 + 10.0 ** rng.uniform(-15, 0, 5_000))
+    with np.errstate(over="ignore"):
+        return np.concatenate(parts).astype(dtype)
+
+
+@pytest.fixture(scope="module")
+def kernels() -> dict[str, numfuse.Jitted]:
+    return {name: numfuse.jit(_calling(getattr(np, name))) for name in FUNCTIONS}
+
+
+def _calling(ufunc: np.ufunc):  # type: ignore[no-untyped-def]
+    def function(x):  # type: ignore[no-untyped-def]
+        return ufunc(x)
+    return function
+
+
+def ulps(result: np.ndarray, reference: np.ndarray, dtype: type) -> np.ndarray:
+    """|result - reference| in units of the last place of ``reference`` rounded to dtype."""
+    both = np.isfinite(result) & np.isfinite(reference)
+    spacing = np.spacing(np.abs(reference[both].astype(dtype))).astype(np.float64)
+    difference = np.abs(result[both].astype(np.float64) - reference[both].astype(np.float64))
+    return difference / spacing  # type: ignore[no-any-return]
+
+
+def assert_same_classes(result: np.ndarray, expected: np.ndarray, x: np.ndarray) -> None:
+    """NaN, infinities and signed zeros exactly where numpy has them."""
+    for test in (np.isnan, np.isposinf, np.isneginf):
+        mismatch = test(result) != test(expected)
+        assert not mismatch.any(), f"{test.__name__} differs at x = {x[mismatch][:5]}"
+    zeros = expected == 0
+    assert np.array_equal(result[zeros], expected[zeros])
+    signs = np.signbit(result[zeros]) != np.signbit(expected[zeros])
+    assert not signs.any(), f"sign of zero differs at x = {x[zeros][signs]}"
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda dtype: np.dtype(dtype).name)
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_special_values_are_numpys_exactly(kernels, function: str, dtype: type) -> None:
+    x = special_values(dtype)
+    with np.errstate(all="ignore"):
+        expected = getattr(np, function)(x)
+        result = kernels[function](x)
+    assert result.dtype == expected.dtype
+    assert_same_classes(result, expected, x)
+    exact = ~np.isfinite(x) | (x == 0)
+    np.testing.assert_array_equal(result[exact], expected[exact])
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda dtype: np.dtype(dtype).name)
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_wide_ranges_are_within_a_few_ulp_of_numpy(kernels, function: str, dtype: type
+                                                   ) -> None:
+    x = wide_values(function, dtype)
+    with np.errstate(all="ignore"):
+        expected = getattr(np, function)(x)
+        result = kernels[function](x)
+    assert result.dtype == expected.dtype
+    assert_same_classes(result, expected, x)
+    errors = ulps(result, expected, dtype)
+    worst = x[np.isfinite(result) & np.isfinite(expected)][np.argmax(errors)]
+    assert errors.max() <= ULP_VS_NUMPY[dtype], f"{errors.max()} ulp from numpy at x = {worst!r}"
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda dtype: np.dtype(dtype).name)
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_wide_ranges_are_accurate(kernels, function: str, dtype: type) -> None:
+    if dtype == np.float64 and not PRECISE_LONG_DOUBLE:
+        pytest.skip("no long double wider than float64 for a reference")
+    x = wide_values(function, dtype)
+    wider = np.float64 if dtype == np.float32 else np.longdouble
+    with np.errstate(all="ignore"):
+        exact = getattr(np, function)(x.astype(wider))
+        result = kernels[function](x)
+        in_range = np.abs(exact) <= np.finfo(dtype).max
+    errors = ulps(result[in_range], exact[in_range], dtype)
+    assert errors.max() <= ULP_VS_EXACT[dtype]
+
+
+# Arguments and the floating-point errors numpy reports for them (the same for both dtypes).
+FLAG_CASES = [
+    ("exp", [1000.0], "overflow"),
+    ("exp", [-1000.0], "underflow"),
+    ("exp", [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0], None),
+    ("expm1", [1000.0], "overflow"),
+    ("expm1", [np.nan, np.inf, -np.inf, -1000.0, -0.0, 1e-30], None),
+    ("log", [-1.0], "invalid"),
+    ("log", [-np.inf], "invalid"),
+    ("log", [0.0], "divide by zero"),
+    ("log", [-0.0], "divide by zero"),
+    ("log", [np.nan, np.inf, 1.0, 1e-30, 1e30], None),
+    ("log1p", [-2.0], "invalid"),
+    ("log1p", [-1.0], "divide by zero"),
+    ("log1p", [np.nan, np.inf, -0.0, 1e-30, 1e30, -0.5], None),
+    ("tanh", [np.nan, np.inf, -np.inf, -0.0, 1e-30, 30.0, -30.0], None),
+]
+
+
+def _floating_point_error(call, x: np.ndarray) -> str | None:  # type: ignore[no-untyped-def]
+    with np.errstate(all="raise"):
+        try:
+            call(x)
+        except FloatingPointError as error:
+            return str(error).split(" encountered")[0].replace(" value", "")
+    return None
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda dtype: np.dtype(dtype).name)
+@pytest.mark.parametrize(("function", "values", "error"), FLAG_CASES)
+def test_floating_point_errors_are_numpys(kernels, function: str, values: list[float],
+                                          error: str | None, dtype: type) -> None:
+    # 40 copies, so the vectorised loop body (not only its scalar remainder) runs them.
+    x = np.tile(np.array(values, dtype=dtype), 40)
+    assert _floating_point_error(getattr(np, function), x) == error  # the table is right
+    assert _floating_point_error(kernels[function], x) == error
+
+
+def test_overflow_warns_under_errstate_like_numpy(kernels) -> None:
+    x = np.array([1.0, 1000.0, 2.0] * 20)
+    with pytest.warns(RuntimeWarning, match="overflow"), np.errstate(over="warn"):
+        result = kernels["exp"](x)
+    with np.errstate(over="ignore"):
+        np.testing.assert_allclose(result, np.exp(x), rtol=4e-16)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda dtype: np.dtype(dtype).name)
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_kernels_using_them_are_vectorised(function: str, dtype: type) -> None:
+    x = np.linspace(0.5, 2.0, 64).astype(dtype)
+    compiled = numfuse.compile(_calling(getattr(np, function)), x)
+    (kernel,) = compiled.kernels
+    assert f"{function}_f{np.dtype(dtype).itemsize * 8}(" in kernel.source
+    report = inspection.kernel_vector_report(kernel)
+    assert report.vectorised, report.summary()
+
+
+def test_fused_black_scholes_terms_match_numpy() -> None:
+    def terms(s, k, t):  # type: ignore[no-untyped-def]
+        d1 = (np.log(s / k) + 0.065 * t) / (0.3 * np.sqrt(t))
+        return np.exp(-0.5 * d1 * d1), np.tanh(d1), np.log1p(np.expm1(-t))
+
+    rng = np.random.default_rng(7)
+    args = (rng.uniform(5, 30, 5000), rng.uniform(1, 100, 5000), rng.uniform(0.25, 10, 5000))
+    for result, expected in zip(numfuse.jit(terms)(*args), terms(*args), strict=True):
+        np.testing.assert_allclose(result, expected, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_plain_python_versions_agree_with_numpy(function: str) -> None:
+    # The generated kernel files also run without numba: the helpers work on numpy scalars.
+    for dtype in DTYPES:
+        helper = getattr(vector_math, f"{function}_f{np.dtype(dtype).itemsize * 8}")
+        for value in (0.3, 1.7, 0.05):
+            x = dtype(value)
+            result = helper(x)
+            expected = getattr(np, function)(x)
+            assert abs(float(result) - float(expected)) <= 2 * abs(float(np.spacing(expected)))
+
+
+def test_codegen_options_key_names_the_mode() -> None:
+    key = backend.codegen_options_key()
+    assert key["vector_math"] == "on"
+    assert len(key["vector_math_source"]) == 64
+
+
+def test_environment_switch_keeps_libm_calls(tmp_path) -> None:
+    script = textwrap.dedent("""
+        import numpy as np
+        import numfuse
+        from numfuse import backend
+
+        x = np.linspace(-3.0, 3.0, 101)
+        compiled = numfuse.compile(lambda x: np.exp(x) + np.log1p(x * x), x)
+        print(backend.codegen_options_key()["vector_math"])
+        print("np.exp(" in compiled.kernels[0].source, "exp_f64" in compiled.kernels[0].source)
+        print(np.allclose(compiled(x), np.exp(x) + np.log1p(x * x), rtol=1e-15, atol=0))
+    """)
+    environment = dict(os.environ, NUMFUSE_VECTOR_MATH="0", NUMFUSE_CACHE_DIR=str(tmp_path))
+    output = subprocess.run([sys.executable, "-c", script], env=environment, check=True,
+                            capture_output=True, text=True, timeout=300).stdout.split("\n")
+    assert output[:3] == ["off", "True False", "True"]
+
+
+@pytest.mark.parametrize("value", ["0", "false", "OFF", "no"])
+def test_switch_values(monkeypatch, value: str) -> None:
+    monkeypatch.setenv("NUMFUSE_VECTOR_MATH", value)
+    assert not vector_math.enabled_from_environment()
+    monkeypatch.setenv("NUMFUSE_VECTOR_MATH", "1")
+    assert vector_math.enabled_from_environment()
