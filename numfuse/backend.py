@@ -104,11 +104,12 @@ def reset_cache_settings() -> None:
 def extra_key_material() -> dict[str, str]:
     """Process-wide settings outside the kernel source that change compiled kernels.
 
-    Add an entry for each such setting.  For example an LLVM vector library makes kernels
-    call libmvec's symbols, so they may be loaded only where the same library is set.
+    Add an entry for each such setting (an LLVM vector library, for example, would make
+    kernels call libmvec's symbols, loadable only where the same library is set).  Today:
+    the vector-math mode and the digest of vector_math.py, whose functions are inlined.
     Called at every compile: a setting changed at run time selects another directory.
     """
-    return {}
+    return codegen_options_key()
 
 
 def _file_digest(path: str | Path) -> str:

@@ -359,6 +359,13 @@ def test_extra_key_material_selects_another_directory(monkeypatch):
     assert backend.cache_directory() != before
 
 
+def test_the_vector_math_mode_selects_another_directory(monkeypatch):
+    before = backend.cache_directory()
+    assert backend.cache_key_material()["vector_math"] in ("on", "off")
+    monkeypatch.setattr(backend, "VECTOR_MATH", not backend.VECTOR_MATH)
+    assert backend.cache_directory() != before
+
+
 # ------------------------------------------------------------------ cached kernels are whole
 
 
