@@ -467,3 +467,15 @@ def test_a_cached_function_called_100_000_times_does_not_grow(cache_dir):
     result = run_python(LONG_RUN, cache_dir)
     assert result["from_cache"] == [True] and result["correct"]
     assert result["growth"] < 16 * 2**20, result      # leaking one output per call: 3 GB
+
+
+def _double(x):
+    return x * 2
+
+
+def test_a_pickled_jitted_function_keeps_cache_false():
+    import pickle
+
+    restored = pickle.loads(pickle.dumps(numfuse.jit(_double, cache=False)))
+    assert restored.cache is False
+    assert_same(restored(X), X * 2)
