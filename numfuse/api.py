@@ -31,7 +31,7 @@ from .inspection import Explanation, explain
 from .kernel import Kernel
 from .partition import Plan, partition
 from .passes import simplify
-from .runtime import Program
+from .runtime import Program, Settings
 from .trace import Tracer, trace_graph
 
 _kernel_cache: dict[str, Any] = {}
@@ -61,7 +61,8 @@ class Compiled:
 
     def __init__(self, fn: Callable[..., Any], specs: Sequence[ArgSpec],
                  static: dict[int, Any] | None = None,
-                 shapes: Sequence[tuple[int, ...]] | None = None, cache: bool = True) -> None:
+                 shapes: Sequence[tuple[int, ...]] | None = None, cache: bool = True,
+                 threads: int | None = None) -> None:
         self.fn = fn
         self.specs = tuple(specs)
         self.static = dict(static or {})
@@ -69,7 +70,9 @@ class Compiled:
         self.plan = plan
         self.graph: Graph = plan.graph
         self.kernels: tuple[Kernel, ...] = _build_kernels(_name(fn), plan, sources, cache)
-        self._program = Program(plan, self.kernels)
+        # threads: None chooses per call (see numfuse.threads); changeable later.
+        self.settings = Settings(threads, backend.thread_count)
+        self._program = Program(plan, self.kernels, self.settings)
         # Run on already-converted operands that match this signature (the hot path).
         self.run: Callable[[Sequence[Any]], Any] = self._program
         self._dynamic = [index for index in range(len(self.specs)) if index not in self.static]
@@ -197,10 +200,11 @@ class Jitted:
     """
 
     def __init__(self, fn: Callable[..., Any], static_argnums: Sequence[int] = (),
-                 cache: bool = True) -> None:
+                 cache: bool = True, threads: int | None = None) -> None:
         self.fn = fn
         self.static_argnums = tuple(static_argnums)
         self.cache = cache  # False: compiled kernels are not saved to the disk cache
+        self.threads = threads  # None: numba's thread count from the main thread, else 1
         self.compiled: dict[tuple[Any, ...], Compiled] = {}
         self._by_key: dict[tuple[Any, ...], Compiled] = {}
         self._lock = threading.Lock()
@@ -266,7 +270,8 @@ class Jitted:
                 specs = [part if isinstance(part, ArgSpec) else spec_of(0) for part in key]
                 static = {index: operands[index] for index in self.static_argnums}
                 shapes = [np.shape(value) for value in operands]
-                compiled = Compiled(self._traced, specs, static, shapes, self.cache)
+                compiled = Compiled(self._traced, specs, static, shapes, self.cache,
+                                    self.threads)
                 self.compiled[key] = compiled
             return compiled
 
@@ -297,7 +302,7 @@ class Jitted:
         if module is not None and module.__name__ != "__main__" and \
                 _lookup(module, _name(self)) is self:
             return _name(self)
-        return Jitted, (self.fn, self.static_argnums, self.cache)
+        return Jitted, (self.fn, self.static_argnums, self.cache, self.threads)
 
     def __repr__(self) -> str:
         return f"<numfuse.jit {_name(self.fn)}: {len(self.compiled)} signature(s)>"
@@ -358,12 +363,17 @@ def _positional(fn: Callable[..., Any], keyword_only: list[str]) -> Callable[...
 
 
 def jit(fn: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] = (),
-        cache: bool = True) -> Any:
+        cache: bool = True, threads: int | None = None) -> Any:
     """Decorate a numpy function so it runs as fused kernels: ``@jit`` or ``@jit(...)``.
-    ``cache=False`` keeps its kernels out of the disk cache."""
+
+    ``cache=False`` keeps its kernels out of the disk cache.  ``threads`` caps the threads
+    a large call may use (default: numba's thread count when called from the main thread,
+    one thread from any other; see ``numfuse.threads``).
+    """
     if fn is None:
-        return lambda function: Jitted(function, static_argnums=static_argnums, cache=cache)
-    return Jitted(fn, static_argnums=static_argnums, cache=cache)
+        return lambda function: Jitted(function, static_argnums=static_argnums, cache=cache,
+                                       threads=threads)
+    return Jitted(fn, static_argnums=static_argnums, cache=cache, threads=threads)
 
 
 def _example_signature(fn: Any, example_args: Sequence[Any]
@@ -381,7 +391,8 @@ def _example_signature(fn: Any, example_args: Sequence[Any]
     return function, specs, static, shapes
 
 
-def compile(fn: Callable[..., Any], *example_args: Any, cache: bool | None = None) -> Compiled:
+def compile(fn: Callable[..., Any], *example_args: Any, cache: bool | None = None,
+            threads: int | None = None) -> Compiled:
     """Trace and compile ``fn`` now for the signatures of ``example_args``.
 
     A function that reads array sizes (``x.shape``, ``len(x)``) is compiled for the exact
@@ -392,10 +403,12 @@ def compile(fn: Callable[..., Any], *example_args: Any, cache: bool | None = Non
     function, specs, static, shapes = _example_signature(fn, example_args)
     if cache is None:
         cache = fn.cache if isinstance(fn, Jitted) else True
+    if threads is None and isinstance(fn, Jitted):
+        threads = fn.threads
     try:
-        return Compiled(function, specs, static, shapes, cache)
+        return Compiled(function, specs, static, shapes, cache, threads)
     except SizeDependentError:
-        return Compiled(function, _with_sizes(specs, shapes), static, shapes, cache)
+        return Compiled(function, _with_sizes(specs, shapes), static, shapes, cache, threads)
 
 
 def trace(fn: Callable[..., Any], *example_args: Any) -> Graph:

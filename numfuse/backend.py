@@ -543,3 +543,16 @@ def codegen_options_key() -> dict[str, str]:
     source = Path(vector_math.__file__).read_bytes()
     return {"vector_math": "on" if VECTOR_MATH else "off",
             "vector_math_source": hashlib.sha256(source).hexdigest()}
+
+
+# ------------------------------------------------------------------ threads
+
+
+def thread_count() -> int:
+    """numba's thread count (``numba.set_num_threads`` / ``NUMBA_NUM_THREADS``), read
+    without starting numba's own thread pool when nothing has started it yet."""
+    from numba.np.ufunc import parallel
+
+    if getattr(parallel, "_is_initialized", False):
+        return int(numba.get_num_threads())
+    return int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]

@@ -277,10 +277,13 @@ def _loop(length_of: str, folds: Sequence[_Fold], body: list[str]) -> list[str]:
         lines.append("for i in range(n):")
         lines += [f"    {line}" for line in body]
         return lines + [line for fold in folds for line in fold.result()]
+    # The inner loop counts from 0 (``range(start, stop)`` here keeps LLVM from
+    # vectorising it).
     lines.append("blocks = 0")
     lines.append(f"for start in range(0, n, {BLOCK}):")
     inner = [line for fold in folds for line in fold.block_start()]
-    inner.append(f"for i in range(start, min(start + {BLOCK}, n)):")
+    inner.append(f"for j in range(min({BLOCK}, n - start)):")
+    inner.append("    i = start + j")
     inner += [f"    {line}" for line in body]
     inner.append("blocks += 1")
     inner += [line for fold in folds for line in fold.block_end()]

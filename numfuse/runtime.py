@@ -12,12 +12,14 @@ Outputs are allocated by numpy inside the gufunc call.  Caller arrays are never 
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from . import kernel_lib, reductions
+from . import kernel_lib, reductions, threads
 from .calls import NumpyCall
 from .graph import CONST, ELEMENTWISE, INPUT, NUMPY, Leaf, Node, tree_unflatten
 from .kernel import Kernel
@@ -55,11 +57,14 @@ class _Step:
     instead of one short core loop per row.
     """
 
-    __slots__ = ("core", "finish", "flatten", "folds", "operands", "out_slots", "ufunc")
+    __slots__ = ("core", "cost", "finish", "flatten", "folds", "operands", "out_dtypes",
+                 "out_slots", "rows", "settings", "small", "ufunc")
 
     def __init__(self, ufunc: Any, operands: tuple[tuple[int, Prepare | None, bool], ...],
                  out_slots: tuple[int, ...], finish: Prepare | None, flatten: bool,
-                 folds: tuple[_Fold | None, ...] = ()) -> None:
+                 folds: tuple[_Fold | None, ...] = (), *, settings: Settings | None = None,
+                 cost: float = 1e-9, out_dtypes: tuple[np.dtype, ...] = (),
+                 rows: bool = False) -> None:
         self.ufunc = ufunc
         self.operands = operands
         self.out_slots = out_slots
@@ -68,6 +73,11 @@ class _Step:
         self.folds = folds  # per output: how to complete a fused reduction, or None
         self.core = next((index for index, (_slot, _prepare, core) in enumerate(operands)
                           if core), 0)
+        self.settings = settings or Settings()
+        self.out_dtypes = out_dtypes
+        self.rows = rows  # a scalar-core operand may vary along the loop's rows
+        self.cost = cost  # seconds per loop element, measured on single-threaded calls
+        self.small = int(threads.PARALLEL_MIN_SECONDS / cost)  # fewer elements: one thread
 
     def run(self, values: list[Any]) -> None:
         operands = [values[slot] if prepare is None else prepare(values[slot])
@@ -78,7 +88,10 @@ class _Step:
                         for value, (_slot, _prepare, core) in zip(operands, self.operands,
                                                                   strict=True)]
         try:
-            results = self.ufunc(*operands)
+            if operands and (np.size(operands[self.core]) >= self.small or self.rows):
+                results = self._large(operands)
+            else:
+                results = self.ufunc(*operands)
         except ValueError:
             _raise_broadcast_error([values[slot] for slot, _prepare, _core in self.operands])
             raise
@@ -99,6 +112,75 @@ class _Step:
                 result = result.reshape(shape)
             values[slot] = result if finish is None else finish(result)
 
+    def _large(self, operands: list[Any]) -> Any:
+        """A call that may be worth splitting across threads (see ``threads``)."""
+        cores = [core for _slot, _prepare, core in self.operands]
+        rows = np.broadcast_shapes(*(np.shape(value)[:-1] if core else np.shape(value)
+                                     for value, core in zip(operands, cores, strict=True)))
+        length = np.shape(operands[self.core])[-1]
+        elements = length * math.prod(rows)
+        count = threads.chunk_count(self.cost * elements, elements,
+                                    threads.resolve(self.settings.threads,
+                                                    self.settings.default_threads))
+        if count > 1:
+            split = _split_plan(length, rows, count)
+            if split is not None:
+                return self._split(operands, cores, rows, length, *split)
+        start = time.perf_counter()
+        results = self.ufunc(*operands)
+        if elements >= _CALIBRATE_ELEMENTS:  # learn this kernel's cost per element
+            measured = (time.perf_counter() - start) / elements
+            self.cost = 0.5 * self.cost + 0.5 * measured
+            self.small = int(threads.PARALLEL_MIN_SECONDS / self.cost)
+        return results
+
+    def _split(self, operands: list[Any], cores: list[bool], rows: tuple[int, ...],
+               length: int, along_core: bool, bounds: list[int]) -> Any:
+        """Run the call in chunks of the core axis (or of the first row axis) on threads,
+        writing into preallocated outputs; per-chunk partial reductions are combined."""
+        count = len(bounds) - 1
+        outputs: list[Any] = []
+        for dtype, fold in zip(self.out_dtypes, self.folds or (None,) * len(self.out_dtypes),
+                               strict=True):
+            if fold is None:
+                outputs.append(np.empty((*rows, length), dtype))
+            else:
+                outputs.append(None if along_core else np.empty(rows, dtype))
+        partials: list[Any] = [None] * count
+        depth = len(rows)
+
+        def piece(value: Any, core: bool, start: int, stop: int) -> Any:
+            if along_core:
+                return value[..., start:stop] if core else value
+            dims = np.ndim(value) - (1 if core else 0)
+            if dims < depth or np.shape(value)[0] == 1:
+                return value  # broadcast along the split axis
+            return value[start:stop]
+
+        def work(index: int) -> None:
+            start, stop = bounds[index], bounds[index + 1]
+            chunk = [piece(value, core, start, stop) for value, core in zip(operands, cores,
+                                                                           strict=True)]
+            out = tuple(None if target is None else
+                        (target[..., start:stop] if along_core else target[start:stop])
+                        for target in outputs)
+            result = self.ufunc(*chunk, out=out)
+            partials[index] = result if isinstance(result, tuple) else (result,)
+
+        threads.run_chunks(work, count, threads.resolve(self.settings.threads,
+                                                        self.settings.default_threads))
+        results = []
+        for position, target in enumerate(outputs):
+            if target is not None:
+                results.append(target)
+                continue
+            fold = self.folds[position]
+            assert fold is not None
+            ufunc = getattr(np, fold.reduction.ufunc)
+            stacked = np.stack([np.asarray(part[position]) for part in partials])
+            results.append(ufunc.reduce(stacked, axis=0, dtype=fold.reduction.dtype))
+        return tuple(results) if len(results) > 1 else results[0]
+
     def _flat_shape(self, operands: list[Any]) -> tuple[int, ...] | None:
         shape = None
         for value, (_slot, _prepare, core) in zip(operands, self.operands, strict=True):
@@ -109,6 +191,45 @@ class _Step:
             if value.shape != shape or not value.flags.c_contiguous:
                 return None
         return shape
+
+
+class Settings:
+    """Run-time options shared by a program's steps: ``threads`` (None: automatic) and
+    the default thread count (numba's setting, injected by the caller)."""
+
+    __slots__ = ("default_threads", "threads")
+
+    def __init__(self, threads: int | None = None,
+                 default_threads: Callable[[], int] = lambda: 1) -> None:
+        self.threads = threads
+        self.default_threads = default_threads
+
+
+_CALIBRATE_ELEMENTS = 16384
+# Initial cost guesses (seconds per element), replaced by measurements.
+_BASE_COST, _OP_COST, _TRANSCENDENTAL_COST = 1e-9, 0.3e-9, 4e-9
+_TRANSCENDENTAL = frozenset({
+    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "arcsin",
+    "arccos", "arctan", "arctan2", "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh",
+    "power", "float_power", "cbrt", "logaddexp", "logaddexp2", "hypot",
+})
+
+
+def _split_plan(length: int, rows: tuple[int, ...], count: int
+                ) -> tuple[bool, list[int]] | None:
+    """Cut the loop along the core axis when it is long, else along the first row axis:
+    (along_core, chunk bounds), or None when neither is worth it."""
+    minimum = threads.MIN_CHUNK_ELEMENTS
+    if length >= 2 * minimum:
+        count = min(count, length // minimum)
+        step = length / count
+        bounds = [min(length, round(index * step / 64) * 64) for index in range(count)]
+        return True, [*bounds, length]
+    if rows and rows[0] >= 2:
+        count = min(count, rows[0])
+        step = rows[0] / count
+        return False, [round(index * step) for index in range(count)] + [rows[0]]
+    return None
 
 
 class _Fold:
@@ -160,7 +281,9 @@ class _CallStep:
 class Program:
     """The executable form of a plan: ``program(args) -> result`` in the traced structure."""
 
-    def __init__(self, plan: Plan, kernels: Sequence[Kernel]) -> None:
+    def __init__(self, plan: Plan, kernels: Sequence[Kernel],
+                 settings: Settings | None = None) -> None:
+        self.settings = settings = settings or Settings()
         graph = plan.graph
         slots: dict[Node, int] = {node: index for index, node in enumerate(graph.inputs)}
         initial: list[Any] = []
@@ -181,7 +304,7 @@ class Program:
             kernel = kernel_of[step]
             for node in (*step.inputs, *step.outputs):
                 slot_of(node)
-            steps.append(_make_step(kernel, slots))
+            steps.append(_make_step(kernel, slots, settings))
         self.initial = tuple(initial)
         self.steps = tuple(steps)
         # How each returned leaf is produced: from a slot as is, or through a conversion.
@@ -294,7 +417,8 @@ def _returned(value: Any, node: Node) -> Any:
     return value
 
 
-def _make_step(kernel: Kernel, slots: dict[Node, int]) -> _Step:
+def _make_step(kernel: Kernel, slots: dict[Node, int], settings: Settings | None = None
+               ) -> _Step:
     region, generated = kernel.region, kernel.generated
     ndim, dropped = generated.ndim, generated.dropped_axes
     vector = len(dropped) == ndim
@@ -326,9 +450,17 @@ def _make_step(kernel: Kernel, slots: dict[Node, int]) -> _Step:
     ufunc = kernel.gufunc.ufunc
     if "power_int" in generated.helpers:
         ufunc = _raising_negative_powers(ufunc)
+    cost = _BASE_COST + sum(_TRANSCENDENTAL_COST if node.op in _TRANSCENDENTAL else _OP_COST
+                            for node in region.nodes)
+    rows = not vector and any(
+        not core and any(size != 1 for axis, size in enumerate(node.shape)
+                         if axis + ndim - node.ndim != core_axis)
+        for node, core in zip(region.inputs, generated.core_inputs, strict=True))
     return _Step(ufunc, tuple(operands),
                  tuple(slots[node] for node in region.outputs), finish, flatten,
-                 folds if any(fold is not None for fold in folds) else ())
+                 folds if any(fold is not None for fold in folds) else (),
+                 settings=settings, cost=cost,
+                 out_dtypes=tuple(node.dtype for node in region.outputs), rows=rows)
 
 
 def _fold(reduction: Reduction, kept: list[int], ndim: int) -> _Fold:
@@ -350,9 +482,9 @@ def _raising_negative_powers(ufunc: Any) -> Callable[..., Any]:
     kernels with integer ``power`` pay for the check)."""
     errors = kernel_lib.kernel_errors
 
-    def call(*operands: Any) -> Any:
+    def call(*operands: Any, **options: Any) -> Any:
         errors.negative_power = False
-        results = ufunc(*operands)
+        results = ufunc(*operands, **options)
         if errors.negative_power:
             raise ValueError(kernel_lib.NEGATIVE_POWER_MESSAGE)
         return results

@@ -1,0 +1,141 @@
+"""Large calls split across threads: numpy's results whichever way a call is cut, errors
+and floating-point state carried over from the threads, and when a call stays on one."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import numfuse
+from numfuse import threads
+
+from conftest import assert_same
+
+RNG = np.random.default_rng(5)
+
+
+@pytest.fixture
+def chunk_calls(monkeypatch):
+    """Counts the chunks each split call ran (the split really happens)."""
+    calls: list[int] = []
+    original = threads.run_chunks
+
+    def spy(work, count, count_threads):
+        calls.append(count)
+        return original(work, count, count_threads)
+
+    monkeypatch.setattr(threads, "run_chunks", spy)
+    return calls
+
+
+def logp_and_sums(x, mu):
+    d = x - mu
+    logp = -(d**2) / 2
+    return logp, -d, logp.sum(), np.max(d), np.mean(d > 0)
+
+
+def test_a_large_call_is_split_and_equals_numpy(chunk_calls):
+    x = RNG.standard_normal(600_000)
+    result = numfuse.jit(logp_and_sums, threads=2)(x, 0.25)
+    assert chunk_calls and chunk_calls[0] >= 2
+    expected = logp_and_sums(x, 0.25)
+    assert_same(result[:2], expected[:2])
+    assert_same(result[2], expected[2], rtol=1e-12)
+    assert_same(result[3:], expected[3:])
+
+
+def test_the_same_call_on_one_thread_is_not_split(chunk_calls):
+    x = RNG.standard_normal(600_000)
+    numfuse.jit(logp_and_sums, threads=1)(x, 0.25)
+    assert chunk_calls == []
+
+
+def test_small_calls_stay_on_one_thread(chunk_calls):
+    numfuse.jit(logp_and_sums, threads=2)(RNG.standard_normal(1000), 0.25)
+    assert chunk_calls == []
+
+
+def test_many_short_rows_are_split_by_rows(chunk_calls):
+    def softmax(x):
+        e = np.exp(x - x.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True), e.sum(axis=-1)
+
+    x = RNG.standard_normal((20_000, 50))
+    result = numfuse.jit(softmax, threads=2)(x)
+    assert chunk_calls
+    assert_same(result, softmax(x), rtol=1e-14)
+
+
+def test_an_outer_broadcast_is_split(chunk_calls):
+    def rbf(a, b):
+        d = a - b
+        k = np.exp(-d * d / 2)
+        return k, k.sum(axis=1)
+
+    a, b = RNG.standard_normal((700, 1)), RNG.standard_normal((1, 900))
+    result = numfuse.jit(rbf, threads=2)(a, b)
+    assert chunk_calls
+    assert_same(result, rbf(a, b), rtol=1e-13)
+
+
+def test_strided_two_dimensional_input_split_along_the_core_axis(chunk_calls):
+    x = RNG.standard_normal((3, 400_000))[:, ::2]
+
+    def fn(x):
+        y = np.sqrt(np.abs(x)) + 1.0
+        return y, y.sum(axis=-1), y.min()
+
+    result = numfuse.jit(fn, threads=2)(x)
+    assert chunk_calls
+    assert_same(result, fn(x), rtol=1e-12)
+
+
+def test_errstate_raise_reaches_the_caller_from_every_thread():
+    x = np.ones(600_000)
+    x[-1] = 0.0  # in the last chunk, which a helper thread may run
+    inverse = numfuse.jit(lambda x: 1.0 / x, threads=2)
+    with np.errstate(divide="raise"), pytest.raises(FloatingPointError, match="divide"):
+        inverse(x)
+    with pytest.warns(RuntimeWarning, match="divide by zero"):
+        result = inverse(x)
+    with np.errstate(divide="ignore"):
+        assert_same(result, 1.0 / x)
+
+
+def test_an_error_inside_a_chunk_is_raised_once():
+    x = np.full(600_000, 2, dtype=np.int64)
+    x[-5] = -1
+    power = numfuse.jit(lambda x: np.int64(3) ** (x + 0), threads=2)
+    with pytest.raises(ValueError, match="Integers to negative integer powers"):
+        power(x)
+
+
+def test_thread_count_rules():
+    assert threads.resolve(3, lambda: 8) == 3
+    assert threads.resolve(None, lambda: 2) == 2
+    seen = []
+    worker = threading.Thread(target=lambda: seen.append(threads.resolve(None, lambda: 4)))
+    worker.start()
+    worker.join()
+    assert seen == [1]  # a call from another thread (a pool, a dask worker) stays serial
+    assert threads.chunk_count(1e-5, 10**6, 4) == 1
+    assert threads.chunk_count(1e-2, 10**6, 2) == 2 * threads.CHUNKS_PER_THREAD
+    assert threads.chunk_count(1e-2, 10_000, 2) == 2
+
+
+def test_chunks_run_on_several_threads_and_all_run():
+    done: list[int] = []
+    names: set[str] = set()
+    barrier = threading.Barrier(2, timeout=5)
+
+    def work(index):
+        if index < 2:
+            barrier.wait()  # two chunks are in flight at once
+        names.add(threading.current_thread().name)
+        done.append(index)
+
+    threads.run_chunks(work, 10, 2)
+    assert sorted(done) == list(range(10))
+    assert len(names) == 2
