@@ -40,9 +40,10 @@ _log = logging.getLogger("numfuse")
 
 
 def _plan(fn: Callable[..., Any], specs: Sequence[ArgSpec], static: dict[int, Any],
-          shapes: Sequence[tuple[int, ...]] | None = None) -> tuple[Plan, list[KernelSource]]:
+          shapes: Sequence[tuple[int, ...]] | None = None, fuse_reductions: bool = True
+          ) -> tuple[Plan, list[KernelSource]]:
     graph = simplify(trace_graph(fn, specs, static, shapes), check=verify)
-    plan = partition(graph)
+    plan = partition(graph, fuse_reductions)
     sources = [emit(region) for region in plan.regions]
     region_of = {node: region.index for region in plan.regions
                  for node in (*region.prelude, *region.nodes)}
@@ -57,16 +58,17 @@ class Compiled:
     ``graph`` is the simplified graph (``str()`` shows the kernels), ``kernels`` the
     compiled kernels in execution order.  Calling it with arguments of another signature
     raises ``SignatureMismatchError`` (a ``TypeError``) naming the argument.
+    ``fuse_reductions=False`` keeps every reduction a numpy call (the dask path uses it).
     """
 
     def __init__(self, fn: Callable[..., Any], specs: Sequence[ArgSpec],
                  static: dict[int, Any] | None = None,
                  shapes: Sequence[tuple[int, ...]] | None = None, cache: bool = True,
-                 threads: int | None = None) -> None:
+                 threads: int | None = None, fuse_reductions: bool = True) -> None:
         self.fn = fn
         self.specs = tuple(specs)
         self.static = dict(static or {})
-        plan, sources = _plan(fn, self.specs, self.static, shapes)
+        plan, sources = _plan(fn, self.specs, self.static, shapes, fuse_reductions)
         self.plan = plan
         self.graph: Graph = plan.graph
         self.kernels: tuple[Kernel, ...] = _build_kernels(_name(fn), plan, sources, cache)

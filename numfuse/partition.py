@@ -96,7 +96,7 @@ def is_kernel_input(node: Node) -> bool:
 class _Clusters:
     """Union-find over node positions with contracted-graph ancestor bitsets."""
 
-    def __init__(self, nodes: Sequence[Node], graph: Graph) -> None:
+    def __init__(self, nodes: Sequence[Node], graph: Graph, fuse_reductions: bool) -> None:
         self.nodes = nodes
         self.position = {node: index for index, node in enumerate(nodes)}
         size = len(nodes)
@@ -109,8 +109,9 @@ class _Clusters:
         # Users of a cluster's fused reductions: a reduction is complete only after the
         # loop, so none of them may join its cluster.
         self.after_loop = [0] * size
+        self.epilogues = [fuse_reductions and epilogue(node) is not None for node in nodes]
         for index, node in enumerate(nodes):
-            if epilogue(node) is not None:
+            if self.epilogues[index]:
                 for user in graph.consumers.get(node, ()):
                     self.after_loop[index] |= 1 << self.position[user]
 
@@ -184,7 +185,7 @@ def _fuse_vertically(clusters: _Clusters) -> None:
     nodes = clusters.nodes
     for index, node in enumerate(nodes):
         clusters.add(index)
-        if epilogue(node) is not None:
+        if clusters.epilogues[index]:
             producer = clusters.find(clusters.position[node.inputs[0]])
             if clusters.is_convex({index, producer}):
                 clusters.merge({index, producer})
@@ -314,10 +315,11 @@ def _upstream_regions(source_node: Node, owner: dict[Node, int]) -> set[int]:
     return found
 
 
-def partition(graph: Graph) -> Plan:
-    """Group the graph's elementwise nodes into fusion regions (see the module docstring)."""
+def partition(graph: Graph, fuse_reductions: bool = True) -> Plan:
+    """Group the graph's elementwise nodes into fusion regions (see the module docstring).
+    ``fuse_reductions=False`` leaves every reduction a numpy call."""
     nodes = graph.nodes
-    clusters = _Clusters(nodes, graph)
+    clusters = _Clusters(nodes, graph, fuse_reductions)
     _fuse_vertically(clusters)
     _fuse_horizontally(clusters)
     grouped: dict[int, list[Node]] = {}

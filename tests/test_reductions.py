@@ -275,3 +275,16 @@ def test_graph_marks_reductions_inside_their_kernel():
     lines = text.splitlines()
     kernel = next(index for index, line in enumerate(lines) if "# kernel 0" in line)
     assert lines[kernel + 2].strip().startswith("c:f64[] = sum(b)")
+
+
+def test_reductions_can_be_left_as_numpy_calls():
+    def fn(x):
+        return np.sum(x * 2), (x + 1).max(axis=-1)
+
+    x = RNG.standard_normal((5, 7))
+    function, specs = fn, [numfuse.dtypes.spec_of(x)]
+    unfused = numfuse.Compiled(function, specs, {}, [x.shape], fuse_reductions=False)
+    check_plan(unfused.plan)
+    assert sorted(_unfused_reductions(unfused)) == ["max", "sum"]
+    assert_same(unfused(x), fn(x))
+    assert _unfused_reductions(_fused(fn, x)) == []
