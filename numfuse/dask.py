@@ -109,7 +109,8 @@ def run(compiled: Any, operands: Sequence[Any]) -> Any:
 def _without_fused_reductions(compiled: Any, operands: Sequence[Any]) -> Any:
     """The same compilation with ``fuse_reductions=False`` where that option exists: a
     kernel that reduces would reduce each block on its own."""
-    if "fuse_reductions" not in inspect.signature(type(compiled).__init__).parameters:
+    if _elementwise_kernels(compiled) or \
+            "fuse_reductions" not in inspect.signature(type(compiled).__init__).parameters:
         return compiled
     unfused = _unfused.get(compiled)
     if unfused is None:
@@ -118,6 +119,11 @@ def _without_fused_reductions(compiled: Any, operands: Sequence[Any]) -> Any:
                                  fuse_reductions=False)
         _unfused[compiled] = unfused
     return unfused
+
+
+def _elementwise_kernels(compiled: Any) -> bool:
+    return all(node.kind == ELEMENTWISE for region in compiled.plan.regions
+               for node in region.nodes)
 
 
 def _value(values: dict[Node, Any], node: Node) -> Any:
