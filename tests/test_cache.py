@@ -127,6 +127,14 @@ def test_a_second_process_loads_the_kernel_from_disk_without_compiling(cache_dir
     assert entry_files(cache_dir) == files
 
 
+def test_numba_cache_dir_does_not_move_numfuse_kernels(cache_dir, monkeypatch):
+    numba_cache = cache_dir.parent / "numba-cache"
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(numba_cache))
+    assert run_python(LOGP_GRAD, cache_dir)["from_cache"] == [False]
+    assert run_python(LOGP_GRAD, cache_dir)["from_cache"] == [True]
+    assert not numba_cache.exists() or not any(numba_cache.rglob("*kernel_*"))
+
+
 def test_two_processes_compiling_the_same_kernel_at_once(cache_dir):
     go = cache_dir.parent / "go"
     script = LOGP_GRAD.replace("with hooks.recording()", textwrap.dedent(f"""\
