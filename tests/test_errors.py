@@ -1,0 +1,227 @@
+"""Bad input: one clear exception each, naming the argument or the source line.
+
+Complements test_api.py (signatures, binding) and test_trace.py (concretization and
+unsupported operations, each case with its advice): here every message is asserted for
+the inputs a caller can get wrong, and the unusual-but-valid inputs (lists, numpy scalars,
+read-only, big-endian, zero-size, 0-d and very long arrays) must give numpy's results.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import assert_same, check
+
+import numfuse
+
+
+def add(x, y):
+    return x + y
+
+
+X = np.array([1.0, -2.0, 3.5])
+
+# ------------------------------------------------------------------ arguments and keywords
+
+
+def test_too_few_arguments_name_the_missing_parameter():
+    with pytest.raises(TypeError, match="missing a required argument: 'y'"):
+        numfuse.jit(add)(X)
+
+
+def test_too_many_arguments():
+    with pytest.raises(TypeError, match=r"add.*too many positional arguments"):
+        numfuse.jit(add)(X, 1.0, 2.0)
+
+
+def test_unknown_keyword_is_named():
+    with pytest.raises(TypeError, match="unexpected keyword argument 'z'"):
+        numfuse.jit(add)(X, 1.0, z=2.0)
+
+
+# ------------------------------------------------------------------ dtypes
+
+UNSUPPORTED = [
+    pytest.param(np.array([1, "a"], dtype=object), "object", id="object"),
+    pytest.param(np.array(["ab", "c"]), "<U2", id="str"),
+    pytest.param(np.array([b"ab", b"c"]), "|S2", id="bytes"),
+    pytest.param(np.array(["2024-01-01"], dtype="datetime64[D]"), "datetime64[D]",
+                 id="datetime64"),
+    pytest.param(np.array([3], dtype="timedelta64[s]"), "timedelta64[s]", id="timedelta64"),
+    pytest.param(np.zeros(2, dtype=[("a", "f8"), ("b", "i4")]), "('a', '<f8')", id="structured"),
+    pytest.param(np.zeros(2, dtype=np.float16), "float16", id="float16"),
+]
+
+
+@pytest.mark.parametrize(("value", "dtype_text"), UNSUPPORTED)
+def test_unsupported_dtype_names_the_argument_and_dtype(value, dtype_text):
+    with pytest.raises(numfuse.UnsupportedDtypeError) as excinfo:
+        numfuse.jit(add)(X[:2], value)
+    assert isinstance(excinfo.value, TypeError)
+    message = str(excinfo.value)
+    assert "argument 1 has dtype" in message
+    assert dtype_text in message
+    assert "Convert it first" in message
+
+
+def test_unsupported_dtype_of_a_closed_over_constant():
+    labels = np.array(["a", "b"])
+    with pytest.raises(TypeError, match="<U1"):
+        numfuse.jit(lambda x: x + labels)(X[:2])
+
+
+def test_non_numeric_python_argument():
+    with pytest.raises(TypeError, match=r"argument 1 \('y'\) of type str is not an array"):
+        numfuse.jit(add)(X, "1.0")
+
+
+# ------------------------------------------------------------------ shapes
+
+
+def test_shapes_that_do_not_broadcast_raise_numpys_message():
+    a, b = np.ones((2, 3)), np.ones(4)
+    with pytest.raises(ValueError) as numpy_error:
+        add(a, b)
+    with pytest.raises(ValueError) as excinfo:
+        numfuse.jit(add)(a, b)
+    assert str(excinfo.value).strip() == str(numpy_error.value).strip()
+    assert "(2,3) (4,)" in str(excinfo.value)
+
+
+def test_broadcast_mismatch_on_a_later_call_of_a_compiled_signature():
+    jitted = numfuse.jit(add)
+    jitted(np.ones((2, 3)), np.ones(3))
+    with pytest.raises(ValueError, match=r"could not be broadcast together with shapes "
+                                         r"\(2,3\) \(4,\)"):
+        jitted(np.ones((2, 3)), np.ones(4))
+
+
+# ------------------------------------------------------------------ conversions and layouts
+
+
+@pytest.mark.parametrize("args", [
+    pytest.param(([1, 2, 3], (1.5, 2, 3)), id="list-and-tuple"),
+    pytest.param(([[1], [2]], [True, False]), id="nested-list-broadcasts"),
+    pytest.param((np.float32(2), np.int8(3)), id="numpy-scalars"),
+    pytest.param((np.float32(2), 3), id="numpy-scalar-and-python-int"),
+    pytest.param((np.uint8(200), np.array([100], np.uint8)), id="uint8-wraps"),
+])
+def test_lists_tuples_and_numpy_scalars_convert_as_numpy(args):
+    assert_same(numfuse.jit(add)(*args), add(*(np.asarray(a) if isinstance(a, (list, tuple))
+                                               else a for a in args)))
+
+
+def test_read_only_arguments():
+    x = X.copy()
+    x.flags.writeable = False
+    check(lambda x: (x * 2, x), x)
+
+
+@pytest.mark.parametrize("dtype", [">f8", ">i4", ">c16", ">u2"])
+def test_big_endian_arguments_give_numpys_result_dtype(dtype):
+    x = np.arange(5).astype(dtype)
+    check(lambda x: (x + x, -x, x * 1.5, x < 2), x)
+    returned = numfuse.jit(lambda x: x)(x)
+    assert returned is x and returned.dtype == np.dtype(dtype)
+
+
+@pytest.mark.parametrize("shape", [(0,), (0, 3), (3, 0), (2, 0, 1)])
+def test_zero_size_arrays(shape):
+    check(lambda x, y: (x * y + 1.0, np.exp(x) > y), np.ones(shape), np.ones(shape[-1:]))
+
+
+def test_zero_d_arrays_and_numpy_scalars():
+    check(lambda x, y: (x + y, x * 2, np.where(x > y, x, y)), np.array(1.5), np.array(2))
+    check(lambda x, y: (x + y, x * 2), np.float32(1.5), np.int16(2))
+
+
+@pytest.mark.xfail(strict=True, reason="README limit: a numpy call on a 0-d elementwise "
+                   "result sees a 0-d array where numpy has a numpy scalar")
+def test_numpy_call_on_a_0d_result_returns_numpys_type():
+    check(lambda x: np.abs(x).T, np.array(0.0))
+
+
+def test_the_kernel_loop_index_is_64_bit():
+    """More than 2**31 elements: the loop bound is ``out.shape[0]``, an ``intp``.
+
+    Checked by reasoning on the generated source and the optimised IR instead of running
+    on 2**31 elements (the output alone would be 8 GiB)."""
+    from numfuse import backend
+
+    huge = np.broadcast_to(np.float32(1.5), (2**31 + 5,))
+    compiled = numfuse.compile(lambda x: x * 2, huge[:4])
+    kernel = compiled.kernels[0]
+    assert "for i in range(n):" in kernel.source and "n = in0.shape[0]" in kernel.source
+    assert np.dtype(np.intp).itemsize == 8
+    ir = backend.llvm_ir(kernel.gufunc)
+    assert "trunc i64" not in ir  # no narrowing of the index or of the shape
+
+
+# ------------------------------------------------------------------ traced code
+
+
+def branches(x):
+    if x > 0:  # marker
+        return x
+    return -x
+
+
+def unique(x):
+    return np.unique(x)  # marker
+
+
+def adds_in_place(x):
+    x += 1  # marker
+    return x
+
+
+def writes_out(x):
+    return np.add(x, 1, out=x)  # marker
+
+
+@pytest.mark.parametrize(("fn", "error", "words"), [
+    pytest.param(branches, numfuse.ConcretizationError,
+                 ["bool() of a traced value", "if x > 0", "np.where"], id="control-flow"),
+    pytest.param(unique, numfuse.UnsupportedOperationError,
+                 ["np.unique is not supported", "return np.unique(x)",
+                  "outside the jitted function"], id="unsupported-function"),
+    pytest.param(adds_in_place, numfuse.UnsupportedOperationError,
+                 ["in-place += on a traced value", "x += 1", "write `x = x + 1`"],
+                 id="in-place-operator"),
+    pytest.param(writes_out, numfuse.UnsupportedOperationError,
+                 ["np.add(..., out=...)", "out=x", "return the value instead"], id="out"),
+])
+def test_traced_code_errors_name_the_line_and_the_fix(fn, error, words):
+    x = X.copy()
+    with pytest.raises(error) as excinfo:
+        numfuse.jit(fn)(x)
+    message = str(excinfo.value)
+    assert "test_errors.py:" in message
+    for word in words:
+        assert word in message, f"{word!r} not in {message!r}"
+    assert_same(x, X)  # the caller's array was not written
+
+
+# ------------------------------------------------------------------ Compiled signatures
+
+
+def test_compiled_called_with_another_dtype_names_argument_and_dtypes():
+    compiled = numfuse.compile(add, X, 1.0)
+    with pytest.raises(numfuse.SignatureMismatchError) as excinfo:
+        compiled(X.astype(np.float32), 1.0)
+    assert str(excinfo.value) == (
+        "argument 0 of add is a 1-d array float32[n], but this Compiled was made for a "
+        "1-d array float64[n]; the dtype differs (float64 vs float32). Call numfuse.compile "
+        "with the new arguments, or use numfuse.jit to compile per signature.")
+
+
+def test_compiled_called_with_keywords_is_a_type_error():
+    compiled = numfuse.compile(add, X, 1.0)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'y'"):
+        compiled(X, y=1.0)
+
+
+def test_out_of_range_python_int_names_the_value_and_dtype():
+    with pytest.raises(OverflowError, match="Python integer 18446744073709551616 out of "
+                                            "bounds for uint64"):
+        numfuse.jit(add)(np.ones(3, np.uint64), 2**64)
