@@ -76,15 +76,17 @@ class Compiled:
         self.settings = Settings(threads, backend.thread_count)
         self._program = Program(plan, self.kernels, self.settings)
         # Run on already-converted operands that match this signature (the hot path).
-        self.run: Callable[[Sequence[Any]], Any] = self._program
+        self.run: Callable[..., Any] = self._program.fast or self._program
         self._dynamic = [index for index in range(len(self.specs)) if index not in self.static]
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any, out: Any = None) -> Any:
+        """Run on ``args``; ``out`` (an array, or a tuple of arrays for a tuple of results)
+        receives the results as numpy's ``out=`` does, kernels writing into it directly."""
         if _holds_dask_array(args, {}):
             from .dask import call_compiled
 
             return call_compiled(self, args)
-        return self._program(self.check_arguments(args))
+        return self._program(self.check_arguments(args), out)
 
     def check_arguments(self, args: Sequence[Any]) -> list[Any]:
         """The operands for ``args``; raises ``SignatureMismatchError`` unless they have
@@ -215,6 +217,9 @@ class Jitted:
         self._signature = inspect.signature(fn)
         self._n_params = len(self._signature.parameters)
         self._kinds = [param.kind for param in self._signature.parameters.values()]
+        # out= is numfuse's (numpy's out=) unless the function has a parameter of that name.
+        self._out_keyword = "out" not in self._signature.parameters and \
+            inspect.Parameter.VAR_KEYWORD not in self._kinds
         keyword_only = [name for name, param in self._signature.parameters.items()
                         if param.kind == inspect.Parameter.KEYWORD_ONLY]
         self._traced = _positional(fn, keyword_only) if keyword_only else fn
@@ -278,6 +283,10 @@ class Jitted:
             return compiled
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs and "out" in kwargs and self._out_keyword:
+            out = kwargs.pop("out")
+            target, operands = self.specialize(*args, **kwargs)
+            return target.run(operands, out)
         if not kwargs and len(args) == self._n_params and not self.static_argnums \
                 and not self.per_shape:
             key = tuple(map(fast_key, args))

@@ -57,14 +57,15 @@ class _Step:
     instead of one short core loop per row.
     """
 
-    __slots__ = ("core", "cost", "finish", "flatten", "folds", "operands", "out_dtypes",
-                 "out_slots", "rows", "settings", "small", "ufunc")
+    __slots__ = ("core", "cost", "dropped", "finish", "flatten", "folds", "operands",
+                 "out_dtypes", "out_slots", "rows", "settings", "small", "ufunc", "vector")
 
     def __init__(self, ufunc: Any, operands: tuple[tuple[int, Prepare | None, bool], ...],
                  out_slots: tuple[int, ...], finish: Prepare | None, flatten: bool,
                  folds: tuple[_Fold | None, ...] = (), *, settings: Settings | None = None,
                  cost: float = 1e-9, out_dtypes: tuple[np.dtype, ...] = (),
-                 rows: bool = False) -> None:
+                 rows: bool = False, dropped: tuple[int, ...] = (), vector: bool = False
+                 ) -> None:
         self.ufunc = ufunc
         self.operands = operands
         self.out_slots = out_slots
@@ -76,20 +77,31 @@ class _Step:
         self.settings = settings or Settings()
         self.out_dtypes = out_dtypes
         self.rows = rows  # a scalar-core operand may vary along the loop's rows
+        self.dropped = dropped  # length-1 axes removed from every operand
+        self.vector = vector  # no non-unit axis: the kernel runs on length-1 arrays
         self.cost = cost  # seconds per loop element, measured on single-threaded calls
         self.small = int(threads.PARALLEL_MIN_SECONDS / cost)  # fewer elements: one thread
 
-    def run(self, values: list[Any]) -> None:
+    def run(self, values: list[Any], outs: Sequence[Any] | None = None) -> None:
+        """Compute the outputs into ``values``; ``outs`` (one array or None per output)
+        are arrays of the outputs' full shapes for the kernel to write into."""
         operands = [values[slot] if prepare is None else prepare(values[slot])
                     for slot, prepare, _core in self.operands]
         shape = self._flat_shape(operands) if self.flatten else None
+        if shape is not None and outs is not None and not all(
+                out is None or out.flags.c_contiguous for out in outs):
+            shape = None  # an output that cannot be viewed as one long loop
         if shape is not None:
             operands = [value.reshape(-1) if core else value
                         for value, (_slot, _prepare, core) in zip(operands, self.operands,
                                                                   strict=True)]
+        presented = None if outs is None else tuple(self._present(out, shape is not None)
+                                                    for out in outs)
         try:
-            if operands and (np.size(operands[self.core]) >= self.small or self.rows):
-                results = self._large(operands)
+            if operands and (operands[self.core].size >= self.small or self.rows):
+                results = self._large(operands, presented)
+            elif presented is not None:
+                results = self.ufunc(*operands, out=presented)
             else:
                 results = self.ufunc(*operands)
         except ValueError:
@@ -108,11 +120,30 @@ class _Step:
                 length = np.shape(operands[self.core])[-1] if operands else 1
                 values[slot] = fold.complete(result, length, shape is not None)
                 continue
+            if presented is not None and presented[position] is not None:
+                values[slot] = outs[position]  # type: ignore[index]
+                continue
             if shape is not None:
                 result = result.reshape(shape)
             values[slot] = result if finish is None else finish(result)
 
-    def _large(self, operands: list[Any]) -> Any:
+    def _present(self, out: Any, flattened: bool) -> Any:
+        """An output array as the kernel sees it (a view without the dropped axes), or
+        None when the kernel cannot write into it: its ``(n)`` outputs must have unit
+        stride, or numba would write them as if they had."""
+        if out is None:
+            return None
+        if flattened:
+            view = out.reshape(-1)
+        elif self.vector:
+            view = out.reshape((1,))
+        else:
+            view = np.squeeze(out, self.dropped) if self.dropped else out
+        if view.ndim and view.strides[-1] != view.itemsize and view.shape[-1] > 1:
+            return None
+        return view
+
+    def _large(self, operands: list[Any], presented: Sequence[Any] | None = None) -> Any:
         """A call that may be worth splitting across threads (see ``threads``)."""
         cores = [core for _slot, _prepare, core in self.operands]
         rows = np.broadcast_shapes(*(np.shape(value)[:-1] if core else np.shape(value)
@@ -125,9 +156,10 @@ class _Step:
         if count > 1:
             split = _split_plan(length, rows, count)
             if split is not None:
-                return self._split(operands, cores, rows, length, *split)
+                return self._split(operands, cores, rows, length, presented, *split)
         start = time.perf_counter()
-        results = self.ufunc(*operands)
+        results = self.ufunc(*operands) if presented is None else \
+            self.ufunc(*operands, out=presented)
         if elements >= _CALIBRATE_ELEMENTS:  # learn this kernel's cost per element
             measured = (time.perf_counter() - start) / elements
             self.cost = 0.5 * self.cost + 0.5 * measured
@@ -135,14 +167,18 @@ class _Step:
         return results
 
     def _split(self, operands: list[Any], cores: list[bool], rows: tuple[int, ...],
-               length: int, along_core: bool, bounds: list[int]) -> Any:
+               length: int, presented: Sequence[Any] | None, along_core: bool,
+               bounds: list[int]) -> Any:
         """Run the call in chunks of the core axis (or of the first row axis) on threads,
         writing into preallocated outputs; per-chunk partial reductions are combined."""
         count = len(bounds) - 1
         outputs: list[Any] = []
-        for dtype, fold in zip(self.out_dtypes, self.folds or (None,) * len(self.out_dtypes),
-                               strict=True):
-            if fold is None:
+        given = presented or (None,) * len(self.out_dtypes)
+        for dtype, fold, out in zip(self.out_dtypes, self.folds or (None,) * len(given), given,
+                                    strict=True):
+            if out is not None:
+                outputs.append(out)
+            elif fold is None:
                 outputs.append(np.empty((*rows, length), dtype))
             else:
                 outputs.append(None if along_core else np.empty(rows, dtype))
@@ -326,10 +362,23 @@ class Program:
         self.single = graph.treedef is Leaf
         self.flat_tuple = _is_flat_tuple(graph.treedef, len(graph.outputs))
         self.int_guards = _int_guards(graph)
+        # Returned leaves a kernel can write straight into a caller's out= array.
+        self.writable = {
+            position: (index, step.out_slots.index(slot))
+            for position, (slot, convert) in enumerate(self.returns)
+            for index, step in enumerate(self.steps)
+            if convert is None and isinstance(step, _Step) and slot in step.out_slots
+            and not (step.folds and step.folds[step.out_slots.index(slot)] is not None)
+            and position not in self.repeated and same_as[position] == position
+            and self.returns.index((slot, convert)) == position
+        }
+        self.fast = _fast_path(self, len(graph.inputs))
 
-    def __call__(self, args: Sequence[Any]) -> Any:
+    def __call__(self, args: Sequence[Any], out: Any = None) -> Any:
         if self.int_guards:
             _check_int_arguments(self.int_guards, args)
+        if out is not None:
+            return self._into(args, out)
         values = [*args, *self.initial]
         for step in self.steps:
             step.run(values)
@@ -347,6 +396,91 @@ class Program:
         if self.flat_tuple:
             return tuple(leaves)
         return tree_unflatten(self.treedef, leaves)
+
+
+    def _into(self, args: Sequence[Any], out: Any) -> Any:
+        """Run with the results written into ``out`` (numpy's ``out=``): an array for a
+        function returning one array, a tuple of arrays for a flat tuple of results.
+        Kernel outputs are written in place; anything else is copied in ('same_kind'
+        casting); if an out array shares memory with an argument, every result is
+        computed first and then copied, so the answer is numpy's."""
+        targets = _out_targets(out, self.single, self.flat_tuple, len(self.returns))
+        overlapping = any(isinstance(arg, np.ndarray) and np.may_share_memory(arg, target)
+                          for arg in args for target in targets)
+        outs: dict[int, list[Any]] = {}
+        if not overlapping:
+            for position, (index, output) in self.writable.items():
+                step = self.steps[index]
+                assert isinstance(step, _Step)
+                if targets[position].shape and targets[position].dtype == step.out_dtypes[output]:
+                    outs.setdefault(index, [None] * len(step.out_slots))[output] = \
+                        targets[position]
+        values = [*args, *self.initial]
+        for index, step in enumerate(self.steps):
+            if index in outs:
+                assert isinstance(step, _Step)
+                step.run(values, outs[index])
+            else:
+                step.run(values)
+        leaves = [values[slot] if convert is None
+                  else _returned(values[slot] if slot >= 0 else None, convert)
+                  for slot, convert in self.returns]
+        for position, first in self.aliases:
+            leaves[position] = leaves[first]
+        for position, target in enumerate(targets):
+            if leaves[position] is not target:
+                np.copyto(target, leaves[position], casting="same_kind")
+        return targets[0] if self.single else tuple(targets)
+
+
+def _out_targets(out: Any, single: bool, flat_tuple: bool, count: int) -> list[Any]:
+    targets = [out] if single and not isinstance(out, tuple) else out
+    if not (single or flat_tuple):
+        raise TypeError("out= needs a function that returns one array or a flat tuple of "
+                        "arrays")
+    if not isinstance(targets, (tuple, list)) or len(targets) != count or not all(
+            isinstance(target, np.ndarray) for target in targets):
+        raise TypeError(f"out= must be {'an array' if single else f'a tuple of {count} arrays'}"
+                        ", one for each result the function returns")
+    for target in targets:
+        if not target.flags.writeable:
+            raise ValueError("out= array is read-only")
+    return list(targets)
+
+
+def _fast_path(program: Program, arity: int) -> Callable[..., Any] | None:
+    """``program`` as one closure when it is a single kernel whose outputs are returned as
+    they come (the common case): the call then costs little more than the gufunc's own."""
+    if len(program.steps) != 1 or program.int_guards or program.aliases or program.repeated:
+        return None
+    step = program.steps[0]
+    if not isinstance(step, _Step) or step.folds or step.flatten or step.finish is not None:
+        return None
+    if [slot for slot, _convert in program.returns] != list(step.out_slots) or any(
+            convert is not None for _slot, convert in program.returns):
+        return None
+    if not (program.single or program.flat_tuple) or any(
+            value is not None for value in program.initial) or any(
+            slot >= arity for slot, _prepare, _core in step.operands):
+        return None
+    ufunc, core, general = step.ufunc, step.core, program.__call__
+    picks = tuple((slot, prepare) for slot, prepare, _core in step.operands)
+    direct = picks == tuple((slot, None) for slot in range(arity))
+
+    def fast(args: Sequence[Any], out: Any = None) -> Any:
+        if out is not None:
+            return general(args, out)
+        operands = args if direct else [args[slot] if prepare is None else prepare(args[slot])
+                                        for slot, prepare in picks]
+        if step.rows or operands[core].size >= step.small:
+            return general(args)
+        try:
+            return ufunc(*operands)
+        except ValueError:
+            _raise_broadcast_error([args[slot] for slot, _prepare in picks])
+            raise
+
+    return fast
 
 
 def _returned_as_is(node: Node) -> bool:
@@ -460,7 +594,8 @@ def _make_step(kernel: Kernel, slots: dict[Node, int], settings: Settings | None
                  tuple(slots[node] for node in region.outputs), finish, flatten,
                  folds if any(fold is not None for fold in folds) else (),
                  settings=settings, cost=cost,
-                 out_dtypes=tuple(node.dtype for node in region.outputs), rows=rows)
+                 out_dtypes=tuple(node.dtype for node in region.outputs), rows=rows,
+                 dropped=dropped, vector=vector)
 
 
 def _fold(reduction: Reduction, kept: list[int], ndim: int) -> _Fold:

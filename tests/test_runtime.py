@@ -326,3 +326,102 @@ def test_floating_point_errors_follow_np_errstate(kind, fn, x):
         assert_same(jitted(x), fn(x))
     with np.errstate(all="warn"), pytest.warns(RuntimeWarning):
         jitted(x)
+
+
+# ----------------------------------------------------------------------------- out=
+
+
+def _logp_grad(x, mu):
+    d = x - mu
+    return -(d**2) / 2, -d
+
+
+def test_out_receives_the_results_without_new_arrays():
+    import tracemalloc
+
+    x = np.random.default_rng(0).standard_normal(200_000)
+    logp, grad = np.empty_like(x), np.empty_like(x)
+    jitted = numfuse.jit(_logp_grad)
+    jitted(x, 0.5)
+    tracemalloc.start()
+    try:
+        result = jitted(x, 0.5, out=(logp, grad))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert result[0] is logp and result[1] is grad
+    assert peak < x.nbytes / 10
+    assert_same((logp, grad), _logp_grad(x, 0.5))
+
+
+def test_out_for_one_result_strided_and_fortran_targets():
+    x = np.random.default_rng(1).standard_normal((6, 8))
+
+    def scaled(x):
+        return np.exp(x) * 2
+
+    for target in (np.empty((6, 8)), np.empty((6, 16))[:, ::2], np.empty((6, 8), order="F")):
+        result = numfuse.jit(scaled)(x, out=target)
+        assert result is target
+        assert_same(target, scaled(x), rtol=1e-15)
+
+
+def test_out_aliasing_an_input_gives_numpys_result():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal(1000)
+    expected = _logp_grad(x, 0.25)
+    grad = np.empty_like(x)
+    result = numfuse.jit(_logp_grad)(x, 0.25, out=(x, grad))
+    assert result[0] is x
+    assert_same((x, grad), expected)
+
+    def shifted(a):
+        return np.sqrt(np.abs(a)) + a[::-1]
+
+    y = rng.standard_normal(1000)
+    want = shifted(y)
+    numfuse.jit(shifted)(y, out=y)
+    assert_same(y, want, rtol=1e-15)
+
+
+def test_out_with_reductions_and_casting():
+    x = np.random.default_rng(3).standard_normal((5, 7))
+
+    def fn(x):
+        y = x * 3
+        return y, y.sum(axis=1)
+
+    y, sums = np.empty((5, 7)), np.empty(5, dtype=np.float32)
+    numfuse.jit(fn)(x, out=(y, sums))
+    expected = fn(x)
+    assert_same(y, expected[0])
+    np.testing.assert_allclose(sums, expected[1].astype(np.float32), rtol=1e-6)
+
+
+def test_out_errors_and_a_parameter_named_out():
+    x = np.ones(4)
+    jitted = numfuse.jit(_logp_grad)
+    with pytest.raises(TypeError, match="tuple of 2 arrays"):
+        jitted(x, 0.5, out=(np.empty(4),))
+    read_only = np.empty(4)
+    read_only.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        jitted(x, 0.5, out=(read_only, np.empty(4)))
+
+    @numfuse.jit
+    def own(x, out):
+        return x * out
+
+    assert_same(own(x, 3.0), x * 3.0)
+    assert_same(own(x, out=2.0), x * 2.0)
+
+
+def test_single_kernel_programs_take_the_direct_path():
+    x = np.random.default_rng(4).standard_normal(1200)
+    compiled = numfuse.compile(_logp_grad, x, 0.5)
+    assert compiled.run is compiled._program.fast
+    assert_same(compiled.run((x[::3], 0.5)), _logp_grad(x[::3], 0.5))
+    pair = numfuse.compile(lambda a, b: a * b + 1, x, x)
+    assert pair.run is pair._program.fast
+    with pytest.raises(ValueError, match=r"could not be broadcast together with shapes \(1200,\) \(7,\)"):
+        pair.run((x, np.ones(7)))
