@@ -313,6 +313,9 @@ def _jitted_helpers() -> dict[str, Any]:
     """Compiled versions of ``kernel_lib``'s helpers, calling each other compiled."""
     namespace: dict[str, Any] = {"np": np, "math": math}
     for name in kernel_lib.HELPERS:
+        if name in kernel_lib.FLAG_RAISERS:
+            namespace[name] = _flag_raiser(kernel_lib.FLAG_RAISERS[name])
+            continue
         function = getattr(kernel_lib, name)
         rebound = types.FunctionType(function.__code__, namespace, name,
                                      function.__defaults__, function.__closure__)
@@ -327,6 +330,21 @@ def _jitted_helpers() -> dict[str, Any]:
 
 
 _helpers = cache(_jitted_helpers)
+
+# The C library's feraiseexcept, called by its symbol name (resolved when the code is
+# loaded, so kernels that call it can be cached, unlike a call through a ctypes pointer).
+_FERAISEEXCEPT = numba.types.ExternalFunction(
+    "feraiseexcept", numba.types.intc(numba.types.intc))
+
+
+def _flag_raiser(flag: int) -> Any:
+    """A compiled helper raising one floating-point flag (see kernel_lib.FLAG_RAISERS)."""
+    feraiseexcept = _FERAISEEXCEPT
+
+    def raise_flag():  # type: ignore[no-untyped-def]
+        feraiseexcept(flag)
+
+    return numba.njit(inline="always")(raise_flag)
 
 
 def load_module(kernel: KernelSource, directory: Path) -> types.ModuleType:

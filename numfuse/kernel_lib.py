@@ -10,7 +10,6 @@ fused kernel returns what the numpy ufunc would.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import math
 import platform
 import threading
@@ -22,50 +21,40 @@ import numpy as np
 #
 # numpy reports division by zero, overflow and invalid operations by reading the CPU's
 # floating-point status flags after a ufunc loop.  Integer operations never set them, and
-# LLVM deletes (or folds) float operations whose results do not matter, so a helper that
-# must report one (integer division by zero, ``MIN // -1``, a NaN in ``logaddexp``) calls
-# the C library's ``feraiseexcept``: a call through a pointer, opaque to LLVM, made only on
-# the rare path that needs it.
+# LLVM deletes, folds or speculates float operations freely, so a helper that must report
+# one (integer division by zero, ``MIN // -1``, a NaN in ``logaddexp``) calls the C
+# library's ``feraiseexcept``: an external call LLVM can neither remove nor speculate,
+# made only on the rare path that needs it.  The backend compiles ``raise_invalid``,
+# ``raise_divide_by_zero`` and ``raise_overflow`` to that call by its symbol name (so the
+# kernels stay cacheable), with the flag values of ``FLAG_RAISERS``; the plain-Python
+# versions below do nothing.
 
 # <fenv.h>'s FE_INVALID, FE_DIVBYZERO and FE_OVERFLOW, which differ between architectures.
 _FE_FLAGS = {
     "x86_64": (1, 4, 8), "amd64": (1, 4, 8), "i386": (1, 4, 8), "i686": (1, 4, 8),
     "aarch64": (1, 2, 4), "arm64": (1, 2, 4),
 }
+_MACHINE_FLAGS = _FE_FLAGS.get(platform.machine().lower())
+
+# helper name -> the flag it raises; empty where the flag values are unknown (the helpers
+# then stay no-ops and those warnings are missed).
+FLAG_RAISERS: dict[str, int] = {} if _MACHINE_FLAGS is None else dict(
+    zip(("raise_invalid", "raise_divide_by_zero", "raise_overflow"), _MACHINE_FLAGS,
+        strict=True))
 
 
-def _feraiseexcept() -> Callable[[int], int] | None:
-    """The C library's ``feraiseexcept`` (None where it cannot be found)."""
-    candidates: list[str | None] = [None, ctypes.util.find_library("m")]
-    for name in candidates:
-        try:
-            function = ctypes.CDLL(name).feraiseexcept
-        except (OSError, AttributeError, TypeError):
-            continue
-        function.argtypes = [ctypes.c_int]
-        function.restype = ctypes.c_int
-        return function  # type: ignore[no-any-return]
+def raise_invalid():  # type: ignore[no-untyped-def]
+    """Raise the "invalid value" flag (compiled by the backend; see ``FLAG_RAISERS``)."""
     return None
 
 
-def _flag_raiser(index: int) -> Callable[[], None]:
-    """A helper raising one floating-point flag (a no-op where the flags are unknown)."""
-    flags = _FE_FLAGS.get(platform.machine().lower())
-    raise_flags = _feraiseexcept() if flags is not None else None
-    if raise_flags is None or flags is None:
-        def raise_nothing():  # type: ignore[no-untyped-def]
-            return None
-        return raise_nothing  # type: ignore[no-any-return]
-    flag = flags[index]
-
-    def raise_flag():  # type: ignore[no-untyped-def]
-        raise_flags(flag)
-    return raise_flag  # type: ignore[no-any-return]
+def raise_divide_by_zero():  # type: ignore[no-untyped-def]
+    return None
 
 
-raise_invalid = _flag_raiser(0)
-raise_divide_by_zero = _flag_raiser(1)
-raise_overflow = _flag_raiser(2)
+def raise_overflow():  # type: ignore[no-untyped-def]
+    return None
+
 
 # ------------------------------------------------------------------ run-time errors
 #
