@@ -339,7 +339,7 @@ _FERAISEEXCEPT = numba.types.ExternalFunction(
 
 def _flag_raiser(flag: int) -> Any:
     """A compiled helper raising one floating-point flag (see kernel_lib.FLAG_RAISERS)."""
-    feraiseexcept = _FERAISEEXCEPT
+    feraiseexcept: Any = _FERAISEEXCEPT
 
     def raise_flag():  # type: ignore[no-untyped-def]
         feraiseexcept(flag)
