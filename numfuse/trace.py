@@ -82,9 +82,10 @@ def _sample(node: Node) -> Any:
     """A value numpy can use to check an operation: the constant itself, or a 0-d one."""
     if node.kind == CONST and node.ndim == 0:
         return node.param("value").value
-    if node.weak:
-        return _operand_type(node)(1)  # type: ignore[operator]
-    return np.ones((), node.dtype)
+    operand = _operand_type(node)
+    if isinstance(operand, type):  # a weak Python scalar (bool nodes keep their dtype)
+        return operand(1)
+    return np.ones((), operand)
 
 
 def _fits(value: int, dtype: np.dtype) -> bool:

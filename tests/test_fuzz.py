@@ -344,6 +344,11 @@ def check_program(steps: list[Step], args: list[Any]) -> None:
         _compare(got, want, status, bounds.get(len(args) + position), where)
     real_only = all(np.asarray(value).dtype.kind != "c" for value in pool)
     if real_only and all(status in (EXACT, ULP) for status in statuses):
+        if any(isinstance(value, np.generic) and value.dtype.kind in "iu" for value in pool):
+            # documented limit: numpy's *scalar* integer math warns on overflow, its array
+            # loops (which kernels follow) wrap silently
+            actual_warnings.discard("overflow")
+            expected_warnings.discard("overflow")
         if any(step.name in NAN_ORDERING for step in steps):
             # documented limit: a spurious "invalid value" from an ordered comparison on NaN
             actual_warnings.discard("invalid value")

@@ -550,3 +550,12 @@ def test_compiled_for_a_size_dependent_function_names_the_shape():
 def test_len_of_a_0d_value_is_a_concretization_error():
     with pytest.raises(numfuse.ConcretizationError, match="len"):
         numfuse.jit(lambda x: len(x))(np.float64(1.0))
+
+
+def test_ufunc_on_a_comparison_of_python_scalar_arguments():
+    """Found by fuzzing: a comparison of two Python int arguments is a weak bool node,
+    and checking the next ufunc with numpy crashed on it."""
+    def fn(x, a, b):
+        return np.minimum(b, a < b) + x
+
+    check(fn, X, 0, 1)
