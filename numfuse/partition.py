@@ -59,7 +59,9 @@ class Region:
 
     @property
     def ones(self) -> tuple[bool, ...]:
-        return self.nodes[0].ones
+        """The loop shape (True for each length-1 axis): that of its widest member; a
+        member recomputed from smaller operands (``recompute``) broadcasts into it."""
+        return loop_of(self.nodes)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -88,6 +90,40 @@ def epilogue(node: Node) -> Reduction | None:
     return reduction
 
 
+def loop_of(nodes: Sequence[Node]) -> tuple[bool, ...]:
+    """The widest loop shape among elementwise ``nodes`` (most axes, fewest length-1)."""
+    widest = max((node for node in nodes if node.kind == ELEMENTWISE),
+                 key=lambda node: (node.ndim, -sum(node.ones)))
+    return widest.ones
+
+
+# Work per element (in simple arithmetic operations) below which a value of a smaller
+# loop shape is recomputed inside the larger loop that reads it, instead of running as a
+# kernel of its own and being read back: an extra kernel call and a temporary cost more
+# than a few operations per element, a transcendental function repeated for every row
+# costs more than computing it once.
+RECOMPUTE_MAX_COST = 3
+_OP_COSTS = {name: 20 for name in (
+    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "arcsin",
+    "arccos", "arctan", "arctan2", "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh",
+    "power", "float_power", "cbrt", "logaddexp", "logaddexp2", "hypot")}
+_OP_COSTS.update({name: 8 for name in (
+    "true_divide", "divide", "floor_divide", "remainder", "mod", "fmod", "divmod",
+    "sqrt", "reciprocal", "gcd", "lcm")})
+
+
+def op_cost(node: Node) -> int:
+    return _OP_COSTS.get(node.op, 1)
+
+
+def _broadcasts_into(small: tuple[bool, ...], large: tuple[bool, ...]) -> bool:
+    """A strictly smaller loop shape that numpy broadcasting stretches to ``large``."""
+    if small == large or len(small) > len(large) or all(small):
+        return False  # all-unit (0-d) work runs once, in a kernel's prelude
+    offset = len(large) - len(small)
+    return all(one or not large[axis + offset] for axis, one in enumerate(small))
+
+
 def is_kernel_input(node: Node) -> bool:
     """0-d constants are written into the kernel source; everything else is an operand."""
     return not (node.kind == CONST and node.ndim == 0)
@@ -106,6 +142,10 @@ class _Clusters:
         self.producers: list[set[int]] = [set() for _ in range(size)]
         self.consumers: list[set[int]] = [set() for _ in range(size)]
         self.fusible = [node.kind == ELEMENTWISE for node in nodes]
+        self.loop = [node.ones for node in nodes]  # each cluster's loop shape
+        self.cost = [op_cost(node) for node in nodes]  # each cluster's work per element
+        self.returned = set(graph.outputs)
+        self.graph = graph
         # Users of a cluster's fused reductions: a reduction is complete only after the
         # loop, so none of them may join its cluster.
         self.after_loop = [0] * size
@@ -159,10 +199,15 @@ class _Clusters:
         for producer in producers:
             ancestors |= self.ancestors[producer] | self.members[producer]
         after_loop = 0
+        loop = max((self.loop[cluster] for cluster in clusters),
+                   key=lambda ones: (len(ones), -sum(ones)))
+        cost = sum(self.cost[cluster] for cluster in clusters)
         for cluster in clusters:
             self.parent[cluster] = root
             after_loop |= self.after_loop[cluster]
         self.after_loop[root] = after_loop
+        self.loop[root] = loop
+        self.cost[root] = cost
         self.members[root] = members
         self.ancestors[root] = ancestors
         self.producers[root] = producers
@@ -197,12 +242,33 @@ def _fuse_vertically(clusters: _Clusters) -> None:
             candidate = clusters.find(clusters.position[source])
             if candidate in group or not clusters.fusible[candidate]:
                 continue
-            if nodes[candidate].ones != node.ones:
+            if clusters.loop[candidate] != node.ones and not _recomputable(
+                    clusters, candidate, node):
                 continue
             if clusters.is_convex(group | {candidate}):
                 group.add(candidate)
         if len(group) > 1:
             clusters.merge(group)
+
+
+def _recomputable(clusters: _Clusters, candidate: int, node: Node) -> bool:
+    """True if the smaller-shaped cluster ``candidate`` should be computed inside the loop
+    of ``node`` (see ``RECOMPUTE_MAX_COST``): cheap, read by ``node`` alone, not returned
+    and holding no reduction."""
+    if not _broadcasts_into(clusters.loop[candidate], node.ones) or \
+            clusters.cost[candidate] > RECOMPUTE_MAX_COST or clusters.after_loop[candidate]:
+        return False
+    members = clusters.members[candidate]
+    consumers = clusters.graph.consumers
+    for position, member in enumerate(clusters.nodes):
+        if not members >> position & 1:
+            continue
+        if member.kind != ELEMENTWISE or member in clusters.returned:
+            return False
+        for user in consumers.get(member, ()):
+            if user is not node and not members >> clusters.position[user] & 1:
+                return False
+    return True
 
 
 def _fuse_horizontally(clusters: _Clusters) -> None:
@@ -214,13 +280,13 @@ def _fuse_horizontally(clusters: _Clusters) -> None:
         merged: list[int] = []
         for sibling in siblings:
             sibling = clusters.find(sibling)
-            if not clusters.fusible[sibling] or not _same_size(shared, clusters.nodes[sibling]):
+            if not clusters.fusible[sibling] or not _same_size(shared, clusters.loop[sibling]):
                 continue
             for slot, other in enumerate(merged):
                 other = clusters.find(other)
                 if other == sibling:
                     break
-                same_loop = clusters.nodes[other].ones == clusters.nodes[sibling].ones
+                same_loop = clusters.loop[other] == clusters.loop[sibling]
                 if same_loop and clusters.is_convex({other, sibling}):
                     merged[slot] = clusters.merge({other, sibling})
                     break
@@ -228,10 +294,10 @@ def _fuse_horizontally(clusters: _Clusters) -> None:
                 merged.append(sibling)
 
 
-def _same_size(shared: Node, sibling: Node) -> bool:
+def _same_size(shared: Node, loop: tuple[bool, ...]) -> bool:
     """Siblings are certain to have equal sizes only when the value they share has their
     full loop shape; two consumers of a scalar may have different sizes at run time."""
-    return shared.ndim == sibling.ndim and shared.ones == sibling.ones
+    return shared.ones == loop
 
 
 def _region_io(members: Sequence[Node], graph: Graph) -> tuple[tuple[Node, ...], tuple[Node, ...]]:
@@ -417,7 +483,10 @@ def check_plan(plan: Plan) -> None:
                 assert not members & set(graph.consumers.get(node, ())), (
                     f"{node} is read inside the loop that computes it")
                 continue
-            assert node.ones == region.ones, f"{node} has another loop shape than its region"
+            if node.ones != region.ones:
+                assert _broadcasts_into(node.ones, region.ones), (
+                    f"{node} has a loop shape that does not broadcast into its region's")
+                assert node not in region.outputs, f"{node} is recomputed yet an output"
         assert len(region.inputs) + len(region.outputs) <= MAX_OPERANDS
     in_prelude = {node for region in plan.regions for node in region.prelude}
     for node in graph.nodes:

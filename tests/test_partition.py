@@ -23,7 +23,15 @@ import numfuse
 from numfuse.codegen import emit
 from numfuse.dtypes import spec_of
 from numfuse.graph import ELEMENTWISE, INPUT, Graph, Node, broadcast_shapes, verify
-from numfuse.partition import MAX_OPERANDS, Plan, Region, check_plan, partition
+from numfuse.partition import (
+    MAX_OPERANDS,
+    RECOMPUTE_MAX_COST,
+    Plan,
+    Region,
+    check_plan,
+    op_cost,
+    partition,
+)
 from numfuse.passes import simplify
 from numfuse.trace import trace_graph
 
@@ -110,14 +118,15 @@ def test_elementwise_diamond_is_one_region():
 def test_regions_are_in_execution_order():
     def chain_of_shapes(row, column, cube):
         a = row * 2.0
-        b = a + column
+        b = np.sin(a + column)  # too costly to recompute inside the cube's loop
         c = b * cube
         return c - 1.0, a + 1.0
 
     plan = plan_of(chain_of_shapes, np.ones(4), np.ones((3, 1)), np.ones((2, 1, 1)))
     assert [region.ones for region in plan.regions] == [
         (False,), (False, False), (False, False, False)]
-    check(chain_of_shapes, np.arange(4.0), np.arange(3.0)[:, None], np.arange(2.0)[:, None, None])
+    check(chain_of_shapes, np.arange(4.0), np.arange(3.0)[:, None], np.arange(2.0)[:, None, None],
+          rtol=1e-15)
 
 
 def test_deep_chain_partitions_into_one_region_without_recursion():
@@ -263,9 +272,15 @@ def test_check_plan_rejects_mixed_loop_shapes_and_missing_nodes():
     x, column = arg(0), arg(1, (None, 1))
     a = unary("sin", x)
     b = binary("add", a, column)
+    graph = Graph((x, column), (b, a))
+    with pytest.raises(AssertionError, match="recomputed yet an output"):
+        check_plan(Plan(graph, (Region(0, (a, b), (x, column), (b, a)),)))
+    row = arg(2, (1, None))
+    down, across = unary("sin", column), unary("cos", row)
+    with pytest.raises(AssertionError, match="does not broadcast"):
+        check_plan(Plan(Graph((column, row), (down,)),
+                        (Region(0, (down, across), (column, row), (down,)),)))
     graph = Graph((x, column), (b,))
-    with pytest.raises(AssertionError, match="loop shape"):
-        check_plan(Plan(graph, (Region(0, (a, b), (x, column), (b,)),)))
     with pytest.raises(AssertionError, match="no region"):
         check_plan(Plan(graph, (Region(0, (a,), (x,), (a,)),)))
 
@@ -528,3 +543,53 @@ def test_scalar_work_feeding_kernels_runs_in_their_prelude():
     got = compiled(x, 0.5)
     np.testing.assert_array_equal(got[0], x * -0.5)
     assert got[1] == -0.5 and type(got[1]) is float
+
+
+# ------------------------------------------------------------- regions across loop shapes
+
+
+def _kernel_layouts(fn, *args):
+    compiled = numfuse.compile(fn, *args)
+    check_plan(compiled.plan)
+    return compiled, [kernel.layout for kernel in compiled.kernels]
+
+
+def test_cheap_work_on_a_row_vector_is_recomputed_inside_the_matrix_loop():
+    m, v = np.random.default_rng(0).random((50, 60)), np.random.default_rng(1).random(60)
+
+    def fn(m, v):
+        return (v * 2 + 1) * m
+
+    compiled, layouts = _kernel_layouts(fn, m, v)
+    assert layouts == ["(n),(n)->(n)"]  # one kernel, reading v itself
+    assert compiled.plan.regions[0].ones == (False, False)
+    assert_same(compiled(m, v), fn(m, v))
+
+
+def test_expensive_work_on_a_row_vector_is_computed_once_in_its_own_kernel():
+    m, v = np.random.default_rng(0).random((50, 60)), np.random.default_rng(1).random(60)
+
+    def fn(m, v):
+        return np.sin(v) * m
+
+    compiled, layouts = _kernel_layouts(fn, m, v)
+    assert layouts == ["(n)->(n)", "(n),(n)->(n)"]
+    assert op_cost(compiled.plan.regions[0].nodes[0]) > RECOMPUTE_MAX_COST
+    assert_same(compiled(m, v), fn(m, v))
+
+
+def test_small_values_used_elsewhere_are_not_recomputed():
+    m, v = np.random.default_rng(0).random((5, 6)), np.random.default_rng(1).random((5, 1))
+
+    def returned(m, v):
+        w = v + 1
+        return w * m, w
+
+    def shared(m, v):
+        w = v + 1
+        return w * m + w / m
+
+    for fn in (returned, shared):
+        compiled, layouts = _kernel_layouts(fn, m, v)
+        assert len(layouts) == 2, fn.__name__
+        assert_same(compiled(m, v), fn(m, v))
