@@ -256,3 +256,15 @@ def test_kernels_raising_flags_stay_cacheable():
 def test_maximum_of_nan_and_its_absolute_value_is_quiet():
     x = np.array([np.nan] * 20)
     _assert_same_outcome(lambda x: np.maximum(x, np.abs(x)), x, all="raise")
+
+
+@pytest.mark.xfail(strict=True, reason="README limit: float32 floor_divide computes its "
+                   "quotient in float64, so an overflowing quotient misses numpy's 'invalid'")
+def test_float32_floor_divide_overflowing_quotient_warns_like_numpy():
+    _assert_same_outcome(lambda x: x // np.float32(1e-40), np.ones(20, np.float32))
+
+
+@pytest.mark.xfail(strict=True, reason="README limit: numpy's scalar integer math warns on "
+                   "overflow; kernels follow numpy's array loops, which wrap silently")
+def test_numpy_scalar_integer_overflow_warns_like_numpy():
+    _assert_same_outcome(lambda x: x + np.int8(100), np.int8(100))
