@@ -401,9 +401,11 @@ def plot(results: dict[str, dict[int, Measured]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(results), figsize=(4.2 * len(results), 3.9),
+    columns = min(2, len(results))
+    grid_rows = math.ceil(len(results) / columns)
+    fig, axes = plt.subplots(grid_rows, columns, figsize=(5.2 * columns, 3.9 * grid_rows),
                              squeeze=False)
-    for ax, (name, by_size) in zip(axes.flat, results.items(), strict=True):
+    for ax, (name, by_size) in zip(axes.flat, results.items(), strict=False):
         for impl in ORDER:
             points = [(size, speedup(m.cells, impl)) for size, m in by_size.items()
                       if not math.isnan(speedup(m.cells, impl))]
@@ -424,10 +426,10 @@ def plot(results: dict[str, dict[int, Measured]], path: Path) -> None:
     for ax in axes.flat:
         for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
             handles.setdefault(label, handle)
-    fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=len(handles),
+    fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=4,
                frameon=False)
     fig.suptitle("Fused reductions: speed-up over numpy (median, higher is better)")
-    fig.tight_layout(rect=(0, 0.08, 1, 0.95))
+    fig.tight_layout(rect=(0, 0.07, 1, 0.96))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
