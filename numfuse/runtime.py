@@ -463,6 +463,8 @@ def _fast_path(program: Program, arity: int) -> Callable[..., Any] | None:
             value is not None for value in program.initial) or any(
             slot >= arity for slot, _prepare, _core in step.operands):
         return None
+    if not program.single and len(step.out_slots) == 1:
+        return None  # a 1-tuple of results: the gufunc returns a bare array
     ufunc, core, general = step.ufunc, step.core, program.__call__
     picks = tuple((slot, prepare) for slot, prepare, _core in step.operands)
     direct = picks == tuple((slot, None) for slot in range(arity))

@@ -425,3 +425,8 @@ def test_single_kernel_programs_take_the_direct_path():
     assert pair.run is pair._program.fast
     with pytest.raises(ValueError, match=r"could not be broadcast together with shapes \(1200,\) \(7,\)"):
         pair.run((x, np.ones(7)))
+
+
+def test_a_one_element_tuple_of_results_stays_a_tuple():
+    x = np.arange(5.0)
+    assert_same(numfuse.jit(lambda x: (x * 2,))(x), (x * 2,))
