@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from . import backend, hooks
-from .codegen import KernelSource, emit
+from .codegen import KernelSource, emit, fastmath_flags
 from .dtypes import ArgSpec, as_operand, fast_key, spec_of
 from .errors import SignatureMismatchError, SizeDependentError
 from .graph import Graph, verify
@@ -40,11 +40,11 @@ _log = logging.getLogger("numfuse")
 
 
 def _plan(fn: Callable[..., Any], specs: Sequence[ArgSpec], static: dict[int, Any],
-          shapes: Sequence[tuple[int, ...]] | None = None, fuse_reductions: bool = True
-          ) -> tuple[Plan, list[KernelSource]]:
+          shapes: Sequence[tuple[int, ...]] | None = None, fuse_reductions: bool = True,
+          fastmath: frozenset[str] = frozenset()) -> tuple[Plan, list[KernelSource]]:
     graph = simplify(trace_graph(fn, specs, static, shapes), check=verify)
     plan = partition(graph, fuse_reductions)
-    sources = [emit(region) for region in plan.regions]
+    sources = [emit(region, fastmath) for region in plan.regions]
     region_of = {node: region.index for region in plan.regions
                  for node in (*region.prelude, *region.nodes)}
     layouts = {region.index: source.layout for region, source in zip(plan.regions, sources,
@@ -58,17 +58,21 @@ class Compiled:
     ``graph`` is the simplified graph (``str()`` shows the kernels), ``kernels`` the
     compiled kernels in execution order.  Calling it with arguments of another signature
     raises ``SignatureMismatchError`` (a ``TypeError``) naming the argument.
-    ``fuse_reductions=False`` keeps every reduction a numpy call (the dask path uses it).
+    ``fuse_reductions=False`` keeps every reduction a numpy call (the dask path uses it);
+    ``fastmath`` is as for ``jit``.
     """
 
     def __init__(self, fn: Callable[..., Any], specs: Sequence[ArgSpec],
                  static: dict[int, Any] | None = None,
                  shapes: Sequence[tuple[int, ...]] | None = None, cache: bool = True,
-                 threads: int | None = None, fuse_reductions: bool = True) -> None:
+                 threads: int | None = None, fuse_reductions: bool = True,
+                 fastmath: Any = False) -> None:
         self.fn = fn
         self.specs = tuple(specs)
         self.static = dict(static or {})
-        plan, sources = _plan(fn, self.specs, self.static, shapes, fuse_reductions)
+        self.fastmath = fastmath_flags(fastmath)
+        plan, sources = _plan(fn, self.specs, self.static, shapes, fuse_reductions,
+                              self.fastmath)
         self.plan = plan
         self.graph: Graph = plan.graph
         self.kernels: tuple[Kernel, ...] = _build_kernels(_name(fn), plan, sources, cache)
@@ -204,11 +208,13 @@ class Jitted:
     """
 
     def __init__(self, fn: Callable[..., Any], static_argnums: Sequence[int] = (),
-                 cache: bool = True, threads: int | None = None) -> None:
+                 cache: bool = True, threads: int | None = None, fastmath: Any = False
+                 ) -> None:
         self.fn = fn
         self.static_argnums = tuple(static_argnums)
         self.cache = cache  # False: compiled kernels are not saved to the disk cache
         self.threads = threads  # None: numba's thread count from the main thread, else 1
+        self.fastmath = fastmath_flags(fastmath)  # LLVM fast-math flags; none by default
         self.compiled: dict[tuple[Any, ...], Compiled] = {}
         self._by_key: dict[tuple[Any, ...], Compiled] = {}
         self._lock = threading.Lock()
@@ -278,7 +284,7 @@ class Jitted:
                 static = {index: operands[index] for index in self.static_argnums}
                 shapes = [np.shape(value) for value in operands]
                 compiled = Compiled(self._traced, specs, static, shapes, self.cache,
-                                    self.threads)
+                                    self.threads, fastmath=self.fastmath)
                 self.compiled[key] = compiled
             return compiled
 
@@ -313,7 +319,8 @@ class Jitted:
         if module is not None and module.__name__ != "__main__" and \
                 _lookup(module, _name(self)) is self:
             return _name(self)
-        return Jitted, (self.fn, self.static_argnums, self.cache, self.threads)
+        return Jitted, (self.fn, self.static_argnums, self.cache, self.threads,
+                        self.fastmath)
 
     def __repr__(self) -> str:
         return f"<numfuse.jit {_name(self.fn)}: {len(self.compiled)} signature(s)>"
@@ -374,17 +381,21 @@ def _positional(fn: Callable[..., Any], keyword_only: list[str]) -> Callable[...
 
 
 def jit(fn: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] = (),
-        cache: bool = True, threads: int | None = None) -> Any:
+        cache: bool = True, threads: int | None = None, fastmath: Any = False) -> Any:
     """Decorate a numpy function so it runs as fused kernels: ``@jit`` or ``@jit(...)``.
 
     ``cache=False`` keeps its kernels out of the disk cache.  ``threads`` caps the threads
     a large call may use (default: numba's thread count when called from the main thread,
-    one thread from any other; see ``numfuse.threads``).
+    one thread from any other; see ``numfuse.threads``).  ``fastmath=True`` lets LLVM
+    contract and reassociate float operations (results then differ from numpy's in the
+    last bits); NaN and infinity checks keep working (``codegen.fastmath_flags``).
     """
+    fastmath_flags(fastmath)  # refuse unknown or NaN-breaking flags now
     if fn is None:
         return lambda function: Jitted(function, static_argnums=static_argnums, cache=cache,
-                                       threads=threads)
-    return Jitted(fn, static_argnums=static_argnums, cache=cache, threads=threads)
+                                       threads=threads, fastmath=fastmath)
+    return Jitted(fn, static_argnums=static_argnums, cache=cache, threads=threads,
+                  fastmath=fastmath)
 
 
 def _example_signature(fn: Any, example_args: Sequence[Any]
@@ -403,12 +414,12 @@ def _example_signature(fn: Any, example_args: Sequence[Any]
 
 
 def compile(fn: Callable[..., Any], *example_args: Any, cache: bool | None = None,
-            threads: int | None = None) -> Compiled:
+            threads: int | None = None, fastmath: Any = None) -> Compiled:
     """Trace and compile ``fn`` now for the signatures of ``example_args``.
 
     A function that reads array sizes (``x.shape``, ``len(x)``) is compiled for the exact
-    shapes of ``example_args``.  ``cache=False`` keeps the kernels out of the disk cache
-    (default: a ``Jitted``'s own setting, else True).
+    shapes of ``example_args``.  ``cache=False`` keeps the kernels out of the disk cache;
+    ``threads`` and ``fastmath`` are as for ``jit`` (defaults: a ``Jitted``'s own settings).
     """
     _log.info("compiling %s: numfuse.compile called", _name(fn))
     function, specs, static, shapes = _example_signature(fn, example_args)
@@ -416,10 +427,13 @@ def compile(fn: Callable[..., Any], *example_args: Any, cache: bool | None = Non
         cache = fn.cache if isinstance(fn, Jitted) else True
     if threads is None and isinstance(fn, Jitted):
         threads = fn.threads
+    if fastmath is None:
+        fastmath = fn.fastmath if isinstance(fn, Jitted) else False
     try:
-        return Compiled(function, specs, static, shapes, cache, threads)
+        return Compiled(function, specs, static, shapes, cache, threads, fastmath=fastmath)
     except SizeDependentError:
-        return Compiled(function, _with_sizes(specs, shapes), static, shapes, cache, threads)
+        return Compiled(function, _with_sizes(specs, shapes), static, shapes, cache, threads,
+                        fastmath=fastmath)
 
 
 def trace(fn: Callable[..., Any], *example_args: Any) -> Graph:

@@ -396,8 +396,10 @@ class _KernelGUFunc(_GUFunc):
 
 def _guvectorize(module: types.ModuleType, kernel: KernelSource, disk: bool) -> Any:
     """``numba.guvectorize([signature], layout, nopython=True, cache=disk)(kernel)``."""
-    gufunc = _KernelGUFunc(module.kernel, kernel.layout, cache=disk,
-                           targetoptions={"nopython": True})
+    options: dict[str, Any] = {"nopython": True}
+    if kernel.fastmath:
+        options["fastmath"] = set(kernel.fastmath)
+    gufunc = _KernelGUFunc(module.kernel, kernel.layout, cache=disk, targetoptions=options)
     gufunc.add(kernel.signature)
     gufunc.disable_compile()
     return gufunc.build_ufunc()

@@ -28,6 +28,35 @@ from .ops import HELPER_NAMES, OPS, template_for
 from .partition import Region
 from .reductions import Reduction
 
+# fastmath flags that keep NaN and infinity semantics (np.isnan, NaN in maximum, inf
+# checks work): contraction into fused multiply-adds, reassociation, ignoring the sign of
+# zero, reciprocal approximation of division.  "afn" (approximate library functions) may
+# be asked for by name; "nnan", "ninf" and "fast" would let LLVM delete NaN/inf checks.
+SAFE_FASTMATH = frozenset({"contract", "reassoc", "nsz", "arcp"})
+_ALLOWED_FASTMATH = SAFE_FASTMATH | {"afn"}
+
+
+def fastmath_flags(option: object) -> frozenset[str]:
+    """The LLVM fast-math flags for a ``fastmath=`` option: False/None for none (numpy's
+    exact semantics), True for ``SAFE_FASTMATH``, or an iterable of flag names."""
+    if option is None or option is False:
+        return frozenset()
+    if option is True:
+        return SAFE_FASTMATH
+    if isinstance(option, str) or not hasattr(option, "__iter__"):
+        raise TypeError("fastmath= takes True, False or a set of flag names such as "
+                        "{'contract', 'reassoc'}")
+    flags = frozenset(str(flag) for flag in option)  # type: ignore[attr-defined]
+    refused = flags - _ALLOWED_FASTMATH
+    if refused:
+        raise ValueError(
+            f"fastmath flags {sorted(refused)} are not allowed: 'nnan', 'ninf' and 'fast' let "
+            "LLVM assume there are no NaNs or infinities and delete np.isnan/np.isinf checks "
+            f"and NaN propagation; choose among {sorted(_ALLOWED_FASTMATH)}."
+        )
+    return flags
+
+
 # Elements per block of a kernel with float sums: within a block the sum is vectorised
 # (several partial sums), block sums are then added in a cascade of levels of 16.
 BLOCK = 512
@@ -51,6 +80,7 @@ class KernelSource:
     dropped_axes: tuple[int, ...]
     ndim: int
     core_outputs: tuple[bool, ...] = ()  # False for a reduction's per-row ``()`` output
+    fastmath: tuple[str, ...] = ()  # LLVM fast-math flags (see ``fastmath_flags``)
 
 
 def numba_type(dtype: np.dtype) -> str:
@@ -140,8 +170,9 @@ def cast_result(text: str, dtype: np.dtype) -> str:
     return f"{constructor(dtype)}({text})"
 
 
-def emit(region: Region) -> KernelSource:
-    """Generate the kernel for ``region`` (pure: the same region gives the same source)."""
+def emit(region: Region, fastmath: frozenset[str] = frozenset()) -> KernelSource:
+    """Generate the kernel for ``region`` (pure: the same region and flags give the same
+    source; the fast-math flags are named in it, so they are part of its hash)."""
     ndim = len(region.ones)
     dropped = tuple(axis for axis, one in enumerate(region.ones) if one)
     kept = [axis for axis in range(ndim) if axis not in dropped]
@@ -193,10 +224,10 @@ def emit(region: Region) -> KernelSource:
                   for node, core in zip(region.outputs, core_outputs, strict=True)]
     signature = f"void({', '.join(arg_types)})"
     source = _module_source(layout, signature, helpers, params + outputs, prologue,
-                            loop + epilogue)
+                            loop + epilogue, tuple(sorted(fastmath)))
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
     return KernelSource(f"kernel_{digest}", source, layout, signature, helpers, core_inputs,
-                        dropped, ndim, core_outputs)
+                        dropped, ndim, core_outputs, tuple(sorted(fastmath)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -299,12 +330,13 @@ def _varies_along(node: Node, core_axis: int | None, ndim: int) -> bool:
 
 
 def _module_source(layout: str, signature: str, helpers: Sequence[str], params: list[str],
-                   prologue: list[str], body: list[str]) -> str:
+                   prologue: list[str], body: list[str], fastmath: tuple[str, ...]) -> str:
     lines = [
         '"""A numfuse kernel (generated).',
         "",
         f"layout:    {layout}",
         f"signature: {signature}",
+        *([f"fastmath:  {', '.join(fastmath)}"] if fastmath else []),
         '"""',
         "import math  # noqa: F401",
         "",

@@ -1,0 +1,70 @@
+"""Generated kernel source: the loop forms, fused reductions and fast-math flags."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from conftest import assert_same
+
+import numfuse
+from numfuse.codegen import SAFE_FASTMATH, fastmath_flags
+
+RNG = np.random.default_rng(3)
+
+
+def test_fastmath_flags_refuse_what_would_break_nan_checks():
+    assert fastmath_flags(False) == frozenset()
+    assert fastmath_flags(True) == SAFE_FASTMATH
+    assert fastmath_flags({"contract"}) == {"contract"}
+    assert fastmath_flags(["afn", "nsz"]) == {"afn", "nsz"}
+    for refused in ({"nnan"}, {"ninf", "contract"}, {"fast"}):
+        with pytest.raises(ValueError, match="delete np.isnan"):
+            fastmath_flags(refused)
+    with pytest.raises(TypeError, match="fastmath= takes"):
+        fastmath_flags("fast")
+    with pytest.raises(ValueError, match="not allowed"):
+        numfuse.jit(lambda x: x, fastmath={"nnan"})
+
+
+def test_fastmath_kernels_carry_the_flags_and_keep_nan_semantics():
+    def fn(x, y):
+        z = x * y + x
+        return z, np.isnan(z), np.maximum(z, 0.0), np.isinf(x), np.sum(z * z)
+
+    x = np.array([1.0, np.nan, np.inf, -2.0, 0.5] * 40)
+    y = np.array([2.0, 1.0, 0.0, np.nan, 3.0] * 40)
+    fast = numfuse.compile(fn, x, y, fastmath=True)
+    exact = numfuse.compile(fn, x, y)
+    source = fast.kernels[0].source
+    assert "fastmath:" in source and "fastmath:" not in exact.kernels[0].source
+    assert fast.kernels[0].name != exact.kernels[0].name
+    ir = fast.kernels[0].llvm_ir()
+    assert re.search(r"\bfmul (fast|reassoc|contract|nsz|arcp)", ir)
+    assert "nnan" not in ir and "ninf" not in ir
+    with np.errstate(all="ignore"):
+        expected = fn(x, y)
+        result = fast(x, y)
+    assert_same(result[1:4], expected[1:4])
+    np.testing.assert_allclose(result[0], expected[0], rtol=1e-15)
+    assert np.isnan(result[4]) and np.isnan(expected[4])
+
+
+def test_fastmath_is_opt_in_and_results_stay_close():
+    x = RNG.standard_normal(10_000)
+
+    def poly(x):
+        return ((x * 0.3 + 0.2) * x + 0.1) * x + np.sum(x)
+
+    result = numfuse.jit(poly, fastmath=True)(x)
+    np.testing.assert_allclose(result, poly(x), rtol=1e-12, atol=1e-12)
+    assert_same(numfuse.jit(poly)(x)[:10], poly(x)[:10], rtol=1e-13)
+
+
+def test_a_float_sum_runs_in_blocks_counted_from_zero():
+    source = numfuse.compile(lambda x: np.sum(x * 2.0), np.ones(10)).kernels[0].source
+    assert "for j in range(min(512, n - start)):" in source
+    assert "add_reassoc(" in source
+    integer = numfuse.compile(lambda x: np.sum(x * 2), np.ones(10, dtype=np.int32))
+    assert "for j in" not in integer.kernels[0].source  # exact in any order: one loop
