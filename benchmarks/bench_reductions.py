@@ -11,6 +11,7 @@ several ``evaluate`` calls with numpy reshapes between them); ``numba.njit(paral
 of the numpy code; a hand-written ``njit(parallel=True)`` ``prange`` loop (rows in
 parallel for the 2-d workloads) and, where a float sum is the bottleneck, the same loop
 with ``fastmath={"reassoc"}`` so LLVM may vectorise the sum as numfuse's kernels do.
+``OMP_WAIT_POLICY`` is set to ``passive`` unless already set (see below).
 
 Every implementation is checked against numpy (``suite.check``: same dtype and shape,
 ``assert_allclose`` rtol 1e-10) before it is timed; timing is ``suite.run_one``: interleaved
@@ -34,6 +35,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+# numba's OpenMP threading layer (libgomp) keeps its workers spinning after every parallel
+# loop by default.  On this shared 2-core machine that made each 1e5-element prange call take
+# 8 ms instead of 0.06 ms and slowed whatever was timed after it; wait passively unless the
+# caller chose otherwise (read when numba first starts its threads).
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
 import numba
 import numpy as np
@@ -355,6 +362,13 @@ def target_lines(results: dict[str, dict[int, Measured]]) -> list[str]:
             f"{fixed(vs_fastmath)} (load {measured.load:.1f})."]
 
 
+def threading_layer() -> str:
+    try:
+        return numba.threading_layer()
+    except ValueError:  # no parallel function has run
+        return "(not started)"
+
+
 def report(results: dict[str, dict[int, Measured]], plans: dict[str, str], options,
            loads: tuple[float, float], seconds: float) -> str:
     lines = [
@@ -363,6 +377,8 @@ def report(results: dict[str, dict[int, Measured]], plans: dict[str, str], optio
         *environment(),
         f"* load average (1 min) {loads[0]:.2f} at start, {loads[1]:.2f} at end, on "
         f"{os.cpu_count()} logical cores (shared); run took {seconds:.0f} s",
+        f"* numba threading layer {threading_layer()}, "
+        f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}",
         "",
         *target_lines(results),
         "",
