@@ -436,6 +436,7 @@ def plot(results: dict[str, dict[int, Measured]], path: Path) -> None:
         ax.set_xlabel("elements")
         ax.set_ylabel("speed-up over numpy")
         ax.grid(True, which="major", alpha=0.4)
+        ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
         ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
         ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     handles: dict = {}
