@@ -12,6 +12,7 @@ Outputs are allocated by numpy inside the gufunc call.  Caller arrays are never 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -57,8 +58,9 @@ class _Step:
     instead of one short core loop per row.
     """
 
-    __slots__ = ("core", "cost", "dropped", "finish", "flatten", "folds", "operands",
-                 "out_dtypes", "out_slots", "rows", "settings", "small", "ufunc", "vector")
+    __slots__ = ("core", "cost", "dropped", "finish", "flatten", "folds", "gain", "large",
+                 "measured", "operands", "out_dtypes", "out_slots", "rows", "settings",
+                 "small", "ufunc", "vector")
 
     def __init__(self, ufunc: Any, operands: tuple[tuple[int, Prepare | None, bool], ...],
                  out_slots: tuple[int, ...], finish: Prepare | None, flatten: bool,
@@ -81,6 +83,9 @@ class _Step:
         self.vector = vector  # no non-unit axis: the kernel runs on length-1 arrays
         self.cost = cost  # seconds per loop element, measured on single-threaded calls
         self.small = int(threads.PARALLEL_MIN_SECONDS / cost)  # fewer elements: one thread
+        self.measured = False  # cost is a guess until a single-threaded call measured it
+        self.gain = 2.0  # how much faster split calls were than the estimate (running mean)
+        self.large = 0  # calls that went through _large
 
     def run(self, values: list[Any], outs: Sequence[Any] | None = None) -> None:
         """Compute the outputs into ``values``; ``outs`` (one array or None per output)
@@ -150,19 +155,27 @@ class _Step:
                                      for value, core in zip(operands, cores, strict=True)))
         length = np.shape(operands[self.core])[-1]
         elements = length * math.prod(rows)
-        count = threads.chunk_count(self.cost * elements, elements,
+        expected = self.cost * elements
+        self.large += 1
+        count = threads.chunk_count(expected, elements,
                                     threads.resolve(self.settings.threads,
                                                     self.settings.default_threads))
-        if count > 1:
+        paying = self.gain >= threads.MIN_GAIN or self.large % threads.RETRY_EVERY == 0
+        if count > 1 and self.measured and paying:
             split = _split_plan(length, rows, count)
             if split is not None:
-                return self._split(operands, cores, rows, length, presented, *split)
+                start = time.perf_counter()
+                results = self._split(operands, cores, rows, length, presented, *split)
+                observed = expected / max(time.perf_counter() - start, 1e-9)
+                self.gain = 0.7 * self.gain + 0.3 * observed
+                return results
         start = time.perf_counter()
         results = self.ufunc(*operands) if presented is None else \
             self.ufunc(*operands, out=presented)
         if elements >= _CALIBRATE_ELEMENTS:  # learn this kernel's cost per element
             measured = (time.perf_counter() - start) / elements
-            self.cost = 0.5 * self.cost + 0.5 * measured
+            self.cost = measured if not self.measured else 0.5 * self.cost + 0.5 * measured
+            self.measured = True
             self.small = int(threads.PARALLEL_MIN_SECONDS / self.cost)
         return results
 
@@ -644,3 +657,55 @@ def kernel_runner(kernel: Kernel) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
         return tuple(values[count:])
 
     return run
+
+
+def block_runner(kernel: Kernel) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
+    """``kernel_runner`` for one block of a chunked array: elementwise outputs as there,
+    but each fused reduction comes back as the block's own raw total (``_BlockTotal``),
+    for the caller to combine across blocks and divide by the whole count."""
+    region, generated = kernel.region, kernel.generated
+    slots = {node: index for index, node in enumerate((*region.inputs, *region.outputs))}
+    step = _make_step(kernel, slots)
+    kept = [axis for axis in range(generated.ndim) if axis not in generated.dropped_axes]
+    step.folds = tuple(None if fold is None else _BlockTotal.of(fold, kept, generated.ndim)
+                       for fold in step.folds)
+    count, outputs = len(region.inputs), (None,) * len(region.outputs)
+
+    def run(operands: Sequence[Any]) -> tuple[Any, ...]:
+        values = [*operands, *outputs]
+        step.run(values)
+        return tuple(values[count:])
+
+    return run
+
+
+class _BlockTotal(_Fold):
+    """A fused reduction completed over one block only: reduced over the block's rows as
+    ``_Fold.complete`` does, but with every reduced axis kept as length 1 (of the region's
+    axes), never divided by the count (``mean``/``var`` divide by the whole array's), and
+    the ufunc's identity where the block holds nothing to reduce (a block's max may be
+    empty when the array's is not)."""
+
+    __slots__ = ()
+
+    @classmethod
+    def of(cls, fold: _Fold, kept: list[int], ndim: int) -> _BlockTotal:
+        keeping = _fold(dataclasses.replace(fold.reduction, keepdims=True), kept, ndim)
+        return cls(keeping.reduction, keeping.remaining, keeping.template)
+
+    def complete(self, partials: Any, length: int, flattened: bool) -> Any:
+        remaining = () if flattened else self.remaining
+        if flattened:
+            return np.reshape(partials, tuple(1 for _ in self.template))
+        sizes = iter([size for axis, size in enumerate(np.shape(partials))
+                      if axis not in remaining])
+        shape = tuple(next(sizes) if size < 0 else size for size in self.template)
+        if remaining:
+            reduction = self.reduction
+            options = {}
+            if reduction.ufunc in ("maximum", "minimum") and any(
+                    partials.shape[axis] == 0 for axis in remaining):
+                options["initial"] = reduction.identity()
+            partials = getattr(np, reduction.ufunc).reduce(partials, axis=remaining,
+                                                           dtype=reduction.dtype, **options)
+        return np.reshape(partials, shape)

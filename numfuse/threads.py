@@ -11,9 +11,12 @@ numba's setting (``numba.set_num_threads`` / ``NUMBA_NUM_THREADS``) when called 
 main thread, and one thread when called from any other thread (a thread pool, a dask
 worker), so nested parallelism never oversubscribes the cores.
 
-When: each kernel keeps an estimate of its cost per element, first from its operations,
-then measured on its own single-threaded calls; a call is split only when its expected
-time is well above the cost of handing out chunks.
+When: each kernel measures its cost per element on its own single-threaded calls (its
+first large call always runs on one thread); a call is split only when its expected time
+is well above the cost of handing out chunks, and only while splitting pays: each split
+call compares its time with the single-threaded estimate, and when the gain falls below
+``MIN_GAIN`` (the other cores are busy) the kernel stays on one thread, trying a split
+again every ``RETRY_EVERY`` large calls in case the machine has become free.
 """
 
 from __future__ import annotations
@@ -32,6 +35,9 @@ PARALLEL_MIN_SECONDS = 200e-6
 CHUNK_SECONDS = 100e-6
 CHUNKS_PER_THREAD = 4
 MIN_CHUNK_ELEMENTS = 4096
+# Splitting continues while (one-thread estimate) / (split time) stays at least this.
+MIN_GAIN = 1.2
+RETRY_EVERY = 16
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
