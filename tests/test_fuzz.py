@@ -196,6 +196,10 @@ def arguments(draw: Any) -> list[Any]:
     return args
 
 
+def _is_python_scalar(value: Any) -> bool:
+    return isinstance(value, (bool, int, float, complex)) and not isinstance(value, np.generic)
+
+
 def _is_0d_result(value: Any) -> bool:
     return isinstance(value, np.generic)
 
@@ -273,6 +277,9 @@ def programs(draw: Any) -> tuple[list[Step], list[Any]]:
         if step.kind == "call" and any(index >= len(args) and _is_0d_result(pool[index])
                                        for index in step.operands):
             continue  # README limit: a numpy call sees a 0-d array for a numpy scalar
+        if step.kind == "operator" and all(_is_python_scalar(pool[index])
+                                           for index in step.operands):
+            continue  # README limit: Python operators on Python scalars follow numpy's rules
         result = _try(step, pool)
         if result is None:
             continue
