@@ -13,23 +13,26 @@ plan is walked with dask values:
 * a non-fusible numpy call (``np.sum``, ``@``, ``reshape``, indexing, ...) is replayed on
   the dask values, so numpy's ``__array_function__`` protocol hands it to dask's own
   implementation (tree reductions for ``sum``/``mean``, ...).  A numpy function dask does not
-  implement raises ``UnsupportedOperationError`` rather than computing eagerly.
+  implement raises ``UnsupportedOperationError`` rather than computing eagerly;
+* a reduction fused into a kernel (``partition.epilogue``) stays fused: each block task
+  returns the block's elementwise outputs and, for each reduction, the block's raw total
+  with the reduced axes kept as length 1 (``runtime.block_runner``); dask's tree reduction
+  of the same ufunc then combines the blocks' totals, and keepdims and the division by the
+  count of ``mean``/``var`` are applied to its lazy result.  So the elementwise work of a
+  block and its reduction are one loop that materialises nothing the size of the block.
 
-Reductions are therefore never fused into kernels here: each block's elementwise work is
-one fused kernel call and dask reduces the per-block results.  The block tasks pickle (a
-kernel pickles as its region and generated source and is compiled again, once per
-process, on a ``dask.distributed`` worker).
+The block tasks pickle (a kernel pickles as its region and generated source and is
+compiled again, once per process, on a ``dask.distributed`` worker).
 
 This module imports dask; ``numfuse`` imports it only when a dask array is passed.
 """
 
 from __future__ import annotations
 
-import inspect
+import functools
 import math
 import operator
 import warnings
-import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -43,16 +46,14 @@ except ImportError as error:  # pragma: no cover - exercised in a subprocess by 
         "`pip install 'numfuse[dask]'` (dask[array], distributed and xarray)."
     ) from error
 
+from . import reductions
 from .errors import UnsupportedOperationError
 from .graph import CONST, ELEMENTWISE, Node, tree_unflatten
 from .kernel import Kernel
-from .runtime import _check_int_arguments, _returned, kernel_runner
+from .reductions import Reduction
+from .runtime import _check_int_arguments, _returned, block_runner, kernel_runner
 
 __all__ = ["KernelBlocks", "call_compiled", "call_jitted", "run"]
-
-# Compilations of the same function and signature whose reductions stay numpy calls.
-_unfused: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
-
 
 def call_jitted(jitted: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``jitted(*args, **kwargs)`` where some arguments are dask arrays: dask results."""
@@ -88,7 +89,6 @@ def _stand_in(value: Any, stand_ins: dict[int, Any]) -> Any:
 def run(compiled: Any, operands: Sequence[Any]) -> Any:
     """Run ``compiled``'s plan on ``operands`` (dask arrays, numpy arrays and scalars of
     its signature); the results are dask arrays wherever an array operand fed them."""
-    compiled = _without_fused_reductions(compiled, operands)
     if getattr(compiled.run, "int_guards", ()):
         _check_int_arguments(compiled.run.int_guards, operands)
     plan = compiled.plan
@@ -104,26 +104,6 @@ def run(compiled: Any, operands: Sequence[Any]) -> Any:
                               strict=True))
     leaves = [_returned(values.get(node), node) for node in graph.outputs]
     return tree_unflatten(graph.treedef, leaves)
-
-
-def _without_fused_reductions(compiled: Any, operands: Sequence[Any]) -> Any:
-    """The same compilation with ``fuse_reductions=False`` where that option exists: a
-    kernel that reduces would reduce each block on its own."""
-    if _elementwise_kernels(compiled) or \
-            "fuse_reductions" not in inspect.signature(type(compiled).__init__).parameters:
-        return compiled
-    unfused = _unfused.get(compiled)
-    if unfused is None:
-        shapes = [np.shape(value) for value in operands]
-        unfused = type(compiled)(compiled.fn, compiled.specs, compiled.static, shapes,
-                                 fuse_reductions=False)
-        _unfused[compiled] = unfused
-    return unfused
-
-
-def _elementwise_kernels(compiled: Any) -> bool:
-    return all(node.kind == ELEMENTWISE for region in compiled.plan.regions
-               for node in region.nodes)
 
 
 def _value(values: dict[Node, Any], node: Node) -> Any:
@@ -151,12 +131,6 @@ def _kernel_call(kernel: Kernel, operands: list[Any]) -> tuple[Any, ...]:
     """The kernel's outputs as dask arrays computed block by block (or, when no operand
     is an array, computed now by the kernel itself)."""
     region = kernel.region
-    if any(node.kind != ELEMENTWISE for node in region.nodes):
-        raise NotImplementedError(
-            f"kernel {kernel.name} reduces inside its loop, which on dask would reduce each "
-            "block on its own; numfuse must compile this function with its reductions left "
-            "as numpy calls (fuse_reductions=False) to run it on dask arrays."
-        )
     arrays = [position for position, value in enumerate(operands)
               if isinstance(value, da.Array) or (isinstance(value, np.ndarray) and value.ndim)]
     if not arrays:
@@ -168,40 +142,109 @@ def _kernel_call(kernel: Kernel, operands: list[Any]) -> tuple[Any, ...]:
     for position in arrays:
         value = operands[position]
         pairs += [value, tuple(range(ndim - value.ndim, ndim))]
-    metas = tuple(np.empty((0,) * ndim, node.dtype) for node in region.outputs)
-    blocks = KernelBlocks(kernel, fixed)
+    folded: list[Reduction | None] = [
+        None if node.kind == ELEMENTWISE else node.param("reduction")
+        for node in region.outputs]
+    metas = tuple(np.empty((0,) * ndim, node.dtype if reduction is None else reduction.dtype)
+                  for node, reduction in zip(region.outputs, folded, strict=True))
+    blocks = KernelBlocks(kernel, fixed, totals=any(folded))
+    index = tuple(range(ndim))
     if len(metas) == 1:
-        return (da.blockwise(blocks, tuple(range(ndim)), *pairs, meta=metas[0],
-                             align_arrays=True),)
-    combined = da.blockwise(blocks, tuple(range(ndim)), *pairs, meta=metas, align_arrays=True)
-    return tuple(combined.map_blocks(operator.getitem, index, meta=meta)
-                 for index, meta in enumerate(metas))
+        kept = {} if folded[0] is None else {axis: 1 for axis in folded[0].axes}
+        results = (da.blockwise(blocks, index, *pairs, meta=metas[0], align_arrays=True,
+                                adjust_chunks=kept),)
+    else:
+        combined = da.blockwise(blocks, index, *pairs, meta=metas, align_arrays=True)
+        results = tuple(combined.map_blocks(operator.getitem, position, meta=meta,
+                                            chunks=_block_chunks(combined.chunks, reduction))
+                        for position, (meta, reduction) in enumerate(zip(metas, folded,
+                                                                         strict=True)))
+    shape = np.broadcast_shapes((1,) * ndim, *(operands[position].shape for position in arrays))
+    return tuple(result if reduction is None else _reduced(result, reduction, shape)
+                 for result, reduction in zip(results, folded, strict=True))
+
+
+def _block_chunks(chunks: tuple[tuple[int, ...], ...], reduction: Reduction | None
+                  ) -> tuple[tuple[int, ...], ...]:
+    """The chunks of a kernel output: those of the loop, or one length-1 total per block
+    along each reduced axis."""
+    if reduction is None:
+        return chunks
+    return tuple((1,) * len(sizes) if axis in reduction.axes else sizes
+                 for axis, sizes in enumerate(chunks))
+
+
+def _reduced(totals: Any, reduction: Reduction, shape: tuple[int, ...]) -> Any:
+    """Combine the blocks' raw totals with dask's tree reduction of the same ufunc, then
+    apply keepdims and the division by the whole count (lazily), as numpy would."""
+    count = math.prod(shape[axis] for axis in reduction.axes)
+    if count == 0 and reduction.ufunc in ("maximum", "minimum"):
+        getattr(np, reduction.ufunc).reduce(np.empty(0, reduction.dtype))  # numpy's error
+    ndim = totals.ndim - (0 if reduction.keepdims else len(reduction.axes))
+    combine = functools.partial(_combined, ufunc=reduction.ufunc, dtype=reduction.dtype)
+    total = da.reduction(totals, _block_total, combine, axis=reduction.axes,
+                         keepdims=reduction.keepdims, dtype=reduction.dtype,
+                         meta=np.empty((0,) * ndim, reduction.dtype),
+                         name=f"numfuse-{reduction.ufunc}")
+    if reduction.divide is None:
+        return total
+    if reduction.divide == "mean" and count == 0:
+        warnings.warn("Mean of empty slice", RuntimeWarning, stacklevel=6)
+    elif reduction.divide == "ddof" and reduction.ddof >= count:
+        warnings.warn("Degrees of freedom <= 0 for slice", RuntimeWarning, stacklevel=6)
+    divisor = max(count - reduction.ddof, 0) if reduction.divide == "ddof" else count
+    return total.map_blocks(_divided, divisor, token="numfuse-divide-by-count",
+                            meta=np.empty((0,) * total.ndim, reduction.dtype))
+
+
+def _block_total(block: Any, axis: tuple[int, ...], keepdims: bool) -> Any:
+    """The tree reduction's first step: a block's total is computed already."""
+    return block
+
+
+def _combined(totals: Any, axis: tuple[int, ...], keepdims: bool, ufunc: str,
+              dtype: np.dtype) -> Any:
+    """Blocks' totals combined as numpy reduces (dask concatenates them first)."""
+    return getattr(np, ufunc).reduce(totals, axis=axis, dtype=dtype, keepdims=keepdims)
+
+
+def _divided(total: Any, divisor: int) -> Any:
+    """One block of a completed sum divided by the count as ``np.mean`` divides it."""
+    if isinstance(total, np.ndarray):
+        total = total.copy()  # divided in place; dask may hold the block elsewhere
+    quotient = reductions.divide_by_count(total, divisor, "quiet", 0)
+    return quotient[()] if quotient.ndim == 0 else quotient  # numpy gives 0-d as a scalar
 
 
 class KernelBlocks:
     """One kernel as a function of numpy blocks: ``blocks(*arrays)`` fills in the
     non-array operands (``fixed``: position and value) and returns the kernel's output, or
-    the tuple of its outputs.  It pickles as the kernel and ``fixed``; the kernel compiles
-    again when unpickled in another process."""
+    the tuple of its outputs; with ``totals`` each fused reduction's output is the block's
+    raw total (``runtime.block_runner``).  It pickles as the kernel, ``fixed`` and
+    ``totals``; the kernel compiles again when unpickled in another process."""
 
-    def __init__(self, kernel: Kernel, fixed: tuple[tuple[int, Any], ...]) -> None:
+    def __init__(self, kernel: Kernel, fixed: tuple[tuple[int, Any], ...],
+                 totals: bool = False) -> None:
         self.kernel = kernel
         self.fixed = fixed
+        self.totals = totals
         self.__name__ = f"numfuse-{kernel.name}"  # dask names the tasks after it
         self._run: Any = None
 
     def __call__(self, *blocks: Any) -> Any:
         run = self._run
         if run is None:
-            run = self._run = kernel_runner(self.kernel)
+            run = self._run = (block_runner if self.totals else kernel_runner)(self.kernel)
         operands = list(blocks)
         for position, value in self.fixed:  # ascending positions
             operands.insert(position, value)
-        results = run(operands)
+        # numpy gives a 0-d ufunc result as a scalar (a 0-d loop: a 0-d dask array)
+        results = tuple(result[()] if isinstance(result, np.ndarray) and result.ndim == 0
+                        else result for result in run(operands))
         return results[0] if len(results) == 1 else results
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return KernelBlocks, (self.kernel, self.fixed)
+        return KernelBlocks, (self.kernel, self.fixed, self.totals)
 
     def __dask_tokenize__(self) -> Any:
         generated = self.kernel.generated
@@ -209,4 +252,4 @@ class KernelBlocks:
         # one source but present their operands differently.
         return ("numfuse-kernel", generated.name, generated.dropped_axes,
                 generated.core_inputs, tuple(node.shape for node in self.kernel.region.inputs),
-                self.fixed)
+                self.fixed, self.totals)

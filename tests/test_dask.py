@@ -7,6 +7,7 @@ import pickle
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import numpy as np
 import pytest
@@ -123,6 +124,173 @@ def test_reductions_feeding_elementwise_work(x2d):
     result = numfuse.jit(centred)(da.from_array(x2d, chunks=(41, 37)))
     assert_lazy(result)
     assert_same(computed(result), centred(x2d), rtol=1e-12)
+
+
+# ------------------------------------------------------------- fused reductions on dask
+#
+# A reduction fused into a kernel stays fused on dask: each block task returns the block's
+# raw total and dask's tree reduction combines them.
+
+_rng = np.random.default_rng(7)
+CUBE = _rng.standard_normal((23, 17, 11))
+INTS = _rng.integers(-100, 100, (23, 17, 11)).astype(np.int16)
+BYTES = (np.arange(23 * 17 * 11) % 251).astype(np.uint8).reshape(23, 17, 11)
+WITH_NAN = CUBE.copy()
+WITH_NAN[4, 3, 2] = np.nan
+COMPLEX = CUBE + 1j * CUBE[::-1]
+
+FUSED = {  # name: (function, argument, relative tolerance)
+    "sum": (lambda a: np.sum(a * 2 + 1), CUBE, 1e-13),
+    "sum_last_axis": (lambda a: np.sum(a * 2, axis=-1), CUBE, 1e-13),
+    "sum_axes_0_2": (lambda a: np.sum(a * 2, axis=(0, 2)), CUBE, 1e-13),
+    "sum_keepdims": (lambda a: np.sum(a * 2, axis=(1, 2), keepdims=True), CUBE, 1e-13),
+    "sum_float32": (lambda a: np.sum(a * 2, axis=(0, 2)), CUBE.astype(np.float32), 1e-5),
+    "sum_complex": (lambda a: np.sum(a * 2, axis=2), COMPLEX, 1e-13),
+    "prod": (lambda a: np.prod(a * 0.25 + 1, axis=(1, 2)), CUBE, 1e-13),
+    "max": (lambda a: np.max(a - 1, axis=(1, 2)), CUBE, 0),
+    "min_keepdims": (lambda a: (a - 1).min(axis=2, keepdims=True), CUBE, 0),
+    "max_nan": (lambda a: np.max(a * 2, axis=2), WITH_NAN, 0),
+    "min_nan": (lambda a: (a * 2).min(), WITH_NAN, 0),
+    "mean": (lambda a: np.mean(a * 2, axis=(0, 2)), CUBE, 1e-13),
+    "mean_all": (lambda a: (a * 2).mean(), CUBE, 1e-13),
+    "mean_float32": (lambda a: (a * 2).mean(axis=2, keepdims=True), CUBE.astype(np.float32),
+                     1e-4),
+    "var_ddof": (lambda a: np.var(a * 2, axis=(0, 2), ddof=1), CUBE, 1e-12),
+    "std": (lambda a: (a * 2).std(), CUBE, 1e-12),
+    "int16_sum": (lambda a: np.sum(a * a, axis=(0, 2)), INTS, 0),
+    "int16_max": (lambda a: np.max(a % 7, axis=2), INTS, 0),
+    "int16_mean": (lambda a: np.mean(a * 3, axis=2), INTS, 1e-13),
+    "uint8_sum": (lambda a: np.sum(a * a, axis=2), BYTES, 0),
+    "uint8_prod_dtype": (lambda a: np.prod(a % 3 + 1, axis=2, dtype=np.uint8), BYTES, 0),
+    "int8_min": (lambda a: np.min(a.astype(np.int8) + 7, axis=(1, 2)), BYTES, 0),
+    "any": (lambda a: np.any(a > 90, axis=2), INTS, 0),
+    "all": (lambda a: np.all(a > -95, axis=(0, 2)), INTS, 0),
+    "count_true": (lambda a: np.sum(a > 0), INTS, 0),
+    "outputs_and_totals": (lambda a: (a * 2, np.sum(a * 2, axis=2), np.max(a * 2)), CUBE,
+                           1e-13),
+    "normalised": (lambda a: a / np.abs(a).sum(axis=-1, keepdims=True), CUBE, 1e-13),
+    "standardised": (lambda a: (a - a.mean(axis=2, keepdims=True))
+                     / a.std(axis=2, keepdims=True), CUBE, 1e-12),
+    "softmax": (lambda a: np.exp(a) / np.exp(a).sum(axis=-1, keepdims=True), CUBE, 1e-13),
+    "centred_total": (lambda a: a - np.mean(a * 2), CUBE, 1e-13),
+}
+
+
+@pytest.mark.parametrize("chunks", [(5, 4, 3), (23, 17, 11), (7, 17, 4)])
+@pytest.mark.parametrize("name", sorted(FUSED))
+def test_fused_reductions_equal_numpy(name, chunks):
+    fn, values, rtol = FUSED[name]
+    result = numfuse.jit(fn)(da.from_array(values, chunks=chunks))
+    assert_lazy(result)
+    with np.errstate(over="ignore"):
+        expected = fn(values)
+    assert_same(computed(result), expected, rtol=rtol)
+
+
+@pytest.fixture
+def block_calls(monkeypatch):
+    """Every block task's kernel and the shapes of what it returned."""
+    calls = []
+    original = numfuse.dask.KernelBlocks.__call__
+
+    def spy(self, *blocks):
+        results = original(self, *blocks)
+        leaves = results if isinstance(results, tuple) else (results,)
+        calls.append((self.kernel, [np.shape(leaf) for leaf in leaves]))
+        return results
+
+    monkeypatch.setattr(numfuse.dask.KernelBlocks, "__call__", spy)
+    return calls
+
+
+def test_a_block_task_returns_its_total_not_a_block_sized_temporary(x2d, block_calls):
+    jitted = numfuse.jit(lambda x, mu: (np.sum((x - mu) ** 2), np.max(x * mu, axis=1)))
+    expected = jitted(x2d, 0.5)  # the numpy call compiles; the dask call reuses its kernels
+    result = jitted(da.from_array(x2d, chunks=(30, 10)), 0.5)
+    assert_same(dask.compute(result, scheduler="sync")[0], expected, rtol=1e-13)
+    kernels = set(next(iter(jitted.compiled.values())).kernels)
+    assert len(jitted.compiled) == 1 and len(kernels) == 1
+    assert len(block_calls) == 7 * 4
+    for kernel, shapes in block_calls:
+        assert kernel in kernels
+        assert shapes[0] == (1, 1) and shapes[1][1] == 1  # one total per block
+
+
+def test_blocks_are_combined_by_a_dask_tree_reduction(x2d):
+    result = numfuse.jit(lambda x: np.prod(x * 0.1 + 1, axis=1))(
+        da.from_array(x2d, chunks=(50, 2)))
+    layers = list(result.__dask_graph__().layers)
+    assert any(name.startswith("numfuse-multiply-partial") for name in layers)
+    assert_same(result.compute(), np.prod(x2d * 0.1 + 1, axis=1), rtol=1e-13)
+
+
+def test_max_of_an_empty_axis_raises_like_numpy():
+    empty = da.from_array(np.empty((5, 0)), chunks=2)
+    with pytest.raises(ValueError, match="zero-size array to reduction operation maximum"):
+        numfuse.jit(lambda a: np.max(a + 1, axis=1))(empty)
+    with pytest.raises(ValueError, match="zero-size array to reduction operation minimum"):
+        numfuse.jit(lambda a: (a + 1).min())(empty)
+
+
+@pytest.mark.parametrize("fn", [lambda a: np.sum(a + 1, axis=1), lambda a: np.sum(a + 1),
+                                lambda a: np.max(a + 1, axis=1), lambda a: np.any(a > 0)],
+                         ids=["sum_axis", "sum", "max_other_axis_empty", "any"])
+def test_empty_reductions_with_an_identity(fn):
+    for shape in ((0, 6), (4, 0)):
+        values = np.empty(shape)
+        try:
+            expected = fn(values)
+        except ValueError:
+            continue
+        assert_same(computed(numfuse.jit(fn)(da.from_array(values, chunks=2))), expected)
+
+
+def test_empty_mean_and_var_warn_as_numpy_does_when_called():
+    empty, values = np.empty((5, 0)), np.arange(15.0).reshape(5, 3)
+    with pytest.warns(RuntimeWarning, match="Mean of empty slice"):
+        mean = numfuse.jit(lambda a: np.mean(a + 1, axis=1))(da.from_array(empty, chunks=2))
+    with pytest.warns(RuntimeWarning, match="Degrees of freedom"):
+        var = numfuse.jit(lambda a: np.var(a + 1, axis=1, ddof=3))(
+            da.from_array(values, chunks=2))
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        expected = (np.mean(empty + 1, axis=1), np.var(values + 1, axis=1, ddof=3))
+        assert_same(computed((mean, var)), expected)
+
+
+def test_blocks_of_size_zero_in_a_non_empty_array():
+    values = np.random.default_rng(3).standard_normal((20, 12))
+    chunked = da.from_array(values, chunks=((5, 0, 15), (6, 0, 6)))
+    fn = numfuse.jit(lambda a: (np.max(a * 2, axis=1), (a * 2).min(), np.mean(a - 1)))
+    assert_same(computed(fn(chunked)), (np.max(values * 2, axis=1), (values * 2).min(),
+                                        np.mean(values - 1)), rtol=1e-13)
+
+
+def test_reductions_of_regions_with_length_one_axes(x2d):
+    column, row = x2d[:, :1].copy(), x2d[:1].copy()
+
+    def fn(c, r):
+        return (np.sum(c * 2, axis=0), np.sum(c * 2, axis=0, keepdims=True), np.max(r * 2),
+                np.mean(r * c, axis=1), np.sum(c - r))
+
+    result = numfuse.jit(fn)(da.from_array(column, chunks=(40, 1)),
+                             da.from_array(row, chunks=(1, 10)))
+    assert_same(computed(result), fn(column, row), rtol=1e-13)
+
+
+def test_fused_reduction_with_a_numpy_operand_through_compiled(x2d):
+    weights = x2d[0]
+    compiled = numfuse.compile(lambda a, w: np.mean(a * w, axis=1), x2d, weights)
+    result = compiled(da.from_array(x2d, chunks=(60, 10)), weights)
+    assert_lazy(result)
+    assert_same(result.compute(), np.mean(x2d * weights, axis=1), rtol=1e-13)
+
+
+def test_graph_names_are_deterministic(x2d):
+    jitted = numfuse.jit(lambda x: (np.sum(x * 2, axis=1), np.mean(x)))
+    chunked = da.from_array(x2d, chunks=40)
+    first, second = jitted(chunked), jitted(chunked)
+    assert [part.name for part in first] == [part.name for part in second]
 
 
 def test_non_fusible_calls_use_their_dask_equivalents(x2d):
