@@ -81,6 +81,10 @@ class KernelSource:
     ndim: int
     core_outputs: tuple[bool, ...] = ()  # False for a reduction's per-row ``()`` output
     fastmath: tuple[str, ...] = ()  # LLVM fast-math flags (see ``fastmath_flags``)
+    # Region outputs written into an input's buffer (``Region.donate``): not gufunc
+    # outputs.  When every output is, the gufunc gets one ``()`` output to ignore.
+    donated: tuple[tuple[int, int], ...] = ()
+    placeholder: bool = False
 
 
 def numba_type(dtype: np.dtype) -> str:
@@ -185,8 +189,10 @@ def emit(region: Region, fastmath: frozenset[str] = frozenset()) -> KernelSource
         params.append(f"in{position}")
         if not core_inputs[position]:
             names[node] = f"in{position}"
-    outputs = [f"out{position}" for position in range(len(region.outputs))]
-    core_outputs = tuple(node.kind == ELEMENTWISE for node in region.outputs)
+    donated = dict(region.donate)
+    results = [node for position, node in enumerate(region.outputs) if position not in donated]
+    outputs = [f"out{position}" for position in range(len(results))]
+    core_outputs = tuple(node.kind == ELEMENTWISE for node in results)
     prologue = []
     for position, node in enumerate(region.prelude):
         names[node] = f"s{position}"
@@ -204,11 +210,18 @@ def emit(region: Region, fastmath: frozenset[str] = frozenset()) -> KernelSource
         body.append(fold.update(cast(names[node.inputs[0]], node.inputs[0].dtype,
                                      fold.reduction.dtype)))
     body += [f"{out}[i] = {names[node]}"
-             for out, node, core in zip(outputs, region.outputs, core_outputs, strict=True)
+             for out, node, core in zip(outputs, results, core_outputs, strict=True)
              if core]
+    body += [f"in{donated[position]}[i] = {names[node]}"
+             for position, node in enumerate(region.outputs) if position in donated]
     epilogue = [f"{out}[0] = {names[node]}"
-                for out, node, core in zip(outputs, region.outputs, core_outputs, strict=True)
+                for out, node, core in zip(outputs, results, core_outputs, strict=True)
                 if not core]
+    placeholder = not results
+    if placeholder:  # a gufunc needs an output: one byte per row, ignored
+        outputs.append("done")
+        core_outputs = (False,)
+        epilogue.append("done[0] = 1")
 
     first_core = next(param for param, core in zip(params + outputs,
                                                    (*core_inputs, *core_outputs), strict=True)
@@ -221,13 +234,16 @@ def emit(region: Region, fastmath: frozenset[str] = frozenset()) -> KernelSource
     arg_types = [f"{numba_type(node.dtype)}[::1]" if core else numba_type(node.dtype)
                  for node, core in zip(region.inputs, core_inputs, strict=True)]
     arg_types += [f"{numba_type(node.dtype)}[::1]" if core else f"{numba_type(node.dtype)}[:]"
-                  for node, core in zip(region.outputs, core_outputs, strict=True)]
+                  for node, core in zip(results, core_outputs, strict=False)]
+    if placeholder:
+        arg_types.append("uint8[:]")
     signature = f"void({', '.join(arg_types)})"
     source = _module_source(layout, signature, helpers, params + outputs, prologue,
                             loop + epilogue, tuple(sorted(fastmath)))
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
     return KernelSource(f"kernel_{digest}", source, layout, signature, helpers, core_inputs,
-                        dropped, ndim, core_outputs, tuple(sorted(fastmath)))
+                        dropped, ndim, core_outputs, tuple(sorted(fastmath)), region.donate,
+                        placeholder)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -51,7 +51,10 @@ class Kernel:
 
     @property
     def n_outputs(self) -> int:
-        return len(self.region.outputs)
+        """The gufunc's outputs: the region's, less those written into an input's buffer
+        (plus a placeholder when that is all of them)."""
+        generated = self.generated
+        return len(self.region.outputs) - len(generated.donated) + generated.placeholder
 
     @property
     def layout(self) -> str:

@@ -56,6 +56,9 @@ class Region:
     inputs: tuple[Node, ...]
     outputs: tuple[Node, ...]
     prelude: tuple[Node, ...] = ()  # 0-d work done once before the loop
+    # (output position, input position): the kernel writes that output into that input's
+    # buffer, a temporary of an earlier kernel read by nothing else (see ``_donations``).
+    donate: tuple[tuple[int, int], ...] = ()
 
     @property
     def ones(self) -> tuple[bool, ...]:
@@ -408,7 +411,41 @@ def partition(graph: Graph, fuse_reductions: bool = True) -> Plan:
         if isinstance(step, Region):
             steps[position] = dataclasses.replace(step, index=len(regions))
             regions.append(steps[position])  # type: ignore[arg-type]
+    owner = {node: region.index for region in regions for node in region.nodes}
+    for position, step in enumerate(steps):
+        if isinstance(step, Region):
+            donate = _donations(step, graph, owner)
+            if donate:
+                steps[position] = regions[step.index] = dataclasses.replace(step, donate=donate)
     return Plan(graph, tuple(regions), tuple(steps))
+
+
+def _donations(region: Region, graph: Graph, owner: dict[Node, int]
+               ) -> tuple[tuple[int, int], ...]:
+    """Outputs the kernel can write into an input's buffer instead of a new array.
+
+    The input must be a temporary: computed by an earlier kernel (elementwise, so a fresh
+    array of its own), not returned, read by no later kernel and by no numpy call (which
+    could hold a view of it), with the output's dtype and full loop shape.  The kernel
+    reads every input at index ``i`` before it stores at ``i``, so writing over the input
+    is safe.  ``w / w.sum()`` then needs no second array of ``w``'s size.
+    """
+    returned = set(graph.outputs)
+    pairs: list[tuple[int, int]] = []
+    used: set[int] = set()
+    for out_position, output in enumerate(region.outputs):
+        if output.kind != ELEMENTWISE or output.ones != region.ones:
+            continue
+        for in_position, source in enumerate(region.inputs):
+            if in_position in used or source.kind != ELEMENTWISE or source in returned or \
+                    source.dtype != output.dtype or source.ones != output.ones:
+                continue
+            if all(owner.get(user, region.index + 1) <= region.index
+                   for user in graph.consumers.get(source, ())):
+                pairs.append((out_position, in_position))
+                used.add(in_position)
+                break
+    return tuple(pairs)
 
 
 def _inline_scalar_regions(steps: list[Region | Node], graph: Graph) -> list[Region | Node]:

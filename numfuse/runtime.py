@@ -58,15 +58,16 @@ class _Step:
     instead of one short core loop per row.
     """
 
-    __slots__ = ("core", "cost", "dropped", "finish", "flatten", "folds", "gain", "large",
-                 "measured", "operands", "out_dtypes", "out_slots", "rows", "settings",
-                 "small", "ufunc", "vector")
+    __slots__ = ("core", "cost", "donations", "dropped", "finish", "flatten", "folds", "gain",
+                 "large", "measured", "operands", "out_dtypes", "out_slots", "placeholder",
+                 "rows", "settings", "small", "ufunc", "vector")
 
     def __init__(self, ufunc: Any, operands: tuple[tuple[int, Prepare | None, bool], ...],
                  out_slots: tuple[int, ...], finish: Prepare | None, flatten: bool,
                  folds: tuple[_Fold | None, ...] = (), *, settings: Settings | None = None,
                  cost: float = 1e-9, out_dtypes: tuple[np.dtype, ...] = (),
-                 rows: bool = False, dropped: tuple[int, ...] = (), vector: bool = False
+                 rows: bool = False, dropped: tuple[int, ...] = (), vector: bool = False,
+                 donations: tuple[tuple[int, int], ...] = (), placeholder: bool = False
                  ) -> None:
         self.ufunc = ufunc
         self.operands = operands
@@ -80,6 +81,10 @@ class _Step:
         self.out_dtypes = out_dtypes
         self.rows = rows  # a scalar-core operand may vary along the loop's rows
         self.dropped = dropped  # length-1 axes removed from every operand
+        # (output slot, operand index): outputs the kernel wrote into an operand's buffer;
+        # a placeholder output (when that is all of them) is dropped.
+        self.donations = donations
+        self.placeholder = placeholder
         self.vector = vector  # no non-unit axis: the kernel runs on length-1 arrays
         self.cost = cost  # seconds per loop element, measured on single-threaded calls
         self.small = int(threads.PARALLEL_MIN_SECONDS / cost)  # fewer elements: one thread
@@ -112,7 +117,11 @@ class _Step:
         except ValueError:
             _raise_broadcast_error([values[slot] for slot, _prepare, _core in self.operands])
             raise
-        if len(self.out_slots) == 1:
+        if self.donations:
+            self._donated(values, operands)
+        if self.placeholder:
+            results = ()
+        elif len(self.out_slots) == 1:
             results = (results,)
         finish = self.finish
         if shape is None and finish is None and not self.folds:
@@ -131,6 +140,16 @@ class _Step:
             if shape is not None:
                 result = result.reshape(shape)
             values[slot] = result if finish is None else finish(result)
+
+    def _donated(self, values: list[Any], operands: list[Any]) -> None:
+        """Outputs written into an operand: the operand's array, full shape (or the copy
+        the kernel really wrote, if presenting the operand had to copy it)."""
+        for out_slot, operand in self.donations:
+            written, original = operands[operand], values[self.operands[operand][0]]
+            if written is original or np.may_share_memory(written, original):
+                values[out_slot] = original
+            else:
+                values[out_slot] = np.reshape(written, np.shape(original))
 
     def _present(self, out: Any, flattened: bool) -> Any:
         """An output array as the kernel sees it (a view without the dropped axes), or
@@ -191,6 +210,8 @@ class _Step:
                                     strict=True):
             if out is not None:
                 outputs.append(out)
+            elif self.placeholder:
+                outputs.append(None if along_core else np.empty(rows, dtype))
             elif fold is None:
                 outputs.append(np.empty((*rows, length), dtype))
             else:
@@ -220,7 +241,7 @@ class _Step:
                                                         self.settings.default_threads))
         results = []
         for position, target in enumerate(outputs):
-            if target is not None:
+            if target is not None or self.placeholder:
                 results.append(target)
                 continue
             fold = self.folds[position]
@@ -587,15 +608,17 @@ def _make_step(kernel: Kernel, slots: dict[Node, int], settings: Settings | None
     elif dropped:
         finish = lambda result: np.expand_dims(result, dropped)  # noqa: E731
     kept = [axis for axis in range(ndim) if axis not in dropped]
+    donated = dict(generated.donated)
+    outputs = [node for position, node in enumerate(region.outputs) if position not in donated]
     folds = tuple(None if core else _fold(node.param("reduction"), kept, ndim)
-                  for node, core in zip(region.outputs, generated.core_outputs, strict=True))
+                  for node, core in zip(outputs, generated.core_outputs, strict=False))
     # Flattening needs every broadcast (scalar-core) operand to be a true scalar, and
     # every fused reduction to reduce all the axes being flattened.
     flatten = len(kept) >= 2 and all(
         core or all(size == 1 for size in node.shape)
         for node, core in zip(region.inputs, generated.core_inputs, strict=True)
     ) and all(fold is None or set(kept) <= set(node.param("reduction").axes)
-              for fold, node in zip(folds, region.outputs, strict=True))
+              for fold, node in zip(folds, outputs, strict=True))
     ufunc = kernel.gufunc.ufunc
     if "power_int" in generated.helpers:
         ufunc = _raising_negative_powers(ufunc)
@@ -605,12 +628,17 @@ def _make_step(kernel: Kernel, slots: dict[Node, int], settings: Settings | None
         not core and any(size != 1 for axis, size in enumerate(node.shape)
                          if axis + ndim - node.ndim != core_axis)
         for node, core in zip(region.inputs, generated.core_inputs, strict=True))
+    out_dtypes = tuple(node.dtype for node in outputs)
+    if generated.placeholder:
+        out_dtypes = (np.dtype(np.uint8),)
     return _Step(ufunc, tuple(operands),
-                 tuple(slots[node] for node in region.outputs), finish, flatten,
+                 tuple(slots[node] for node in outputs), finish, flatten,
                  folds if any(fold is not None for fold in folds) else (),
-                 settings=settings, cost=cost,
-                 out_dtypes=tuple(node.dtype for node in region.outputs), rows=rows,
-                 dropped=dropped, vector=vector)
+                 settings=settings, cost=cost, out_dtypes=out_dtypes, rows=rows,
+                 dropped=dropped, vector=vector,
+                 donations=tuple((slots[region.outputs[position]], operand)
+                                 for position, operand in generated.donated),
+                 placeholder=generated.placeholder)
 
 
 def _fold(reduction: Reduction, kept: list[int], ndim: int) -> _Fold:
