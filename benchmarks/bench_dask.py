@@ -5,14 +5,17 @@ Workloads (each written once, run by both on the same persisted array and chunks
 * ``logp_grad`` — ``d = x - mu; return -(d**2)/2, -d``; both outputs are persisted, so
   the time is graph construction plus computing every chunk (no concatenation);
 * ``sum_squares`` — ``np.sum((x - mu)**2)`` computed to a number (dask's tree reduction
-  in both; numfuse makes the per-chunk elementwise work one kernel call).
+  in both).  numfuse runs the square and the sum as one kernel loop per chunk, which
+  returns the chunk's total; ``sum_squares, reduction by dask`` is the same function
+  compiled with ``fuse_reductions=False`` (how numfuse ran reductions on dask before):
+  one kernel per chunk writing the chunk of squares, which dask's ``sum`` then reduces.
 
 Plain dask already merges the elementwise operations of one chunk into one task; what
 numfuse adds is that the task is one loop over the chunk instead of one numpy pass (and
-one temporary) per operation.  The two run round-robin within each repetition on dask's
-threaded scheduler (one thread per core); the table reports medians and the speed-up of
-numfuse (plain dask's median / numfuse's median).  Results are checked against plain
-dask before anything is timed.
+one temporary) per operation.  All candidates of a workload run round-robin within each
+repetition on dask's threaded scheduler (one thread per core); the table reports medians
+and the speed-up of each numfuse variant (plain dask's median / its median).  Results are
+checked against plain dask before anything is timed.
 
 Run:  python benchmarks/bench_dask.py [--size 1e8] [--chunk 1e7] [--repeats 5]
 Writes the table to benchmarks/results/dask.md as well as printing it.
@@ -63,28 +66,47 @@ def run_once(function: Callable[..., object], x: da.Array) -> object:
     return result.compute()  # type: ignore[attr-defined]
 
 
+def unfused(function: Callable[..., object], x: da.Array) -> Callable[..., object]:
+    """``function`` compiled with its reductions left as numpy calls, which on dask arrays
+    become dask's own reductions of the kernel's per-chunk output."""
+    compiled = numfuse.compile(function, np.broadcast_to(np.empty((), x.dtype), x.shape), MU)
+    return type(compiled)(compiled.fn, compiled.specs, compiled.static, [x.shape, ()],
+                          fuse_reductions=False)
+
+
+def candidates(name: str, x: da.Array) -> dict[str, Callable[..., object]]:
+    function = WORKLOADS[name]
+    found = {"dask": function, "numfuse": numfuse.jit(function)}
+    if name == "sum_squares":
+        found["numfuse, reduction by dask"] = unfused(function, x)
+    return found
+
+
 def check(x: da.Array) -> None:
     """numfuse on dask must agree with plain dask before anything is timed."""
     head = x[: min(x.shape[0], 2_000_000)]
-    for name, function in WORKLOADS.items():
-        expected = dask.compute(function(head, MU))[0]
-        got = dask.compute(numfuse.jit(function)(head, MU))[0]
-        if isinstance(expected, tuple):
-            for want, have in zip(expected, got, strict=True):
-                np.testing.assert_array_equal(have, want, err_msg=name)
-        else:
-            np.testing.assert_allclose(got, expected, rtol=1e-12, err_msg=name)
+    for name in WORKLOADS:
+        expected, *others = dask.compute(*(candidate(head, MU) for candidate
+                                           in candidates(name, head).values()))
+        for got in others:
+            if isinstance(expected, tuple):
+                for want, have in zip(expected, got, strict=True):
+                    np.testing.assert_array_equal(have, want, err_msg=name)
+            else:
+                np.testing.assert_allclose(got, expected, rtol=1e-12, err_msg=name)
 
 
 def measure(x: da.Array, repeats: int) -> dict[str, dict[str, list[float]]]:
     """Seconds per run, one sample per implementation per repetition, round-robin."""
     samples: dict[str, dict[str, list[float]]] = {}
-    for name, function in WORKLOADS.items():
-        candidates = {"dask": function, "numfuse": numfuse.jit(function)}
-        run_once(candidates["numfuse"], x)  # compile outside the timing
-        samples[name] = {label: [] for label in candidates}
+    for name in WORKLOADS:
+        found = candidates(name, x)
+        for label, candidate in found.items():
+            if label != "dask":
+                run_once(candidate, x)  # compile outside the timing
+        samples[name] = {label: [] for label in found}
         for _ in range(repeats):
-            for label, candidate in candidates.items():
+            for label, candidate in found.items():
                 start = time.perf_counter()
                 run_once(candidate, x)
                 samples[name][label].append(time.perf_counter() - start)
@@ -95,9 +117,14 @@ def table(samples: dict[str, dict[str, list[float]]]) -> list[str]:
     lines = ["| workload | dask (median) | numfuse on dask (median) | speed-up | dask (best) "
              "| numfuse (best) |", "|---|---:|---:|---:|---:|---:|"]
     for name, times in samples.items():
-        plain, fused = statistics.median(times["dask"]), statistics.median(times["numfuse"])
-        lines.append(f"| {name} | {plain:.3f} s | {fused:.3f} s | {plain / fused:.2f}x | "
-                     f"{min(times['dask']):.3f} s | {min(times['numfuse']):.3f} s |")
+        plain = statistics.median(times["dask"])
+        for label, own in times.items():
+            if label == "dask":
+                continue
+            row = name if label == "numfuse" else f"{name}, {label.split(', ', 1)[1]}"
+            median = statistics.median(own)
+            lines.append(f"| {row} | {plain:.3f} s | {median:.3f} s | {plain / median:.2f}x | "
+                         f"{min(times['dask']):.3f} s | {min(own):.3f} s |")
     return lines
 
 
@@ -133,8 +160,10 @@ def main() -> None:
         f"x: {size:.0e} float64 ({size * 8 / 1e9:.1f} GB) in chunks of {chunk:.0e} "
         f"({-(-size // chunk)} chunks), persisted in memory; threaded scheduler, {threads} "
         f"threads; {args.repeats} interleaved repetitions. `logp_grad` persists both "
-        "outputs, `sum_squares` computes the number. Speed-up = plain dask's median / "
-        "numfuse's median.",
+        "outputs, `sum_squares` computes the number (the reduction fused into the chunk "
+        "kernel; `reduction by dask`: the kernel writes the chunk of squares and dask's sum "
+        "reduces it, as numfuse did before). Speed-up = plain dask's median / numfuse's "
+        "median.",
         "",
     ]
     text = "\n".join([*header, *table(samples), ""])
