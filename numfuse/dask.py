@@ -188,10 +188,12 @@ def _reduced(totals: Any, reduction: Reduction, shape: tuple[int, ...]) -> Any:
                          name=f"numfuse-{reduction.ufunc}")
     if reduction.divide is None:
         return total
+    # The warnings point at the user's call: 7 frames up through the generator in
+    # ``_kernel_call``, ``run``, ``call_jitted``/``call_compiled`` and ``__call__``.
     if reduction.divide == "mean" and count == 0:
-        warnings.warn("Mean of empty slice", RuntimeWarning, stacklevel=6)
+        warnings.warn("Mean of empty slice", RuntimeWarning, stacklevel=7)
     elif reduction.divide == "ddof" and reduction.ddof >= count:
-        warnings.warn("Degrees of freedom <= 0 for slice", RuntimeWarning, stacklevel=6)
+        warnings.warn("Degrees of freedom <= 0 for slice", RuntimeWarning, stacklevel=7)
     divisor = max(count - reduction.ddof, 0) if reduction.divide == "ddof" else count
     return total.map_blocks(_divided, divisor, token="numfuse-divide-by-count",
                             meta=np.empty((0,) * total.ndim, reduction.dtype))

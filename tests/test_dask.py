@@ -247,8 +247,9 @@ def test_empty_reductions_with_an_identity(fn):
 
 def test_empty_mean_and_var_warn_as_numpy_does_when_called():
     empty, values = np.empty((5, 0)), np.arange(15.0).reshape(5, 3)
-    with pytest.warns(RuntimeWarning, match="Mean of empty slice"):
+    with pytest.warns(RuntimeWarning, match="Mean of empty slice") as record:
         mean = numfuse.jit(lambda a: np.mean(a + 1, axis=1))(da.from_array(empty, chunks=2))
+    assert record[0].filename == __file__  # the warning points at the call
     with pytest.warns(RuntimeWarning, match="Degrees of freedom"):
         var = numfuse.jit(lambda a: np.var(a + 1, axis=1, ddof=3))(
             da.from_array(values, chunks=2))
