@@ -58,7 +58,7 @@ class Compiled:
     ``graph`` is the simplified graph (``str()`` shows the kernels), ``kernels`` the
     compiled kernels in execution order.  Calling it with arguments of another signature
     raises ``SignatureMismatchError`` (a ``TypeError``) naming the argument.
-    ``fuse_reductions=False`` keeps every reduction a numpy call (the dask path uses it);
+    ``fuse_reductions=False`` keeps every reduction a numpy call (for comparisons);
     ``fastmath`` is as for ``jit``.
     """
 

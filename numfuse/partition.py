@@ -36,7 +36,7 @@ import dataclasses
 import heapq
 from collections.abc import Sequence
 
-from .graph import CONST, ELEMENTWISE, NUMPY, Graph, Node, toposort
+from .graph import CONST, ELEMENTWISE, INPUT, NUMPY, Graph, Node, toposort
 from .reductions import Reduction, fusible_dtype
 
 MAX_OPERANDS = 64
@@ -78,14 +78,15 @@ class Plan:
 
 
 def epilogue(node: Node) -> Reduction | None:
-    """The reduction ``node`` performs if a region can compute it as an epilogue: its
-    input is elementwise and the reduced axes include the input's core (last non-unit)
-    axis, so each kernel row folds into one partial result."""
+    """The reduction ``node`` performs if a region can compute it in its loop: the reduced
+    axes include the input's core (last non-unit) axis, so each kernel row folds into one
+    partial result.  The input is computed by the region, or is an argument (or constant
+    array) that the region reads anyway — see ``_lone_reductions``."""
     reduction: Reduction | None = node.param("reduction") if node.kind == NUMPY else None
     if reduction is None or not fusible_dtype(reduction):
         return None
     source = node.inputs[0]
-    if source.kind != ELEMENTWISE or source.ndim == 0:
+    if source.kind not in (ELEMENTWISE, INPUT, CONST) or source.ndim == 0:
         return None
     kept = [axis for axis, one in enumerate(source.ones) if not one]
     if kept and kept[-1] not in reduction.axes:
@@ -94,10 +95,10 @@ def epilogue(node: Node) -> Reduction | None:
 
 
 def loop_of(nodes: Sequence[Node]) -> tuple[bool, ...]:
-    """The widest loop shape among elementwise ``nodes`` (most axes, fewest length-1)."""
-    widest = max((node for node in nodes if node.kind == ELEMENTWISE),
-                 key=lambda node: (node.ndim, -sum(node.ones)))
-    return widest.ones
+    """The widest loop shape of ``nodes``' elementwise values and reduced inputs (most
+    axes, fewest length-1)."""
+    looped = [node if node.kind == ELEMENTWISE else node.inputs[0] for node in nodes]
+    return max(looped, key=lambda node: (node.ndim, -sum(node.ones))).ones
 
 
 # Work per element (in simple arithmetic operations) below which a value of a smaller
@@ -154,6 +155,11 @@ class _Clusters:
         self.after_loop = [0] * size
         self.epilogues = [fuse_reductions and epilogue(node) is not None for node in nodes]
         for index, node in enumerate(nodes):
+            if self.epilogues[index] and node.inputs[0].kind != ELEMENTWISE:
+                # a reduction of an argument: a loop of its own, merged with other work
+                # reading the argument by the horizontal sweep
+                self.fusible[index] = True
+                self.loop[index] = node.inputs[0].ones
             if self.epilogues[index]:
                 for user in graph.consumers.get(node, ()):
                     self.after_loop[index] |= 1 << self.position[user]
@@ -234,9 +240,10 @@ def _fuse_vertically(clusters: _Clusters) -> None:
     for index, node in enumerate(nodes):
         clusters.add(index)
         if clusters.epilogues[index]:
-            producer = clusters.find(clusters.position[node.inputs[0]])
-            if clusters.is_convex({index, producer}):
-                clusters.merge({index, producer})
+            if node.inputs[0].kind == ELEMENTWISE:
+                producer = clusters.find(clusters.position[node.inputs[0]])
+                if clusters.is_convex({index, producer}):
+                    clusters.merge({index, producer})
             continue
         if node.kind != ELEMENTWISE:
             continue
@@ -326,13 +333,13 @@ def _split(members: list[Node], graph: Graph) -> list[list[Node]]:
     if len(inputs) + len(outputs) <= MAX_OPERANDS or len(members) == 1:
         return [members]
     loop = [node for node in members if node.kind == ELEMENTWISE]
-    if len(loop) == 1:
+    if len(loop) <= 1:
         return [members]
     half = len(loop) // 2
     parts = [loop[:half], loop[half:]]
     for node in members:
         if node.kind != ELEMENTWISE:
-            part = parts[0] if node.inputs[0] in set(parts[0]) else parts[1]
+            part = parts[1] if node.inputs[0] in set(parts[1]) else parts[0]
             part.append(node)
     return [piece for part in parts
             for piece in _split([node for node in members if node in set(part)], graph)]
@@ -395,6 +402,7 @@ def partition(graph: Graph, fuse_reductions: bool = True) -> Plan:
     for index, node in enumerate(nodes):
         if node.kind == ELEMENTWISE or clusters.fusible[clusters.find(index)]:
             grouped.setdefault(clusters.find(index), []).append(node)
+    _lone_reductions(grouped)
     fused = {node for members in grouped.values() for node in members}
     groups = [part for members in grouped.values() for part in _split(members, graph)]
     groups += [[node] for node in nodes if node.kind == NUMPY and node not in fused]
@@ -418,6 +426,15 @@ def partition(graph: Graph, fuse_reductions: bool = True) -> Plan:
             if donate:
                 steps[position] = regions[step.index] = dataclasses.replace(step, donate=donate)
     return Plan(graph, tuple(regions), tuple(steps))
+
+
+def _lone_reductions(grouped: dict[int, list[Node]]) -> None:
+    """A reduction of an argument gets a kernel only when that saves a pass over it (it
+    shares the loop with other work reading the argument); alone, numpy's own reduction
+    loop is as fast, so it stays a numpy call."""
+    for root, members in list(grouped.items()):
+        if len(members) == 1 and members[0].kind == NUMPY:
+            del grouped[root]
 
 
 def _donations(region: Region, graph: Graph, owner: dict[Node, int]
@@ -459,7 +476,7 @@ def _inline_scalar_regions(steps: list[Region | Node], graph: Graph) -> list[Reg
     returned = set(graph.outputs)
 
     def inlinable(region: Region) -> bool:
-        if any(node.ndim for node in region.nodes):
+        if any(node.ndim or node.kind != ELEMENTWISE for node in region.nodes):
             return False
         for output in region.outputs:
             if output in returned:
@@ -516,7 +533,8 @@ def check_plan(plan: Plan) -> None:
             owner[node] = region.index
             if node.kind != ELEMENTWISE:
                 assert epilogue(node) is not None, f"{node} is neither elementwise nor fusible"
-                assert node.inputs[0] in members, f"{node} reduces a value of another region"
+                assert node.inputs[0] in members or node.inputs[0].kind != ELEMENTWISE, (
+                    f"{node} reduces a value of another region")
                 assert not members & set(graph.consumers.get(node, ())), (
                     f"{node} is read inside the loop that computes it")
                 continue

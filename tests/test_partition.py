@@ -647,3 +647,30 @@ def test_temporaries_still_needed_are_not_overwritten():
         assert_same(compiled(x), fn(x), rtol=1e-14)
     compiled, _ = _kernel_layouts(read_later, x)  # the last kernel reading e may reuse it
     assert_same(compiled(x), read_later(x), rtol=1e-14)
+
+
+def test_reductions_of_an_argument_share_one_pass_over_it():
+    x = np.random.default_rng(2).standard_normal((40, 50))
+
+    def several(x):
+        return np.sum(x), np.max(x), x.mean(axis=-1)
+
+    compiled, layouts = _kernel_layouts(several, x)
+    assert layouts == ["(n)->(),(),()"]
+    result, expected = compiled(x), several(x)
+    assert_same(result[1], expected[1])
+    assert_same(result[0], expected[0], rtol=1e-13)
+    assert_same(result[2], expected[2], rtol=1e-13)
+
+    def lone(x):
+        return np.sum(x) * 2  # one reduction of an argument: numpy's own loop
+
+    compiled, _ = _kernel_layouts(lone, x)
+    assert [step.op for step in compiled.plan.steps if isinstance(step, Node)] == ["sum"]
+
+    def normalise(x):
+        return (x - x.mean()) / x.std()
+
+    compiled, layouts = _kernel_layouts(normalise, x)
+    assert len(layouts) == 3 and layouts[0] == "(n)->(),()"  # both means in one pass
+    assert_same(compiled(x), normalise(x), rtol=1e-12)

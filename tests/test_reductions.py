@@ -265,7 +265,8 @@ def test_fused_reduction_feeding_later_kernels_and_returned_scalars():
         return centred / np.sqrt((centred**2).mean(axis=-1, keepdims=True) + 1e-5), x.sum()
 
     x = RNG.standard_normal((16, 33)).astype(np.float32)
-    assert_same(numfuse.jit(fn)(x), fn(x), rtol=1e-5)
+    # x - mean cancels: a last-bit difference in the mean shows in values near it
+    assert_same(numfuse.jit(fn)(x), fn(x), rtol=1e-5, atol=1e-6)
 
 
 def test_graph_marks_reductions_inside_their_kernel():
