@@ -37,6 +37,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# numba's OpenMP workers spin after each parallel call unless told otherwise, slowing
+# whatever is timed next on a 2-core machine (njit(parallel) peers included).
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+
 import numba
 import numpy as np
 
