@@ -564,22 +564,14 @@ def equal_iu(a, b):  # type: ignore[no-untyped-def]
 
 
 def float_to_uint64(x):  # type: ignore[no-untyped-def]
-    """Cast like the C compiler numpy is built with: negatives wrap through int64."""
-    if x < 0:
-        return np.uint64(np.int64(x))
-    return np.uint64(x)
+    """Cast like the C compiler numpy is built with: negatives wrap through int64.
 
-
-def add_reassoc(total, value):  # type: ignore[no-untyped-def]
-    """A float sum's accumulation step, compiled with reassociation allowed (and not
-    inlined by numba, so the flag reaches LLVM): the loop vectoriser may then keep several
-    partial sums.  Used only inside one block of a fused reduction (see codegen)."""
-    return total + value
-
-
-def multiply_reassoc(total, value):  # type: ignore[no-untyped-def]
-    """A float product's accumulation step, reassociable like ``add_reassoc``."""
-    return total * value
+    Built from two signed conversions that are in range for every ``|x| < 2**64`` (the
+    high and low 32 bits), with no branch: LLVM turns a branch between a signed and an
+    unsigned conversion into computing both, and the unused one raised "invalid value"."""
+    high = np.int64(x * 2.3283064365386963e-10)  # x / 2**32, exact
+    low = np.int64(x - np.float64(high) * 4294967296.0)  # exact, |low| < 2**32
+    return np.uint64(high) * np.uint64(4294967296) + np.uint64(low)
 
 
 # Helpers compiled with floating-point contraction (fused multiply-add) to match numpy.

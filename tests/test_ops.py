@@ -366,3 +366,14 @@ def test_sign_and_heaviside_of_nan_are_quiet_like_numpy(dtype):
         assert_same(numfuse.jit(lambda x: np.sign(x))(x), np.sign(x))
         assert_same(numfuse.jit(lambda x: np.heaviside(x, 0.5))(x), np.heaviside(x, 0.5))
 
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_float_to_uint64_cast_of_values_in_range_is_quiet(dtype):
+    """Found by fuzzing: casting -2.5 or 2**63 to uint64 warned "invalid value" (LLVM
+    computed a signed and an unsigned conversion and kept one); numpy is quiet."""
+    values = np.array([-2.5, 0.0, -0.0, 1.5, 2.0**63, 2.0**63 + 2**40, 1e19, -1e18, 12345.7,
+                       -9.2e18, 4294967296.5, -4294967297.0] * 2, dtype)
+    with np.errstate(all="raise"):
+        assert_same(numfuse.jit(lambda x: x.astype(np.uint64))(values),
+                    values.astype(np.uint64))
