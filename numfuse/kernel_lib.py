@@ -574,6 +574,18 @@ def float_to_uint64(x):  # type: ignore[no-untyped-def]
     return np.uint64(high) * np.uint64(4294967296) + np.uint64(low)
 
 
+def add_reassoc(total, value):  # type: ignore[no-untyped-def]
+    """A float sum's accumulation step, compiled with reassociation allowed (and not
+    inlined by numba, so the flag reaches LLVM): the loop vectoriser may then keep several
+    partial sums.  Used only inside one block of a fused reduction (see codegen)."""
+    return total + value
+
+
+def multiply_reassoc(total, value):  # type: ignore[no-untyped-def]
+    """A float product's accumulation step, reassociable like ``add_reassoc``."""
+    return total * value
+
+
 # Helpers compiled with floating-point contraction (fused multiply-add) to match numpy.
 CONTRACTED = frozenset({"complex_abs"})
 # Helpers compiled with reassociation: the accumulation steps of fused reductions.
