@@ -68,3 +68,10 @@ def test_a_float_sum_runs_in_blocks_counted_from_zero():
     assert "add_reassoc(" in source
     integer = numfuse.compile(lambda x: np.sum(x * 2), np.ones(10, dtype=np.int32))
     assert "for j in" not in integer.kernels[0].source  # exact in any order: one loop
+
+
+def test_helpers_with_special_compile_options_exist():
+    from numfuse import kernel_lib
+
+    for group in (kernel_lib.REASSOCIATED, kernel_lib.CONTRACTED):
+        assert group <= set(kernel_lib.HELPERS)
