@@ -117,7 +117,7 @@ _OPERATORS: dict[str, Callable[..., Any]] = {
     "/": lambda a, b: a / b, "//": lambda a, b: a // b, "%": lambda a, b: a % b,
     "**": lambda a, b: a ** b, "<": lambda a, b: a < b, "==": lambda a, b: a == b,
     "&": lambda a, b: a & b, "neg": lambda a: -a, "abs": lambda a: abs(a),
-    "~": lambda a: ~a, "divmod": lambda a, b: divmod(a, b)[1],
+    "~": lambda a: ~a,
 }
 
 
