@@ -303,6 +303,8 @@ def _status(step: Step, statuses: Sequence[str], pool: Sequence[Any]) -> str:
         return SUM if kinds in "fc" or step.name == "mean" else EXACT
     if step.kind == "astype" and _out_of_range_cast(operands[0], step.extra[0]):
         return LOOSE  # README limit: out-of-range float-to-integer casts may differ
+    if _signed_overflow(step, operands):
+        return LOOSE  # README limit: numba's signed arithmetic assumes no overflow
     name = {"/": "true_divide", "**": "power", "abs": "absolute"}.get(step.name, step.name)
     if name in INEXACT and not (name in EXACT_FOR_REAL and not complex_in):
         return ULP
@@ -310,6 +312,35 @@ def _status(step: Step, statuses: Sequence[str], pool: Sequence[Any]) -> str:
             "multiply", "square", "sign", "absolute", "reciprocal", "true_divide"):
         return ULP
     return EXACT
+
+
+_WRAPPING = frozenset({"add", "subtract", "multiply", "negative", "absolute", "square",
+                       "power", "+", "-", "*", "**", "neg", "abs", "sign", "left_shift"})
+
+
+def _signed_overflow(step: Step, operands: Sequence[Any]) -> bool:
+    """Whether a signed integer operation wrapped around (numpy wraps; numba's compiled
+    arithmetic treats it as undefined, so later operations may see another value)."""
+    if step.name not in _WRAPPING or step.kind not in ("op", "operator", "scalar"):
+        return False
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = np.asarray(_renumbered(step, operands))
+        if result.dtype.kind != "i":
+            return False
+        try:  # the same operation on Python ints: exact
+            exact = _renumbered(step, [operand if _is_python_scalar(operand)
+                                       else np.asarray(operand).astype(object)
+                                       for operand in operands])
+        except Exception:
+            return True
+    return bool(np.any(np.asarray(exact, dtype=object) != result.astype(object)))
+
+
+def _renumbered(step: Step, operands: Sequence[Any]) -> Any:
+    """``step`` applied to ``operands`` themselves (not to the pool)."""
+    return apply(Step(step.kind, step.name, tuple(range(len(operands))), step.extra),
+                 list(operands))
 
 
 def _out_of_range_cast(value: Any, target: np.dtype) -> bool:

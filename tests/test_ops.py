@@ -377,3 +377,14 @@ def test_float_to_uint64_cast_of_values_in_range_is_quiet(dtype):
     with np.errstate(all="raise"):
         assert_same(numfuse.jit(lambda x: x.astype(np.uint64))(values),
                     values.astype(np.uint64))
+
+
+@pytest.mark.xfail(strict=True, reason="README limit: numba compiles signed integer "
+                   "arithmetic with LLVM's no-signed-wrap flag, so code after an overflow "
+                   "may not see numpy's wrapped value")
+def test_values_computed_from_a_wrapped_signed_integer_match_numpy():
+    """Found by fuzzing: ``np.log(x + x)`` at int64's minimum (x + x wraps to 0 in numpy,
+    log gives -inf) returned 0.0."""
+    x = np.full(5, np.iinfo(np.int64).min)
+    with np.errstate(all="ignore"):
+        assert_same(numfuse.jit(lambda x: np.log(x + x))(x), np.log(x + x))
