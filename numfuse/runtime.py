@@ -42,9 +42,9 @@ def _preparer(squeeze: tuple[int, ...], contiguous: bool, as_vector: bool) -> Pr
     if as_vector:
         return lambda value: np.reshape(value, (1,))
     if squeeze and contiguous:
-        return lambda value: _contiguous_core(np.squeeze(value, squeeze))
+        return lambda value: _contiguous_core(value.squeeze(squeeze))
     if squeeze:
-        return lambda value: np.squeeze(value, squeeze)
+        return lambda value: value.squeeze(squeeze)
     if contiguous:
         return _contiguous_core
     return None
@@ -108,7 +108,8 @@ class _Step:
         presented = None if outs is None else tuple(self._present(out, shape is not None)
                                                     for out in outs)
         try:
-            if operands and (operands[self.core].size >= self.small or self.rows):
+            if operands and (operands[self.core].size >= self.small or
+                             (self.rows and self._loop_bound(operands) >= self.small)):
                 results = self._large(operands, presented)
             elif presented is not None:
                 results = self.ufunc(*operands, out=presented)
@@ -140,6 +141,13 @@ class _Step:
             if shape is not None:
                 result = result.reshape(shape)
             values[slot] = result if finish is None else finish(result)
+
+    def _loop_bound(self, operands: Sequence[Any]) -> int:
+        """At least the loop's element count (cheap): the core operand's size times the
+        largest scalar-core operand's, which may add rows (an outer broadcast)."""
+        extra = max((np.size(value) for value, (_slot, _prepare, core)
+                     in zip(operands, self.operands, strict=True) if not core), default=1)
+        return int(operands[self.core].size * extra)
 
     def _donated(self, values: list[Any], operands: list[Any]) -> None:
         """Outputs written into an operand: the operand's array, full shape (or the copy
@@ -311,15 +319,21 @@ class _Fold:
     shape, with -1 where the size comes from the completed partials.
     """
 
-    __slots__ = ("reduction", "remaining", "template")
+    __slots__ = ("direct", "reduction", "remaining", "template")
 
     def __init__(self, reduction: Reduction, remaining: tuple[int, ...],
                  template: tuple[int, ...]) -> None:
         self.reduction = reduction
         self.remaining = remaining
         self.template = template
+        # A whole 1-d reduction without division: the one partial is the result.
+        self.direct = not remaining and not template and reduction.divide is None
 
     def complete(self, partials: Any, length: int, flattened: bool) -> Any:
+        if self.direct and (length or self.reduction.ufunc not in ("maximum", "minimum")):
+            if isinstance(partials, np.ndarray):
+                return partials.reshape(())[()]
+            return partials
         remaining = () if flattened else self.remaining
         count = length
         for axis in remaining:
@@ -508,7 +522,8 @@ def _fast_path(program: Program, arity: int) -> Callable[..., Any] | None:
             return general(args, out)
         operands = args if direct else [args[slot] if prepare is None else prepare(args[slot])
                                         for slot, prepare in picks]
-        if step.rows or operands[core].size >= step.small:
+        if operands[core].size >= step.small or (
+                step.rows and step._loop_bound(operands) >= step.small):
             return general(args)
         try:
             return ufunc(*operands)
