@@ -268,3 +268,9 @@ def test_float32_floor_divide_overflowing_quotient_warns_like_numpy():
                    "overflow; kernels follow numpy's array loops, which wrap silently")
 def test_numpy_scalar_integer_overflow_warns_like_numpy():
     _assert_same_outcome(lambda x: x + np.int8(100), np.int8(100))
+
+
+@pytest.mark.xfail(strict=True, reason="README limit: LLVM folds a float operation whose "
+                   "operands it can prove constant, and the folded operation raises no flag")
+def test_division_of_values_llvm_proves_zero_warns_like_numpy():
+    _assert_same_outcome(lambda x: (x != x) / (x != x), I64)
