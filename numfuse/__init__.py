@@ -7,7 +7,7 @@
 ...     return -(d ** 2) / 2, -d
 """
 
-from . import cache, display, hooks
+from . import cache, display, hooks, memory
 from .api import Compiled, Jitted, compile, jit, trace
 from .errors import (
     ConcretizationError,
@@ -21,8 +21,11 @@ from .graph import Graph, Node
 from .hooks import CompileEvent, HookWarning
 from .inspection import Explanation, VectorReport
 from .kernel import Kernel
+from .memory import retain_freed_memory
 
 __version__ = "0.1.0"
+
+memory._from_environment()  # NUMFUSE_RETAIN_MEMORY=1: keep freed blocks (see memory.py)
 
 __all__ = [
     "CompileEvent",
@@ -45,5 +48,7 @@ __all__ = [
     "display",
     "hooks",
     "jit",
+    "memory",
+    "retain_freed_memory",
     "trace",
 ]
