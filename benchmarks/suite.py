@@ -376,6 +376,8 @@ def report(results, workloads: dict[str, Workload], plans: dict[str, str], optio
         *environment(),
         f"* load average (1 min) {load[0]:.2f} at start, {load[1]:.2f} at end; "
         f"suite took {seconds:.0f} s",
+        "* freed memory retained for reuse (numfuse.retain_freed_memory(), all peers): "
+        f"{'yes' if getattr(options, 'retain_memory', False) else 'no'}",
         "",
         "Median time per call over interleaved repetitions (each repetition times every "
         "implementation once, round-robin); in brackets the speed-up over numpy (numpy's "
@@ -485,7 +487,12 @@ def main() -> None:
     parser.add_argument("--output", type=Path, default=RESULTS,
                         help="directory for suite.md and suite.png")
     parser.add_argument("--no-plot", action="store_true")
+    parser.add_argument("--retain-memory", action="store_true",
+                        help="call numfuse.retain_freed_memory() first (glibc keeps freed "
+                             "blocks: no page faults for fresh arrays, for every peer)")
     options = parser.parse_args()
+    if options.retain_memory:
+        numfuse.retain_freed_memory()
 
     sizes = [int(float(s)) for s in options.sizes.split(",")] if options.sizes else list(SIZES)
     if options.quick:
