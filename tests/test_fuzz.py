@@ -352,7 +352,8 @@ def _out_of_range_cast(value: Any, target: np.dtype) -> bool:
         return False
     real = source.real.astype(np.float64)
     info = np.iinfo(target)
-    low = float(info.min) if target.kind == "i" else -(2.0 ** 63)  # negatives wrap (int64)
+    # negatives wrap through the signed type of the same width
+    low = float(info.min) if target.kind == "i" else -(2.0 ** (8 * target.itemsize - 1))
     return bool(np.any(~np.isfinite(real) | (real < low) | (real >= float(info.max) + 1)))
 
 
