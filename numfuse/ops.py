@@ -95,9 +95,14 @@ def _float_math(name: str) -> str:
 
 
 # --- arithmetic -------------------------------------------------------------------------
-_row("add", np.add, 2, b="({0} or {1})", star="({0} + {1})")
-_row("subtract", np.subtract, 2, star="({0} - {1})")
-_row("multiply", np.multiply, 2, b="({0} and {1})", star="({0} * {1})")
+# Signed integers wrap in numpy; numba's signed arithmetic carries LLVM's no-signed-wrap
+# flag (an overflow is undefined, and code after it may see any value), so it runs in
+# uint64, whose wrap-around is defined, and comes back with the dtype's cast.
+_WRAP = "np.int64(np.uint64({0}) {op} np.uint64({1}))"
+_row("add", np.add, 2, b="({0} or {1})", i=_WRAP.replace("{op}", "+"), star="({0} + {1})")
+_row("subtract", np.subtract, 2, i=_WRAP.replace("{op}", "-"), star="({0} - {1})")
+_row("multiply", np.multiply, 2, b="({0} and {1})", i=_WRAP.replace("{op}", "*"),
+     star="({0} * {1})")
 _row("true_divide", np.true_divide, 2, c="complex_divide({0}, {1})", star="({0} / {1})")
 _row("floor_divide", np.floor_divide, 2, i="floor_divide_int({0}, {1}, {min})",
      u="floor_divide_int({0}, {1}, {min})", f="floor_divide_float({0}, {1})",
@@ -109,16 +114,19 @@ _row("fmod", np.fmod, 2, i="fmod_int({0}, {1})", u="fmod_int({0}, {1})",
 _row("power", np.power, 2, i="power_int({0}, {1})", u="power_int({0}, {1})",
      f="({0} ** {1})", c="complex_power({0}, {1})")
 _row("float_power", np.float_power, 2, f="({0} ** {1})", c="complex_power({0}, {1})")
-_row("negative", np.negative, 1, star="(-{0})")
+_row("negative", np.negative, 1, i="np.int64(np.uint64(0) - np.uint64({0}))", star="(-{0})")
 _row("positive", np.positive, 1, star="{0}")
 _row("absolute", np.absolute, 1, b="{0}", u="{0}", c="complex_abs({0})",
+     i="np.int64((np.uint64({0}) ^ np.uint64(np.int64({0}) >> 63)) - "
+       "np.uint64(np.int64({0}) >> 63))",
      star="abs({0})")
 _row("fabs", np.fabs, 1, f="abs({0})")
 _row("sign", np.sign, 1, i="(({0} > 0) - ({0} < 0))", u="({0} > 0)", f="sign_float({0})",
      c="sign_complex({0})")
 _row("reciprocal", np.reciprocal, 1, b="{0}", i="reciprocal_int({0}, {recip_min})",
      u="reciprocal_uint({0})", c="complex_reciprocal({0})", star="({L}(1) / {0})")
-_row("square", np.square, 1, b="({0} and {0})", star="({0} * {0})")
+_row("square", np.square, 1, b="({0} and {0})", i=_WRAP.replace("{op}", "*").replace("{1}", "{0}"),
+     star="({0} * {0})")
 _row("conjugate", np.conjugate, 1, c="np.conjugate({0})", star="{0}")
 _row("heaviside", np.heaviside, 2, f="heaviside_float({0}, {1})")
 _row("gcd", np.gcd, 2, i="gcd_int({0}, {1})", u="gcd_int({0}, {1})")

@@ -379,12 +379,21 @@ def test_float_to_uint64_cast_of_values_in_range_is_quiet(dtype):
                     values.astype(np.uint64))
 
 
-@pytest.mark.xfail(strict=True, reason="README limit: numba compiles signed integer "
-                   "arithmetic with LLVM's no-signed-wrap flag, so code after an overflow "
-                   "may not see numpy's wrapped value")
 def test_values_computed_from_a_wrapped_signed_integer_match_numpy():
     """Found by fuzzing: ``np.log(x + x)`` at int64's minimum (x + x wraps to 0 in numpy,
-    log gives -inf) returned 0.0."""
+    log gives -inf) returned 0.0: numba's signed arithmetic is no-signed-wrap, so signed
+    + - * negative abs square now run in uint64."""
     x = np.full(5, np.iinfo(np.int64).min)
     with np.errstate(all="ignore"):
         assert_same(numfuse.jit(lambda x: np.log(x + x))(x), np.log(x + x))
+        assert_same(numfuse.jit(lambda x: np.abs(x) < 0)(x), np.abs(x) < 0)
+        assert_same(numfuse.jit(lambda x: (-x) > 0)(x), (-x) > 0)
+    for dtype in ("int8", "int16", "int32", "int64"):
+        info = np.iinfo(dtype)
+        a = np.array([info.min, info.max, -1, 0, 1, 7, 99], dtype=dtype)
+        b = a[::-1].copy()
+
+        def wrapping(a, b):
+            return a + b, a - b, a * b, -a, np.abs(a), np.square(a), (a * b) // 3
+
+        assert_same(numfuse.jit(wrapping)(a, b), wrapping(a, b))
