@@ -361,7 +361,7 @@ def _sum_bound(step: Step, pool: Sequence[Any]) -> Any:
     """A bound on the rounding error of a summed result: ``count * eps`` times the same
     operation on the magnitudes of its operands (``sum(|x|)``, ``|x| @ |y|``...)."""
     operands = [np.asarray(pool[index]) for index in step.operands]
-    magnitudes = [np.abs(operand).astype(np.float64) for operand in operands]
+    magnitudes = [np.abs(operand.astype(np.complex128)) for operand in operands]
     with np.errstate(all="ignore"):
         magnitude = np.asarray(apply(Step(step.kind, step.name, tuple(range(len(operands))),
                                           step.extra), magnitudes))
