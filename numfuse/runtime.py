@@ -689,10 +689,18 @@ def kernel_runner(kernel: Kernel) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
     """Run one kernel on its own exactly as a program step would: ``run(operands)`` takes
     the values of ``kernel.region.inputs`` in order and returns the values of
     ``kernel.region.outputs`` (used to run a kernel on each block of a chunked array)."""
+    return _standalone(kernel, _make_step(kernel, _own_slots(kernel)))
+
+
+def _own_slots(kernel: Kernel) -> dict[Node, int]:
+    """Slots for a kernel run on its own: its inputs, then its outputs."""
     region = kernel.region
-    slots = {node: index for index, node in enumerate((*region.inputs, *region.outputs))}
-    step = _make_step(kernel, slots)
-    count, outputs = len(region.inputs), (None,) * len(region.outputs)
+    return {node: index for index, node in enumerate((*region.inputs, *region.outputs))}
+
+
+def _standalone(kernel: Kernel, step: _Step) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
+    """``run(operands) -> outputs`` for ``step`` laid out by ``_own_slots``."""
+    count, outputs = len(kernel.region.inputs), (None,) * len(kernel.region.outputs)
 
     def run(operands: Sequence[Any]) -> tuple[Any, ...]:
         values = [*operands, *outputs]
@@ -706,20 +714,12 @@ def block_runner(kernel: Kernel) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
     """``kernel_runner`` for one block of a chunked array: elementwise outputs as there,
     but each fused reduction comes back as the block's own raw total (``_BlockTotal``),
     for the caller to combine across blocks and divide by the whole count."""
-    region, generated = kernel.region, kernel.generated
-    slots = {node: index for index, node in enumerate((*region.inputs, *region.outputs))}
-    step = _make_step(kernel, slots)
+    generated = kernel.generated
+    step = _make_step(kernel, _own_slots(kernel))
     kept = [axis for axis in range(generated.ndim) if axis not in generated.dropped_axes]
     step.folds = tuple(None if fold is None else _BlockTotal.of(fold, kept, generated.ndim)
                        for fold in step.folds)
-    count, outputs = len(region.inputs), (None,) * len(region.outputs)
-
-    def run(operands: Sequence[Any]) -> tuple[Any, ...]:
-        values = [*operands, *outputs]
-        step.run(values)
-        return tuple(values[count:])
-
-    return run
+    return _standalone(kernel, step)
 
 
 class _BlockTotal(_Fold):
