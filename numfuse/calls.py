@@ -56,6 +56,36 @@ class NumpyCall:
         return sum(1 for _ in _traced(self.args)) + sum(1 for _ in _traced(self.kwargs))
 
 
+class UfuncOutput:
+    """Output ``index`` of a multi-output ufunc (``np.frexp(x)[1]``) as a one-array call."""
+
+    __slots__ = ("index", "ufunc")
+
+    def __init__(self, ufunc: np.ufunc, index: int) -> None:
+        self.ufunc = ufunc
+        self.index = index
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.ufunc(*args, **kwargs)[self.index]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, UfuncOutput) and (self.ufunc, self.index) == (other.ufunc,
+                                                                                other.index)
+
+    def __hash__(self) -> int:
+        return hash((self.ufunc, self.index))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return UfuncOutput, (self.ufunc, self.index)
+
+
+def assigned_copy(array: np.ndarray, key: Any, value: Any) -> np.ndarray:
+    """``x[key] = value`` without writing into ``x``: numpy assigns into a copy."""
+    result = np.array(array, copy=True, subok=False)
+    result[key] = value
+    return result
+
+
 def _fill(item: Any, supply: Any) -> Any:
     if item is TRACED:
         return next(supply)

@@ -14,6 +14,7 @@ argument to see changes.
 from __future__ import annotations
 
 import contextvars
+import math
 import operator
 import warnings
 from collections.abc import Callable, Sequence
@@ -22,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from . import reductions
-from .calls import TRACED, NumpyCall
+from .calls import TRACED, NumpyCall, UfuncOutput, assigned_copy
 from .dtypes import ArgSpec, check_dtype, weak_python_type
 from .errors import ConcretizationError, SizeDependentError, UnsupportedOperationError
 from .graph import (
@@ -156,7 +157,7 @@ def elementwise(op: OpDef, operands: Sequence[Node], *, out_dtype: Any = None,
                 "(x.astype(np.float32)).",
             )
     if template_for(op, loop_in) is None:
-        raise UnsupportedOperationError(
+        raise NoKernelCodeError(
             f"np.{op.name} on dtypes {', '.join(str(t) for t in loop_in)}",
             "numfuse has no kernel code for this dtype combination; cast the operands "
             "(e.g. .astype(np.float64)) or compute this part outside the jitted function.",
@@ -165,6 +166,10 @@ def elementwise(op: OpDef, operands: Sequence[Node], *, out_dtype: Any = None,
     params = (("loop", tuple(loop_in)),)
     return Node(op.name, ELEMENTWISE, tuple(operands), out, shape, params,
                 weak=weak, scalar=scalar)
+
+
+class NoKernelCodeError(UnsupportedOperationError):
+    """An op table row has no scalar code for these loop dtypes."""
 
 
 def _is_const(node: Node, value: float) -> bool:
@@ -197,10 +202,13 @@ class Tracer:
     """A traced value: records every operation applied to it into the graph."""
 
     __array_priority__ = 1000
-    __slots__ = ("node",)
+    __slots__ = ("node", "owned")
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: Node, owned: bool = False) -> None:
         self.node = node
+        # True while this tracer stands for an array no other Python value can see: a
+        # fresh result that no view was taken of.  Only such arrays may be written in place.
+        self.owned = owned
 
     # --- static facts --------------------------------------------------------
     @property
@@ -257,7 +265,10 @@ class Tracer:
         return _concrete("complex() of a traced value")
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        return _concrete("np.asarray()/np.array() of a traced value")
+        operation = "np.asarray()/np.array() of a traced value"
+        raise ConcretizationError(operation, _advice_for(operation) + (
+            " Storing a traced value into a numpy array (a[...] = x) converts it too: make "
+            "the array from a traced value instead (np.zeros_like(x), np.empty_like(x))."))
 
     def __iter__(self) -> Any:
         return _concrete("iterating over a traced array")
@@ -408,14 +419,13 @@ class Tracer:
     def __invert__(self) -> Any:
         return _operator(np.invert, self)
 
-    def __iadd__(self, other: Any) -> Any:
-        return _inplace("+=")
-
-    __isub__ = __imul__ = __itruediv__ = __ifloordiv__ = __imod__ = __ipow__ = __iadd__
-    __iand__ = __ior__ = __ixor__ = __ilshift__ = __irshift__ = __iadd__
-
     def __setitem__(self, key: Any, value: Any) -> None:
-        _inplace("item assignment (x[...] = v)")
+        if _immutable(self.node):
+            raise TypeError(f"'{_scalar_type_name(self.node)}' object does not support item "
+                            "assignment")
+        if not self.owned:
+            _inplace("item assignment (x[...] = v)")
+        self.node = assign_item(self.node, key, value)
 
     def __getitem__(self, key: Any) -> Any:
         if _has_tracer(key):
@@ -449,7 +459,7 @@ class Tracer:
         return record_call(np.transpose, "transpose", arguments, {})
 
     def flatten(self, order: str = "C") -> Any:
-        return record_call(np.ravel, "ravel", (self,), {"order": order}) + 0
+        return _copy(record_call(np.ravel, "ravel", (self,), {"order": order}))
 
     def sort(self, *args: Any, **kwargs: Any) -> Any:
         return _inplace("x.sort()")
@@ -497,7 +507,7 @@ class Tracer:
         # ndarray.copy keeps a 0-d array an array; a numpy scalar's copy is a scalar
         node = self.node
         return Tracer(elementwise(OPS["astype"], [node], loop=((node.dtype,), node.dtype),
-                                  scalar=node.scalar))
+                                  scalar=node.scalar), owned=True)
 
     def __round__(self, ndigits: int | None = None) -> Any:
         return round_(self, ndigits or 0)
@@ -509,9 +519,124 @@ def _concrete(operation: str) -> Any:
 
 def _inplace(operation: str) -> Any:
     raise UnsupportedOperationError(
-        f"in-place {operation} on a traced value",
-        "numfuse never writes into arrays; write `x = x + 1` instead of `x += 1`.",
+        f"in-place {operation} on an argument or a view of one",
+        "numfuse never writes into its arguments or into arrays that share their memory "
+        "with another value; write `x = x + 1` instead of `x += 1`, or copy first "
+        "(`x = x.copy()`).",
     )
+
+
+def _immutable(node: Node) -> bool:
+    """A numpy scalar or a Python number: ``+=`` rebinds, item assignment fails."""
+    return node.weak or (node.scalar and node.ndim == 0)
+
+
+def _scalar_type_name(node: Node) -> str:
+    kind = type(node.dtype.type(0).item()) if node.weak else node.dtype.type
+    return kind.__name__ if node.weak else f"numpy.{kind.__name__}"
+
+
+def _in_place(ufunc: np.ufunc, forward: Callable[[Any, Any], Any],
+              symbol: str) -> Callable[..., Any]:
+    """``x op= y``: numpy computes ``x op y`` into ``x`` (casting same_kind to x's dtype,
+    never changing its shape); numpy scalars and Python numbers just rebind."""
+
+    def method(self: Tracer, other: Any) -> Any:
+        result = forward(self, other)
+        if _immutable(self.node):
+            return result
+        if not self.owned:
+            return _inplace(symbol)
+        return _store(ufunc, (self, other), result, self)
+
+    return method
+
+
+def _store(ufunc: np.ufunc, operands: Sequence[Any], result: Any, out: Any,
+           mask: Any = True) -> Tracer:
+    """``ufunc(*operands, out=out)`` given ``result = ufunc(*operands)``: ``out``, a fresh
+    traced array, takes the result cast (same_kind) to its dtype, keeping its shape."""
+    if isinstance(out, Tracer):
+        if not out.owned or _immutable(out.node):
+            return _inplace(f"np.{ufunc.__name__}(..., out=x) or an augmented assignment")
+        target_dtype, target_shape = out.node.dtype, out.node.shape
+    elif isinstance(out, np.ndarray):
+        raise UnsupportedOperationError(
+            f"np.{ufunc.__name__}(..., out=<numpy array>) or `+=` into a numpy array",
+            "numfuse cannot write into an array it does not trace; make the array from a "
+            "traced value (np.zeros_like(x), np.empty_like(x), x.copy()) or return the value.",
+        )
+    else:
+        raise TypeError(f"return arrays must be of ArrayType, not {type(out).__name__}")
+    node = _node(result)
+    if not _fits_into(node.shape, tuple(target_shape)):
+        raise ValueError(
+            f"non-broadcastable output operand with shape {_shape_text(target_shape)} "
+            f"doesn't match the broadcast shape {_shape_text(node.shape)}")
+    if node.dtype != target_dtype and ufunc.nout == 1:
+        with np.errstate(all="ignore"):  # numpy's own casting error, if any
+            probe = np.zeros((), target_dtype)
+            ufunc(*(_sample(_node(operand)) for operand in operands), out=probe)
+    elif not np.can_cast(node.dtype, target_dtype, "same_kind"):
+        raise TypeError(f"Cannot cast ufunc '{ufunc.__name__}' output from {node.dtype!r} to "
+                        f"{np.dtype(target_dtype)!r} with casting rule 'same_kind'")
+    stored = elementwise(OPS["astype"], [node], loop=((target_dtype,), target_dtype),
+                         scalar=False)
+    if mask is not True:
+        # LLVM would simplify ``where(m, f(where(m, x, q)), out)`` to ``where(m, f(x), out)``
+        # and compute f on the masked-off elements.  An array constant reaches the kernel as
+        # an argument, so ``m ^ zeros`` is a condition from which LLVM cannot infer ``m``.
+        ndim = max(_node(mask).ndim, len(target_shape))
+        opaque = np.zeros((1,) * ndim, bool) if ndim else np.False_
+        keep = apply_ufunc(np.logical_xor, (mask, opaque), {})
+        stored = elementwise(OPS["where"], [_node(keep), stored, _node(out)], scalar=False)
+    out.node = stored
+    return out
+
+
+def _fits_into(shape: Shape, target: Shape) -> bool:
+    """Whether a result of ``shape`` can be stored into an array of ``target``'s shape
+    (a free size matches any size but 1, which is always known when tracing)."""
+    return len(shape) == len(target) and all(
+        size == goal or (None in (size, goal) and 1 not in (size, goal))
+        for size, goal in zip(shape, target, strict=True))
+
+
+def _shape_text(shape: Shape) -> str:
+    return "(" + ", ".join("n" if size is None else str(size) for size in shape) + \
+        ("," if len(shape) == 1 else "") + ")"
+
+
+def assign_item(target: Node, key: Any, value: Any) -> Node:
+    """``x[key] = value`` on a fresh array: ``where(mask, value, x)`` for a traced boolean
+    mask of x's shape and a scalar value of a kind x holds; otherwise numpy assigns into a
+    copy at run time (its casting, broadcasting and errors)."""
+    if isinstance(key, Tracer) and key.node.dtype == bool and key.node.shape == target.shape \
+            and _fills_exactly(_node(value), target.dtype):
+        filled = elementwise(OPS["astype"], [_node(value)],
+                             loop=((_node(value).dtype,), target.dtype))
+        return elementwise(OPS["where"], [key.node, filled, target], scalar=False)
+    nodes = [target]
+    static = (TRACED, _strip(key, nodes), _strip(value, nodes))
+    call = NumpyCall(assigned_copy, "setitem", static, {})
+    return Node("setitem", NUMPY, tuple(nodes), target.dtype, target.shape,
+                (("call", call),), scalar=False)
+
+
+def _fills_exactly(value: Node, dtype: np.dtype) -> bool:
+    """Whether storing the 0-d ``value`` into an array of ``dtype`` is a plain cast
+    (no out-of-range Python int, no NaN into an integer...)."""
+    if value.ndim != 0:
+        return False
+    if value.kind == CONST and value.weak:
+        constant = value.param("value").value
+        if isinstance(constant, bool) or (dtype.kind in "fc" and isinstance(constant, int)):
+            return dtype.kind != "b" or isinstance(constant, bool)
+        if isinstance(constant, int):
+            return dtype.kind in "iu" and _fits(constant, dtype)
+        return dtype.kind in "fc" and (dtype.itemsize >= 8 or not math.isfinite(constant)
+                                       or abs(constant) <= float(np.finfo(dtype).max))
+    return bool(np.can_cast(value.dtype, dtype, "safe"))
 
 
 def _node(value: Any) -> Node:
@@ -538,38 +663,84 @@ def _operator(ufunc: np.ufunc, *operands: Any) -> Any:
     nodes = [_node(operand) for operand in operands]
     row = BY_UFUNC[ufunc]
     weak = all(node.weak for node in nodes)
-    return Tracer(elementwise(row, nodes, weak=weak))
+    return Tracer(elementwise(row, nodes, weak=weak), owned=True)
 
 
 def apply_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+    """``ufunc(*inputs, **kwargs)``, including ``out=`` (see ``_store``) and ``where=`` with
+    ``out=`` (the masked-off elements keep ``out``'s values and raise no warnings)."""
+    kwargs = dict(kwargs)
+    out = kwargs.pop("out", None)
+    where = kwargs.pop("where", True)
+    outs = out if isinstance(out, tuple) else (out,) * ufunc.nout
+    if where is not True:
+        if any(target is None for target in outs):
+            raise UnsupportedOperationError(
+                f"np.{ufunc.__name__}(..., where=...) without out=",
+                "numpy leaves the masked-off elements uninitialised; pass out= (for example "
+                "out=np.zeros_like(x)) or use np.where(mask, value, other).",
+            )
+        inputs = _quiet_where(ufunc, inputs, where)
+    results = _compute_ufunc(ufunc, inputs, kwargs)
+    if all(target is None for target in outs):
+        return results
+    listed = (results,) if ufunc.nout == 1 else tuple(results)
+    stored = tuple(result if target is None else _store(ufunc, inputs, result, target, where)
+                   for result, target in zip(listed, outs, strict=True))
+    return stored[0] if ufunc.nout == 1 else stored
+
+
+def _quiet_where(ufunc: np.ufunc, inputs: Sequence[Any], mask: Any) -> list[Any]:
+    """The operands with masked-off elements replaced by a value on which ``ufunc`` raises
+    no floating-point error, as numpy never computes those elements."""
+    arrays = [operand for operand in inputs if isinstance(operand, (Tracer, np.ndarray))]
+    dtypes = [_node(operand).dtype for operand in arrays]
+    for candidate in (1, 2, 0, 3):
+        quiet = [dtype.type(candidate) for dtype in dtypes]
+        samples = iter(quiet)
+        try:
+            with np.errstate(all="raise"), warnings.catch_warnings():
+                warnings.simplefilter("error")
+                ufunc(*(next(samples) if isinstance(operand, (Tracer, np.ndarray)) else operand
+                        for operand in inputs))
+        except Exception:
+            continue
+        break
+    replacements = iter(quiet)
+    return [where(mask, operand, next(replacements))
+            if isinstance(operand, (Tracer, np.ndarray)) else operand for operand in inputs]
+
+
+def _compute_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+    if ufunc not in BY_UFUNC and ufunc not in MULTI_OUTPUT:
+        return ufunc_call(ufunc, inputs, kwargs)
     out_dtype = kwargs.pop("dtype", None)
     signature = kwargs.pop("signature", None)
     if signature is not None and out_dtype is None:
         out_dtype = signature[-1] if isinstance(signature, tuple) else None
     kwargs.pop("casting", None)
-    if kwargs.pop("out", None) is not None:
+    if kwargs:
         raise UnsupportedOperationError(
-            f"np.{ufunc.__name__}(..., out=...) inside a traced function",
-            "numfuse allocates results itself; return the value instead of writing into out=.",
-        )
-    where = kwargs.pop("where", True)
-    if where is not True or kwargs:
-        names = ", ".join((["where"] if where is not True else []) + list(kwargs))
-        raise UnsupportedOperationError(
-            f"np.{ufunc.__name__}(..., {names}=...)",
-            "numfuse supports the dtype= keyword of ufuncs; use np.where for masking.",
+            f"np.{ufunc.__name__}(..., {', '.join(kwargs)}=...)",
+            "numfuse supports the dtype=, out= and where= keywords of ufuncs.",
         )
     nodes = [_node(value) for value in inputs]
     if ufunc in MULTI_OUTPUT:
-        return tuple(Tracer(elementwise(OPS[name], nodes, out_dtype=out_dtype))
+        return tuple(Tracer(elementwise(OPS[name], nodes, out_dtype=out_dtype), owned=True)
                      for name in MULTI_OUTPUT[ufunc])
-    row = BY_UFUNC.get(ufunc)
-    if row is None:
-        raise UnsupportedOperationError(
-            f"np.{ufunc.__name__} is not supported by numfuse",
-            "it has no elementwise kernel code; compute it outside the jitted function.",
-        )
-    return Tracer(elementwise(row, nodes, out_dtype=out_dtype))
+    try:
+        return Tracer(elementwise(BY_UFUNC[ufunc], nodes, out_dtype=out_dtype), owned=True)
+    except NoKernelCodeError:
+        return ufunc_call(ufunc, inputs, {} if out_dtype is None else {"dtype": out_dtype})
+
+
+def ufunc_call(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+    """A ufunc without kernel code for these dtypes (``np.frexp``, a scipy.special ufunc):
+    numpy runs it as a non-fusible call, one call per output."""
+    if ufunc.nout == 1:
+        return record_call(ufunc, ufunc.__name__, inputs, kwargs)
+    return tuple(record_call(UfuncOutput(ufunc, index), f"{ufunc.__name__}[{index}]", inputs,
+                             kwargs) for index in range(ufunc.nout))
 
 
 def _method(name: str, value: Any, target: Any = None) -> Tracer:
@@ -577,7 +748,8 @@ def _method(name: str, value: Any, target: Any = None) -> Tracer:
     op = OPS[name]
     if name == "astype":
         dtype = check_dtype(np.dtype(target), "astype target")
-        return Tracer(elementwise(op, [node], loop=((dtype,), dtype), scalar=node.scalar))
+        return Tracer(elementwise(op, [node], loop=((dtype,), dtype), scalar=node.scalar),
+                      owned=True)
     loop = op.loop_dtypes([node.dtype])
     return Tracer(elementwise(op, [node], loop=loop, scalar=node.scalar))
 
@@ -603,7 +775,7 @@ def where(condition: Any, x: Any = None, y: Any = None) -> Tracer:
             "its result size depends on the data; use np.where(condition, x, y).",
         )
     nodes = [_node(condition), _node(x), _node(y)]
-    return Tracer(elementwise(OPS["where"], nodes, scalar=False))
+    return Tracer(elementwise(OPS["where"], nodes, scalar=False), owned=True)
 
 
 def clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None,
@@ -614,13 +786,13 @@ def clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None,
         raise UnsupportedOperationError("np.clip with out= or extra keywords",
                                         "call np.clip(a, a_min, a_max) and use its result.")
     if a_min is None and a_max is None:
-        return apply_ufunc(np.positive, (a,), {}) if _node(a).dtype != bool else a
+        return apply_ufunc(np.positive, (a,), {})
     if a_min is None:
         return apply_ufunc(np.minimum, (a, a_max), {})
     if a_max is None:
         return apply_ufunc(np.maximum, (a, a_min), {})
     nodes = [_node(a), _node(a_min), _node(a_max)]
-    return Tracer(elementwise(OPS["clip"], nodes))
+    return Tracer(elementwise(OPS["clip"], nodes), owned=True)
 
 
 def round_(a: Any, decimals: int = 0, out: Any = None) -> Any:
@@ -651,17 +823,28 @@ def _ufunc_alias(ufunc: np.ufunc) -> Callable[..., Any]:
 
 
 def _real(value: Any) -> Any:
+    _share(value)  # numpy's real and imag are views of their operand
     return _method("real", value)
 
 
 def _imag(value: Any) -> Any:
+    _share(value)
     return _method("imag", value)
+
+
+def _share(*values: Any) -> None:
+    """Note that a result may share memory with ``values``: none may be written in place."""
+    for value in values:
+        if isinstance(value, Tracer):
+            value.owned = False
+        elif isinstance(value, (tuple, list)):
+            _share(*value)
 
 
 def _copy(value: Any, order: str = "K", subok: bool = False) -> Any:
     node = _node(value)
     return Tracer(elementwise(OPS["astype"], [node], loop=((node.dtype,), node.dtype),
-                              scalar=False))
+                              scalar=False), owned=True)
 
 
 def var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any = 0,
@@ -838,7 +1021,17 @@ def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
     memo = _examples.get()
     if memo is not None:
         memo[node] = np.shape(first)
-    return Tracer(node)
+    fresh = fn in FRESH_CALLS or len(params) > 1 or isinstance(first, np.generic) or \
+        (fn is operator.getitem and _advanced_index(static_args[1]))
+    if not fresh:
+        _share(args, tuple(kwargs.values()))
+    return Tracer(node, owned=fresh)
+
+
+def _advanced_index(key: Any) -> bool:
+    """Whether indexing with ``key`` copies (numpy's advanced indexing)."""
+    parts = key if isinstance(key, tuple) else (key,)
+    return any(part is TRACED or isinstance(part, (list, np.ndarray)) for part in parts)
 
 
 def _calls(*names: str) -> dict[Any, str]:
@@ -873,6 +1066,21 @@ CALLS: dict[Any, str] = _calls(
     "fft.ifft2", "fft.fftn", "fft.ifftn", "fft.fftshift", "fft.ifftshift", "append",
     "insert", "delete", "resize", "rollaxis", "block",
 )
+
+# Calls whose result never shares memory with an operand (reductions count too): their
+# operands and results may still be written in place.
+FRESH_CALLS: frozenset[Any] = frozenset(_calls(
+    "cumsum", "cumprod", "argmin", "argmax", "nansum", "nanprod", "nanmean", "nanmin", "nanmax",
+    "nanstd", "nanvar", "median", "percentile", "quantile", "average", "ptp", "dot", "vdot",
+    "inner", "outer", "tensordot", "kron", "cross", "concatenate", "stack", "hstack",
+    "vstack", "dstack", "column_stack", "zeros_like", "ones_like", "full_like", "empty_like",
+    "roll", "tile", "repeat", "sort", "diff", "pad", "interp", "linalg.norm", "linalg.det",
+    "linalg.inv", "linalg.solve", "linalg.pinv", "isclose", "sinc", "angle", "i0",
+    "convolve", "correlate", "searchsorted", "digitize", "cov", "corrcoef", "argsort",
+    "nanargmax", "nanargmin", "nancumsum", "nancumprod", "nanmedian", "nanpercentile",
+    "nanquantile", "cumulative_sum", "cumulative_prod", "trapezoid", "polyval", "append",
+    "insert", "delete", "matmul",
+)) | {assigned_copy}
 
 # Array methods traced as calls of these numpy functions.
 METHODS: dict[str, Any] = {
@@ -933,3 +1141,13 @@ class _Opaque:
 
     def __repr__(self) -> str:
         return repr(self.value)
+
+
+for _name, _ufunc, _symbol in (
+        ("add", np.add, "+="), ("sub", np.subtract, "-="), ("mul", np.multiply, "*="),
+        ("truediv", np.true_divide, "/="), ("floordiv", np.floor_divide, "//="),
+        ("mod", np.remainder, "%="), ("pow", np.power, "**="), ("and", np.bitwise_and, "&="),
+        ("or", np.bitwise_or, "|="), ("xor", np.bitwise_xor, "^="),
+        ("lshift", np.left_shift, "<<="), ("rshift", np.right_shift, ">>=")):
+    setattr(Tracer, f"__i{_name}__",
+            _in_place(_ufunc, getattr(Tracer, f"__{_name}__"), _symbol))

@@ -186,10 +186,11 @@ def writes_out(x):
                  ["np.unique is not supported", "return np.unique(x)",
                   "outside the jitted function"], id="unsupported-function"),
     pytest.param(adds_in_place, numfuse.UnsupportedOperationError,
-                 ["in-place += on a traced value", "x += 1", "write `x = x + 1`"],
+                 ["in-place += on an argument", "x += 1", "write `x = x + 1`"],
                  id="in-place-operator"),
     pytest.param(writes_out, numfuse.UnsupportedOperationError,
-                 ["np.add(..., out=...)", "out=x", "return the value instead"], id="out"),
+                 ["in-place np.add(..., out=x)", "out=x", "never writes into its arguments"],
+                 id="out"),
 ])
 def test_traced_code_errors_name_the_line_and_the_fix(fn, error, words):
     x = X.copy()

@@ -331,6 +331,11 @@ def _signed_overflow(step: Step, operands: Sequence[Any]) -> bool:
         result = np.asarray(_renumbered(step, operands))
         if result.dtype.kind != "i":
             return False
+        if step.name in ("power", "**"):
+            value, left = step.extra[0] if step.kind == "scalar" else (None, True)
+            exponent = operands[-1] if left else value
+            if np.any(np.abs(np.asarray(exponent, dtype=object)) > 64):
+                return True  # exact Python powers this large would never finish
         try:  # the same operation on Python ints: exact
             exact = _renumbered(step, [operand if _is_python_scalar(operand)
                                        else np.asarray(operand).astype(object)

@@ -10,12 +10,11 @@ import warnings
 
 import numpy as np
 import pytest
+from conftest import assert_same, numpy_result
 
 import numfuse
 from numfuse.graph import NUMPY
 from numfuse.partition import check_plan
-
-from conftest import assert_same, numpy_result
 
 RNG = np.random.default_rng(11)
 DTYPES = ["bool", "int8", "int32", "int64", "uint16", "uint64", "float32", "float64",

@@ -423,7 +423,8 @@ def test_single_kernel_programs_take_the_direct_path():
     assert_same(compiled.run((x[::3], 0.5)), _logp_grad(x[::3], 0.5))
     pair = numfuse.compile(lambda a, b: a * b + 1, x, x)
     assert pair.run is pair._program.fast
-    with pytest.raises(ValueError, match=r"could not be broadcast together with shapes \(1200,\) \(7,\)"):
+    with pytest.raises(ValueError,
+                       match=r"could not be broadcast together with shapes \(1200,\) \(7,\)"):
         pair.run((x, np.ones(7)))
 
 

@@ -7,11 +7,10 @@ import threading
 
 import numpy as np
 import pytest
+from conftest import assert_same
 
 import numfuse
 from numfuse import threads
-
-from conftest import assert_same
 
 RNG = np.random.default_rng(5)
 

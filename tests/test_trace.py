@@ -180,19 +180,16 @@ def uses_ufunc_at(x):
     return np.add.at(x, [0], 1.0)  # marker
 
 
-def uses_unsupported_ufunc(x):
-    return np.ldexp(x, 2)  # marker
-
-
 def uses_inplace_add(x):
     x += 1  # marker
     return x
 
 
-def uses_inplace_multiply(x):
+def uses_inplace_multiply_on_a_view(x):
     y = x * 2
+    view = y[1:]
     y *= 3  # marker
-    return y
+    return view
 
 
 def uses_item_assignment(x):
@@ -206,10 +203,9 @@ def uses_out_array(x):
     return buffer
 
 
-def uses_out_tracer(x):
-    y = x * 2
-    np.multiply(x, 3, out=y)  # marker
-    return y
+def uses_out_argument(x):
+    np.multiply(x, 3, out=x)  # marker
+    return x
 
 
 def uses_ufunc_where(x):
@@ -225,12 +221,11 @@ UNSUPPORTED_CASES = [
     (uses_histogram, "np.histogram", "outside the jitted function"),
     (uses_nonzero, "np.nonzero", "outside the jitted function"),
     (uses_ufunc_at, "np.add.at", "outside the jitted function"),
-    (uses_unsupported_ufunc, "np.ldexp", "outside the jitted function"),
     (uses_inplace_add, "+=", "x = x + 1"),
-    (uses_inplace_multiply, "in-place", "x = x + 1"),
+    (uses_inplace_multiply_on_a_view, "in-place", "copy first"),
     (uses_item_assignment, "item assignment", "instead"),
-    (uses_out_array, "out=", "return the value"),
-    (uses_out_tracer, "out=", "return the value"),
+    (uses_out_array, "out=<numpy array>", "np.zeros_like(x)"),
+    (uses_out_argument, "out=x", "x = x + 1"),
     (uses_ufunc_where, "where=", "np.where"),
 ]
 
@@ -559,3 +554,272 @@ def test_ufunc_on_a_comparison_of_python_scalar_arguments():
         return np.minimum(b, a < b) + x
 
     check(fn, X, 0, 1)
+
+
+# ------------------------------------------------------------------ writing in place
+
+I64 = np.array([-7, -1, 0, 3, 100])
+MATRIX = np.arange(12.0).reshape(3, 4) - 5.5
+
+
+def _augmented_chain(x):
+    y = x * 2
+    y += 1
+    y *= x
+    y -= 0.5
+    y /= 3
+    y **= 2
+    return y
+
+
+def _integer_augmented(i):
+    y = i * 3
+    y //= 2
+    y %= 7
+    y <<= 1
+    y >>= 1
+    y &= 6
+    y |= 1
+    y ^= 2
+    return y
+
+
+def _downcast_into_float32(x):
+    y = x.astype(np.float32)
+    y += x  # computed in float64, stored as float32 like numpy
+    return y
+
+
+def _downcast_into_int8(i):
+    y = i.astype(np.int8)
+    y *= i  # int64 product wraps into int8
+    return y
+
+
+def _broadcast_into_matrix(m, row):
+    y = m * 1
+    y -= row
+    y /= np.sum(y, axis=1, keepdims=True)
+    return y
+
+
+def _alias_sees_the_write(x):
+    y = x + 1
+    alias = y
+    y *= 2
+    return alias, y
+
+
+def _earlier_reader_keeps_the_old_value(x):
+    y = x + 1
+    before = y * 10
+    y += 100
+    return before, y
+
+
+def _ufunc_out(x):
+    y = np.abs(x) + 1
+    result = np.sqrt(y, out=y)
+    return result, y
+
+
+def _masked_divide(x, i):
+    return np.divide(x, i, out=np.zeros_like(x), where=i != 0)
+
+
+def _masked_sqrt(x):
+    return np.sqrt(x, out=np.full_like(x, -1.0), where=x >= 0)
+
+
+def _copy_of_reduction(x):
+    c = np.cumsum(x)
+    c /= c[-1]
+    s = x.sum()
+    s += 1  # a numpy scalar: rebinds
+    return c, s
+
+
+def _mask_assignment(x):
+    y = x * 1
+    y[y < 0] = 0
+    y[y > 2] = np.float32(2.5)
+    return y
+
+
+def _static_assignment(m):
+    y = m + 0
+    y[0] = -1
+    y[1:, ::2] = 7
+    y[:, 1] = m[:, 0] * 2
+    return y
+
+
+def _mask_assignment_of_an_array(x, i):
+    y = x + 0
+    y[i > 0] = x[:2]  # numpy's rule: the value must fill the selected elements
+    return y
+
+
+def _zeros_like_accumulator(x):
+    acc = np.zeros_like(x)
+    for k in range(3):
+        acc += x * k
+    return acc
+
+
+def _scalar_rebinds(x):
+    s = x[0]  # a numpy scalar
+    s += 1.5
+    z = np.float32(2) * x[1]
+    z *= 2
+    return s, z
+
+
+@pytest.mark.parametrize(("fn", "args"), [
+    (_augmented_chain, (X,)),
+    (_integer_augmented, (I64,)),
+    (_downcast_into_float32, (X,)),
+    (_downcast_into_int8, (I64,)),
+    (_broadcast_into_matrix, (MATRIX, MATRIX[0] + 1)),
+    (_alias_sees_the_write, (X,)),
+    (_earlier_reader_keeps_the_old_value, (X,)),
+    (_ufunc_out, (X,)),
+    (_masked_divide, (X, np.array([0, 2, 0, -1, 4]))),
+    (_masked_sqrt, (X,)),
+    (_copy_of_reduction, (X,)),
+    (_mask_assignment, (X,)),
+    (_static_assignment, (MATRIX,)),
+    (_mask_assignment_of_an_array, (X, np.array([1, 0, 0, 0, 1]))),
+    (_zeros_like_accumulator, (X,)),
+    (_scalar_rebinds, (X,)),
+], ids=lambda value: getattr(value, "__name__", "")[1:] or None)
+def test_writes_into_fresh_arrays_give_numpys_result(fn, args):
+    copies = [np.array(arg) for arg in args]
+    check(fn, *args)
+    for arg, copy in zip(args, copies, strict=True):
+        assert_same(arg, copy)  # arguments are never written
+
+
+def test_masked_out_elements_raise_no_warning():
+    """numpy never computes the elements ``where=`` masks off: no divide-by-zero or
+    invalid warning for them, even under errstate(all="raise")."""
+    x, i = X, np.array([0, 2, 0, -1, 4])
+    with np.errstate(all="raise"):
+        assert_same(numfuse.jit(_masked_divide)(x, i), _masked_divide(x, i))
+        assert_same(numfuse.jit(_masked_sqrt)(x), _masked_sqrt(x))
+
+
+def test_mask_assignment_of_a_scalar_fuses_into_the_kernel():
+    kinds = {node.kind for node in simplify(trace_graph(_mask_assignment, [spec_of(X)]))
+             .nodes}
+    assert kinds <= {ELEMENTWISE, "input", "const"}
+
+
+def _integer_true_divide_in_place(i):
+    y = i + 1
+    y /= 2
+    return y
+
+
+def _shape_changing_in_place(x):
+    y = x[:1] * 1
+    y += x
+    return y
+
+
+def _nan_into_integers(i):
+    y = i + 0
+    y[0] = np.nan
+    return y
+
+
+@pytest.mark.parametrize(("fn", "arg"), [
+    (_integer_true_divide_in_place, I64),
+    (_shape_changing_in_place, X),
+    (_nan_into_integers, I64),
+])
+def test_invalid_writes_raise_numpys_error(fn, arg):
+    with pytest.raises(Exception) as expected:
+        fn(arg)
+    with pytest.raises(type(expected.value)) as actual:
+        numfuse.jit(fn)(arg)
+    assert str(expected.value).split(" ")[:4] == str(actual.value).split(" ")[:4]
+
+
+def _writes_through_view(x):
+    y = x * 2
+    view = y.T
+    view += 1  # marker
+    return y
+
+
+def _writes_after_view(x):
+    y = x * 2
+    view = y.reshape(-1)
+    y[0] = 5  # marker
+    return view
+
+
+def _writes_into_real_part(x):
+    y = x * 1j
+    real = y.real
+    real += 1  # marker
+    return y
+
+
+def _item_assignment_on_scalar(x):
+    s = x.sum()
+    s[0] = 1  # marker
+    return s
+
+
+@pytest.mark.parametrize(("fn", "operation", "advice"), [
+    (_writes_through_view, "in-place +=", "copy first"),
+    (_writes_after_view, "item assignment", "copy first"),
+    (_writes_into_real_part, "in-place +=", "copy first"),
+])
+def test_writes_that_a_view_would_see_raise(fn, operation, advice):
+    with pytest.raises(numfuse.UnsupportedOperationError) as excinfo:
+        numfuse.jit(fn)(X)
+    assert_error_message(excinfo.value, fn, "# marker", operation, advice)
+
+
+def test_item_assignment_on_a_numpy_scalar_raises_numpys_type_error():
+    with pytest.raises(TypeError, match="does not support item assignment"):
+        _item_assignment_on_scalar(X)
+    with pytest.raises(TypeError, match=r"'numpy\.float64' object does not support item"):
+        numfuse.jit(_item_assignment_on_scalar)(X)
+
+
+def _assigns_into_numpy_array(x):
+    a = np.empty(5)
+    a[:] = x  # marker
+    return a
+
+
+def test_assigning_a_traced_value_into_a_numpy_array_says_what_to_do():
+    with pytest.raises(numfuse.ConcretizationError) as excinfo:
+        numfuse.jit(_assigns_into_numpy_array)(X)
+    assert_error_message(excinfo.value, _assigns_into_numpy_array, "# marker", "np.asarray",
+                         "np.zeros_like(x)")
+
+
+# ------------------------------------------------------------ ufuncs without kernel code
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: np.ldexp(x, 3) + 1,
+    lambda x: np.frexp(x),
+    lambda x: np.modf(x * 3),
+    lambda x: np.spacing(x) * 2 if hasattr(np, "spacing") else x,
+    lambda i: np.bitwise_count(i) + i,
+    lambda x: np.frexp(x)[1] * 2,
+], ids=["ldexp", "frexp", "modf", "spacing", "bitwise_count", "frexp-exponent"])
+def test_ufuncs_without_kernel_code_run_as_numpy_calls(fn):
+    arg = I64 if "bitwise" in repr(fn.__code__.co_names) else X
+    check(fn, arg)
+
+
+def test_scipy_special_ufuncs_run_as_numpy_calls():
+    special = pytest.importorskip("scipy.special")
+    check(lambda x: special.expit(x) * 2 + special.erf(x), X)
