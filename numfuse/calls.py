@@ -56,27 +56,29 @@ class NumpyCall:
         return sum(1 for _ in _traced(self.args)) + sum(1 for _ in _traced(self.kwargs))
 
 
-class UfuncOutput:
-    """Output ``index`` of a multi-output ufunc (``np.frexp(x)[1]``) as a one-array call."""
+class CallOutput:
+    """Item ``index`` of what ``fn`` returns (``np.frexp(x)[1]``, ``np.linalg.eigh(a)[0]``),
+    as a call returning one array; a Python number comes back as a numpy scalar."""
 
-    __slots__ = ("index", "ufunc")
+    __slots__ = ("fn", "index")
 
-    def __init__(self, ufunc: np.ufunc, index: int) -> None:
-        self.ufunc = ufunc
+    def __init__(self, fn: Callable[..., Any], index: int) -> None:
+        self.fn = fn
         self.index = index
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.ufunc(*args, **kwargs)[self.index]
+        value = self.fn(*args, **kwargs)[self.index]
+        return value if isinstance(value, (np.ndarray, np.generic)) else np.asarray(value)[()]
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, UfuncOutput) and (self.ufunc, self.index) == (other.ufunc,
-                                                                                other.index)
+        return isinstance(other, CallOutput) and (self.fn, self.index) == (other.fn,
+                                                                            other.index)
 
     def __hash__(self) -> int:
-        return hash((self.ufunc, self.index))
+        return hash((self.fn, self.index))
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return UfuncOutput, (self.ufunc, self.index)
+        return CallOutput, (self.fn, self.index)
 
 
 def assigned_copy(array: np.ndarray, key: Any, value: Any) -> np.ndarray:

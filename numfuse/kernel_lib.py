@@ -257,53 +257,56 @@ def remainder_float(a, b):  # type: ignore[no-untyped-def]
 # ------------------------------------------------------------------ float helpers
 
 
-# Ordered float comparisons are written so that no comparison ever sees a NaN: vectorised
-# x86 compares (``vcmpltpd``) signal "invalid" on NaN, which numpy's quiet compares do not,
-# so a NaN would raise a spurious warning (or FloatingPointError under np.errstate).
-# Equality tests are quiet; NaN operands are replaced by ``zero`` before ordering them.
+# Ordered float comparisons never compare floats: vectorised x86 compares (``vcmpltpd``)
+# signal "invalid" on NaN, which numpy's quiet compares do not, and LLVM folds any guard
+# around them away (it may compute the compare on a NaN whose result it then discards).
+# They compare integer keys instead: the bits of ``x + 0.0`` (so -0.0 == 0.0) in an order
+# that matches the floats', under a quiet NaN test.
 
 
-def _clean(x, zero):  # type: ignore[no-untyped-def]
-    return x if x == x else zero
+def _order_key(x):  # type: ignore[no-untyped-def]
+    if isinstance(x, np.float32):
+        narrow = np.float32(x + np.float32(0.0)).view(np.int32)
+        return narrow ^ ((narrow >> np.int32(31)) & np.int32(0x7FFFFFFF))
+    bits = np.float64(x + 0.0).view(np.int64)
+    return bits ^ ((bits >> 63) & 0x7FFFFFFFFFFFFFFF)
 
 
 def less_float(a, b, zero):  # type: ignore[no-untyped-def]
-    return a == a and b == b and _clean(a, zero) < _clean(b, zero)
+    """``a < b`` (``zero``, of the loop dtype, only types the call)."""
+    return (a == a) & (b == b) & (_order_key(a) < _order_key(b))
 
 
 def less_equal_float(a, b, zero):  # type: ignore[no-untyped-def]
-    return a == a and b == b and _clean(a, zero) <= _clean(b, zero)
+    return (a == a) & (b == b) & (_order_key(a) <= _order_key(b))
 
 
 def maximum_float(a, b, zero):  # type: ignore[no-untyped-def]
     """NaN-propagating maximum; on a tie numpy returns the second operand."""
-    if a != a or less_float(b, a, zero):
-        return a
-    return b
+    return a if (a != a) | less_float(b, a, zero) else b
 
 
 def minimum_float(a, b, zero):  # type: ignore[no-untyped-def]
-    if a != a or less_float(a, b, zero):
-        return a
-    return b
+    return a if (a != a) | less_float(a, b, zero) else b
 
 
 def fmax_float(a, b, zero):  # type: ignore[no-untyped-def]
     """NaN-ignoring maximum (numpy's ``fmax``)."""
-    if b != b or less_float(b, a, zero):
-        return a
-    return b
+    return a if (b != b) | less_float(b, a, zero) else b
 
 
 def fmin_float(a, b, zero):  # type: ignore[no-untyped-def]
-    if b != b or less_float(a, b, zero):
-        return a
-    return b
+    return a if (b != b) | less_float(a, b, zero) else b
 
 
 def clip_float(x, lo, hi, zero):  # type: ignore[no-untyped-def]
-    """``minimum(maximum(x, lo), hi)`` with NaN propagation, as numpy's ``clip``."""
-    return minimum_float(maximum_float(x, lo, zero), hi, zero)
+    """``minimum(maximum(x, lo), hi)`` with NaN propagation, as numpy's ``clip``; the
+    key of the intermediate maximum is the key of the operand it picked."""
+    key_x, key_lo, key_hi = _order_key(x), _order_key(lo), _order_key(hi)
+    take_x = (x != x) | ((lo == lo) & (key_lo < key_x))
+    low = x if take_x else lo
+    key_low = key_x if take_x else key_lo
+    return low if (low != low) | ((hi == hi) & (key_low < key_hi)) else hi
 
 
 # sign and heaviside use only quiet tests (equality, the sign bit): once LLVM turns the

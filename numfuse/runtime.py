@@ -351,15 +351,28 @@ class _Fold:
 class _CallStep:
     """A non-fusible numpy operation, run by numpy itself on the run-time values."""
 
-    __slots__ = ("call", "inputs", "out_slot")
+    __slots__ = ("call", "dtype", "inputs", "out_slot", "shape")
 
-    def __init__(self, call: NumpyCall, inputs: tuple[int, ...], out_slot: int) -> None:
+    def __init__(self, call: NumpyCall, inputs: tuple[int, ...], out_slot: int,
+                 node: Node) -> None:
         self.call = call
         self.inputs = inputs
         self.out_slot = out_slot
+        self.dtype = node.dtype
+        self.shape = node.shape
 
     def run(self, values: list[Any]) -> None:
-        values[self.out_slot] = self.call.invoke([values[slot] for slot in self.inputs])
+        result = self.call.invoke([values[slot] for slot in self.inputs])
+        shape = np.shape(result)
+        if getattr(result, "dtype", None) != self.dtype or len(shape) != len(self.shape) or \
+                any(size != fixed for size, fixed in zip(shape, self.shape, strict=True)
+                    if fixed is not None):
+            raise ValueError(
+                f"{self.call.name} returned {np.asarray(result).dtype}{list(shape)} where "
+                f"tracing found {self.dtype}{['n' if s is None else s for s in self.shape]}: "
+                "its result depends on the values, which numfuse cannot trace; compute it "
+                "outside the jitted function.")
+        values[self.out_slot] = result
 
 
 class Program:
@@ -383,7 +396,7 @@ class Program:
         for step in plan.steps or plan.regions:
             if isinstance(step, Node):
                 inputs = tuple(slot_of(source) for source in step.inputs)
-                steps.append(_CallStep(step.param("call"), inputs, slot_of(step)))
+                steps.append(_CallStep(step.param("call"), inputs, slot_of(step), step))
                 continue
             kernel = kernel_of[step]
             for node in (*step.inputs, *step.outputs):

@@ -13,17 +13,19 @@ argument to see changes.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import math
 import operator
+import threading
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from . import reductions
-from .calls import TRACED, NumpyCall, UfuncOutput, assigned_copy
+from .calls import TRACED, CallOutput, NumpyCall, assigned_copy
 from .dtypes import ArgSpec, check_dtype, weak_python_type
 from .errors import ConcretizationError, SizeDependentError, UnsupportedOperationError
 from .graph import (
@@ -464,6 +466,22 @@ class Tracer:
     def sort(self, *args: Any, **kwargs: Any) -> Any:
         return _inplace("x.sort()")
 
+    @property
+    def itemsize(self) -> int:
+        return self.node.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.node.dtype.itemsize
+
+    def nonzero(self) -> Any:
+        return _data_dependent("x.nonzero()")
+
+    def view(self, dtype: Any = None) -> Any:
+        """``x.view(dtype)``: a view reinterpreting the bytes (numpy runs it)."""
+        return record_call(np.ndarray.view, "view", (self,) if dtype is None else (self, dtype),
+                           {})
+
     def __getattr__(self, name: str) -> Any:
         function = METHODS.get(name)
         if function is None or name.startswith("__"):
@@ -511,6 +529,12 @@ class Tracer:
 
     def __round__(self, ndigits: int | None = None) -> Any:
         return round_(self, ndigits or 0)
+
+
+def _data_dependent(operation: str) -> Any:
+    raise UnsupportedOperationError(
+        operation, "its result size depends on the data; compute it outside the jitted "
+        "function, or use np.where(cond, x, y).")
 
 
 def _concrete(operation: str) -> Any:
@@ -737,10 +761,7 @@ def _compute_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any
 def ufunc_call(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any]) -> Any:
     """A ufunc without kernel code for these dtypes (``np.frexp``, a scipy.special ufunc):
     numpy runs it as a non-fusible call, one call per output."""
-    if ufunc.nout == 1:
-        return record_call(ufunc, ufunc.__name__, inputs, kwargs)
-    return tuple(record_call(UfuncOutput(ufunc, index), f"{ufunc.__name__}[{index}]", inputs,
-                             kwargs) for index in range(ufunc.nout))
+    return record_call(ufunc, ufunc.__name__, inputs, kwargs)
 
 
 def _method(name: str, value: Any, target: Any = None) -> Tracer:
@@ -879,7 +900,22 @@ def std(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any 
     return np.sqrt(var(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims))
 
 
+def _dtype_or_value(value: Any) -> Any:
+    """What ``np.result_type`` and friends need of a traced value: its dtype (or, for a
+    Python scalar argument, a Python scalar of its type, which numpy treats as weak)."""
+    if not isinstance(value, Tracer):
+        return value
+    return value.node.dtype.type(0).item() if value.node.weak else value.node.dtype
+
+
 FUNCTIONS: dict[Any, Callable[..., Any]] = {
+    np.iscomplexobj: lambda x: _node(x).dtype.kind == "c",
+    np.isrealobj: lambda x: _node(x).dtype.kind != "c",
+    np.ndim: lambda a: _node(a).ndim,
+    np.shape: lambda a: a.shape if isinstance(a, Tracer) else np.shape(a),
+    np.size: lambda a, axis=None: (a.size if axis is None else a.shape[axis])
+    if isinstance(a, Tracer) else np.size(a, axis),
+    np.result_type: lambda *values: np.result_type(*(_dtype_or_value(v) for v in values)),
     np.var: var,
     np.std: std,
     np.where: where,
@@ -951,7 +987,8 @@ def _strip(item: Any, nodes: list[Node]) -> Any:
 
 def _probe(node: Node, scale: int, varied: bool) -> Any:
     """A stand-in for ``node``, its free sizes multiplied by ``scale``: zero-stride zeros,
-    or (``varied``) seeded values in [0.5, 1.5) for calls that reject zeros (``inv``)."""
+    or (``varied``) seeded values in [0.5, 1.5) for calls that reject zeros (``inv``),
+    stacks of square matrices made symmetric positive definite (``cholesky``)."""
     if node.kind == CONST:
         return node.param("value").value
     if node.weak:
@@ -961,6 +998,8 @@ def _probe(node: Node, scale: int, varied: bool) -> Any:
                   for size, free in zip(example, node.shape, strict=True))
     if varied:
         values = np.random.default_rng(0).random(shape) + 0.5
+        if len(shape) >= 2 and shape[-1] == shape[-2]:
+            values = values + np.swapaxes(values, -1, -2) + np.eye(shape[-1]) * 2 * shape[-1]
         stand_in = values.astype(node.dtype) if node.dtype.kind != "b" else values > 1
     else:
         stand_in = np.broadcast_to(np.zeros((), node.dtype), shape)
@@ -996,10 +1035,33 @@ def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
             second = _run_probe(call, nodes, 2)
         except Exception:
             second = first
+    fresh = fn in FRESH_CALLS or isinstance(fn, np.ufunc) or (
+        fn is operator.getitem and _advanced_index(static_args[1]))
+    if isinstance(first, (tuple, list)) and first and len(first) == len(second):
+        # several results (np.linalg.eigh, np.meshgrid, np.frexp): one call per item
+        parts = [_call_tracer(NumpyCall(CallOutput(fn, index), f"{name}[{index}]",
+                                        static_args, static_kwargs), nodes, item,
+                              second[index], fresh)
+                 for index, item in enumerate(first)]
+        if not fresh:
+            _share(args, tuple(kwargs.values()))
+        return type(first)(*parts) if hasattr(first, "_fields") else type(first)(parts)
+    tracer = _call_tracer(call, nodes, first, second, fresh)
+    if not tracer.owned:
+        _share(args, tuple(kwargs.values()))
+    return tracer
+
+
+def _call_tracer(call: NumpyCall, nodes: Sequence[Node], first: Any, second: Any,
+                 fresh: bool) -> Tracer:
+    """The node of ``call``, whose probes returned ``first`` and ``second``."""
+    name = call.name
+    if isinstance(call.fn, CallOutput):  # CallOutput turns a Python number into a scalar
+        first, second = np.asarray(first)[()], np.asarray(second)[()]
     if not isinstance(first, (np.ndarray, np.generic)) or np.ndim(first) != np.ndim(second):
         raise UnsupportedOperationError(
             f"np.{name} returns {type(first).__name__}",
-            "numfuse traces numpy functions that return one array; compute this part outside "
+            "numfuse traces numpy functions that return arrays; compute this part outside "
             "the jitted function.",
         )
     dtype = np.asarray(first).dtype
@@ -1012,7 +1074,7 @@ def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
                                                          strict=True))
     params: tuple[tuple[str, Any], ...] = (("call", call),)
     if len(nodes) == 1:
-        reduction = reductions.recognise(fn, name, static_args, static_kwargs, nodes[0].ndim,
+        reduction = reductions.recognise(call.fn, name, call.args, call.kwargs, nodes[0].ndim,
                                          dtype)
         if reduction is not None:
             params += (("reduction", reduction),)
@@ -1021,11 +1083,7 @@ def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
     memo = _examples.get()
     if memo is not None:
         memo[node] = np.shape(first)
-    fresh = fn in FRESH_CALLS or len(params) > 1 or isinstance(first, np.generic) or \
-        (fn is operator.getitem and _advanced_index(static_args[1]))
-    if not fresh:
-        _share(args, tuple(kwargs.values()))
-    return Tracer(node, owned=fresh)
+    return Tracer(node, owned=fresh or len(params) > 1 or isinstance(first, np.generic))
 
 
 def _advanced_index(key: Any) -> bool:
@@ -1064,7 +1122,13 @@ CALLS: dict[Any, str] = _calls(
     "nanpercentile", "nanquantile", "cumulative_sum", "cumulative_prod", "unwrap", "trapezoid",
     "polyval", "select", "fft.fft", "fft.ifft", "fft.rfft", "fft.irfft", "fft.fft2",
     "fft.ifft2", "fft.fftn", "fft.ifftn", "fft.fftshift", "fft.ifftshift", "append",
-    "insert", "delete", "resize", "rollaxis", "block",
+    "insert", "delete", "resize", "rollaxis", "block", "take_along_axis", "count_nonzero",
+    "isin", "ediff1d", "piecewise", "apply_along_axis", "linalg.cholesky",
+    "linalg.eigvalsh", "linalg.matrix_rank", "linalg.cond",
+    # several results, traced as one call per item
+    "meshgrid", "broadcast_arrays", "split", "array_split", "hsplit", "vsplit", "dsplit",
+    "gradient", "histogram", "histogram2d", "linalg.eigh", "linalg.qr", "linalg.svd",
+    "linalg.slogdet", "linalg.lstsq",
 )
 
 # Calls whose result never shares memory with an operand (reductions count too): their
@@ -1079,7 +1143,10 @@ FRESH_CALLS: frozenset[Any] = frozenset(_calls(
     "convolve", "correlate", "searchsorted", "digitize", "cov", "corrcoef", "argsort",
     "nanargmax", "nanargmin", "nancumsum", "nancumprod", "nanmedian", "nanpercentile",
     "nanquantile", "cumulative_sum", "cumulative_prod", "trapezoid", "polyval", "append",
-    "insert", "delete", "matmul",
+    "insert", "delete", "matmul", "take_along_axis", "count_nonzero", "isin", "ediff1d",
+    "piecewise", "apply_along_axis", "linalg.cholesky", "linalg.eigvalsh", "linalg.matrix_rank",
+    "linalg.cond", "meshgrid", "gradient", "histogram", "histogram2d", "linalg.eigh",
+    "linalg.qr", "linalg.svd", "linalg.slogdet", "linalg.lstsq",
 )) | {assigned_copy}
 
 # Array methods traced as calls of these numpy functions.
@@ -1114,7 +1181,7 @@ def trace_graph(fn: Callable[..., Any], specs: Sequence[ArgSpec],
                         if len(shape) == node.ndim)
     token = _examples.set(examples)
     try:
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), _converting_tracers():
             result = fn(*arguments)
     finally:
         _examples.reset(token)
@@ -1124,6 +1191,76 @@ def trace_graph(fn: Callable[..., Any], specs: Sequence[ArgSpec],
     first_position = {id(leaf): position for position, leaf in reversed(list(enumerate(leaves)))}
     same_as = tuple(first_position[id(leaf)] for leaf in leaves)
     return Graph(inputs, outputs, treedef, same_as=same_as)
+
+
+# ------------------------------------------------------- np.asarray and friends on tracers
+#
+# ``np.asarray(x)`` does not dispatch to ``__array_function__``; it asks for ``__array__``,
+# which a traced value cannot give.  While a function is traced, these numpy attributes are
+# wrappers that handle traced values and hand everything else to numpy unchanged, so code
+# starting with ``x = np.asarray(x, dtype=float)`` traces.  (A name imported with
+# ``from numpy import asarray`` is not wrapped.)
+
+_CONVERSIONS = {name: getattr(np, name) for name in (
+    "array", "asarray", "asanyarray", "ascontiguousarray", "asfortranarray")}
+_conversion_lock = threading.Lock()
+_conversion_depth = 0
+
+
+@contextlib.contextmanager
+def _converting_tracers() -> Iterator[None]:
+    global _conversion_depth
+    with _conversion_lock:
+        if _conversion_depth == 0:
+            for name, original in _CONVERSIONS.items():
+                setattr(np, name, _converter(name, original))
+        _conversion_depth += 1
+    try:
+        yield
+    finally:
+        with _conversion_lock:
+            _conversion_depth -= 1
+            if _conversion_depth == 0:
+                for name, original in _CONVERSIONS.items():
+                    setattr(np, name, original)
+
+
+def _converter(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    def convert(*args: Any, **kwargs: Any) -> Any:
+        obj = args[0] if args else None
+        if isinstance(obj, Tracer):
+            return _as_array(name, original, obj, args[1:], kwargs)
+        if isinstance(obj, (tuple, list)) and _has_tracer(obj):  # np.array([x, y])
+            return record_call(original, name, args, kwargs)
+        return original(*args, **kwargs)
+
+    convert.__wrapped__ = original  # type: ignore[attr-defined]
+    convert.__doc__ = original.__doc__
+    return convert
+
+
+def _as_array(name: str, original: Callable[..., Any], value: Tracer, args: tuple[Any, ...],
+              kwargs: dict[str, Any]) -> Any:
+    """``np.array(x)`` copies; ``np.asarray(x)`` is ``x`` itself (a numpy scalar or Python
+    number becomes a 0-d array); a dtype casts.  Other options run numpy."""
+    node = value.node
+    options = dict(zip(("dtype",), args, strict=False)) | kwargs
+    dtype = options.pop("dtype", None)
+    copy = options.pop("copy", True if name == "array" else None)
+    options.pop("order", None)  # the layout never changes a value
+    if options.get("ndmin", 0) == 0 and options.get("subok", False) is False:
+        options.pop("ndmin", None)
+        options.pop("subok", None)
+    if options or len(args) > 1 or (name in ("ascontiguousarray", "asfortranarray")
+                                    and node.ndim == 0):
+        return record_call(original, name, (value, *args), kwargs)
+    target = node.dtype if dtype is None else check_dtype(np.dtype(dtype), f"np.{name} dtype")
+    if copy is False and target != node.dtype:
+        raise ValueError("Unable to avoid copy while creating an array as requested.")
+    if copy or target != node.dtype or _immutable(node):
+        return Tracer(elementwise(OPS["astype"], [node], loop=((node.dtype,), target),
+                                  scalar=False), owned=True)
+    return value
 
 
 def _leaf_const(value: Any) -> Node:

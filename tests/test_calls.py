@@ -16,6 +16,7 @@ M = RNG.standard_normal((4, 6))
 V = RNG.standard_normal(6)
 INTS = RNG.integers(-5, 5, (4, 6)).astype(np.int32)
 W = RNG.standard_normal((6, 3))
+SPD = M @ M.T + 4 * np.eye(4)
 
 CASES = [
     ("sum", lambda x: np.sum(x), (M,)),
@@ -54,6 +55,26 @@ CASES = [
                                             np.convolve(v, [1.0, 2.0, 1.0]), np.argsort(-v)),
      (V,)),
     ("norm", lambda x: np.linalg.norm(x, axis=0) + 1, (M,)),
+    ("several-results-linalg", lambda s: (np.linalg.eigh(s), np.linalg.slogdet(s),
+                                          np.linalg.qr(s).R, np.linalg.svd(s)),
+     (SPD,)),
+    ("several-results-lstsq", lambda x, v: np.linalg.lstsq(x.T, v, rcond=None)[0], (M, V)),
+    ("several-results-arrays", lambda x: (np.meshgrid(x[0], x[1, :3]), np.split(x, 2),
+                                          np.array_split(x, 4, axis=1),
+                                          np.broadcast_arrays(x, x[:1]),
+                                          np.gradient(x), np.gradient(x[0])), (M,)),
+    ("histogram-fixed-bins", lambda v: np.histogram(v, bins=4, range=(-3, 3)), (V,)),
+    ("positive-definite-probes", lambda s: (np.linalg.cholesky(s), np.linalg.eigvalsh(s),
+                                            np.linalg.matrix_rank(s), np.linalg.cond(s)),
+     (SPD,)),
+    ("gather-and-count", lambda x: (np.take_along_axis(x, np.argsort(x, axis=1), axis=1),
+                                    np.count_nonzero(x > 0, axis=0), np.isin(x, x[0]),
+                                    np.ediff1d(x)), (M,)),
+    ("function-arguments", lambda v: (np.piecewise(v, [v < 0, v >= 0], [lambda t: -t, 1.0]),
+                                      np.apply_along_axis(np.cumsum, 0, v)), (V,)),
+    ("static-queries", lambda x, i: x * np.ndim(x) + np.iscomplexobj(x) + np.isrealobj(i)
+     + np.zeros(np.shape(x), np.result_type(x, i, 1.0)) + x.itemsize, (M, INTS)),
+    ("view", lambda x: x.view(np.int64) & 0xFF, (M,)),
 ]
 
 
@@ -108,3 +129,10 @@ def test_unknown_method_names_what_is_supported():
 def test_call_errors_are_numpys():
     with pytest.raises(np.exceptions.AxisError):
         numfuse.jit(lambda x: x.sum(axis=5))(M)
+
+
+def test_a_call_whose_result_shape_depends_on_the_values_fails_clearly():
+    """Tracing runs numpy on stand-in values; a result shape that depends on the real values
+    (``bins="auto"``) is caught when the call runs, not returned wrong."""
+    with pytest.raises(ValueError, match="depends on the values"):
+        numfuse.jit(lambda v: np.histogram(v * 10, bins="auto")[0] + 1)(V)

@@ -50,10 +50,6 @@ COMMON = [np.dtype(name) for name in ("float64", "float64", "float32", "int64", 
 ROWS = sorted(name for name in OPS if name not in ("astype", "real", "imag"))
 
 EXACT, ULP, SUM, LOOSE = "exact", "ulp", "sum", "loose"
-# README limit: LLVM may evaluate these rows' ordered comparisons on NaN lanes (see
-# test_errstate.py's strict xfail), so their "invalid value" warnings are not compared.
-NAN_ORDERING = frozenset({"maximum", "minimum", "fmax", "fmin", "clip"})
-
 
 # ------------------------------------------------------------------------------ programs
 
@@ -408,10 +404,6 @@ def check_program(steps: list[Step], args: list[Any]) -> None:
             # loops (which kernels follow) wrap silently
             actual_warnings.discard("overflow")
             expected_warnings.discard("overflow")
-        if any(step.name in NAN_ORDERING for step in steps):
-            # documented limit: a spurious "invalid value" from an ordered comparison on NaN
-            actual_warnings.discard("invalid value")
-            expected_warnings.discard("invalid value")
         assert actual_warnings == expected_warnings, (
             f"{context}\nwarnings: numfuse {sorted(actual_warnings)} != "
             f"numpy {sorted(expected_warnings)}")
