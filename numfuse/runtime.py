@@ -364,7 +364,9 @@ class _CallStep:
     def run(self, values: list[Any]) -> None:
         result = self.call.invoke([values[slot] for slot in self.inputs])
         shape = np.shape(result)
-        if getattr(result, "dtype", None) != self.dtype or len(shape) != len(self.shape) or \
+        dtype = getattr(result, "dtype", None)
+        if dtype is None or (dtype != self.dtype and dtype.newbyteorder("=") != self.dtype) \
+                or len(shape) != len(self.shape) or \
                 any(size != fixed for size, fixed in zip(shape, self.shape, strict=True)
                     if fixed is not None):
             raise ValueError(

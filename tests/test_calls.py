@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import assert_same
+from conftest import assert_same, check
 
 import numfuse
 from numfuse.errors import UnsupportedOperationError
@@ -136,3 +136,9 @@ def test_a_call_whose_result_shape_depends_on_the_values_fails_clearly():
     (``bins="auto"``) is caught when the call runs, not returned wrong."""
     with pytest.raises(ValueError, match="depends on the values"):
         numfuse.jit(lambda v: np.histogram(v * 10, bins="auto")[0] + 1)(V)
+
+
+def test_views_of_big_endian_arguments_keep_their_byte_order():
+    """A view of a big-endian argument is big-endian, as numpy's (found by the fuzzer)."""
+    big = np.arange(9.0).reshape(3, 3).astype(">f8")
+    check(lambda x: (x[:, ::2], x[::2] * 2), big)
