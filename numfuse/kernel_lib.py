@@ -451,7 +451,8 @@ def complex_abs(z):  # type: ignore[no-untyped-def]
 def spacing_float(x):  # type: ignore[no-untyped-def]
     """numpy's spacing: the gap to the next float away from zero; +0's for both zeros."""
     if x != x or abs(x) == math.inf:
-        return math.nan
+        # a NaN of x's own type (a float64 NaN here broke numba's float32 lowering)
+        return np.float32(math.nan) if isinstance(x, np.float32) else math.nan
     if x == 0:
         return np.spacing(abs(x))
     return np.spacing(x)

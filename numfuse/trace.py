@@ -1072,6 +1072,12 @@ def _call_tracer(call: NumpyCall, nodes: Sequence[Node], first: Any, second: Any
         )
     shape = tuple(a if a == b else None for a, b in zip(np.shape(first), np.shape(second),
                                                          strict=True))
+    if any(size is None and example == 1 for size, example in zip(shape, np.shape(first),
+                                                                  strict=True)):
+        # A free size is never 1 (broadcasting relies on it): compile per shape instead.
+        raise SizeDependentError(
+            f"np.{name} gives a size-1 axis for these argument sizes",
+            "numfuse compiles such functions once per argument shape.")
     params: tuple[tuple[str, Any], ...] = (("call", call),)
     if len(nodes) == 1:
         reduction = reductions.recognise(call.fn, name, call.args, call.kwargs, nodes[0].ndim,

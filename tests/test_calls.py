@@ -142,3 +142,12 @@ def test_views_of_big_endian_arguments_keep_their_byte_order():
     """A view of a big-endian argument is big-endian, as numpy's (found by the fuzzer)."""
     big = np.arange(9.0).reshape(3, 3).astype(">f8")
     check(lambda x: (x[:, ::2], x[::2] * 2), big)
+
+
+def test_a_call_giving_a_size_1_axis_for_these_sizes_compiles_per_shape():
+    """``x[..., ::2]`` of a 2-column matrix has one column: broadcasting needs to know it is
+    1, so the function compiles per shape (found by the fuzzer)."""
+    jitted = numfuse.jit(lambda x: np.abs(x) + x[..., ::2])
+    for rows, columns in ((5, 2), (7, 2), (5, 1), (5, 2)):
+        x = RNG.standard_normal((rows, columns))
+        assert_same(jitted(x), np.abs(x) + x[..., ::2])

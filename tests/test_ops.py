@@ -13,7 +13,7 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import assert_same
+from conftest import assert_same, check
 
 import numfuse
 from numfuse.errors import UnsupportedOperationError
@@ -397,3 +397,10 @@ def test_values_computed_from_a_wrapped_signed_integer_match_numpy():
             return a + b, a - b, a * b, -a, np.abs(a), np.square(a), (a * b) // 3
 
         assert_same(numfuse.jit(wrapping)(a, b), wrapping(a, b))
+
+
+def test_spacing_of_float32_next_to_float64_work_compiles():
+    """A float32 ``spacing`` in a kernel that also reads a float64 value (found by the
+    fuzzer: its NaN branch returned a float64)."""
+    check(lambda a, b: (a % b, np.spacing(b), np.spacing(b * np.float32(np.inf))),
+          2.5, np.float32(0.0))
