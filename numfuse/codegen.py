@@ -307,8 +307,10 @@ def _combine(reduction: Reduction, total: str, value: str) -> str:
     if dtype.kind == "b" or ufunc in ("logical_or", "logical_and"):
         operator = "|" if ufunc in ("add", "maximum", "logical_or") else "&"
         return f"({total} {operator} {value})"
-    if dtype.kind in "fc" and ufunc in ("add", "multiply"):
-        return f"{ufunc}_reassoc({total}, {value})"
+    if dtype.kind in "fc" and ufunc == "add":
+        return f"add_reassoc({total}, {value})"
+    # A float product stays in order: regrouping can multiply a huge value by another
+    # (inf) before the zero numpy's order meets first, giving NaN where numpy has 0.
     template = template_for(OPS[ufunc], (dtype, dtype))
     assert template is not None, f"no template for {ufunc} on {dtype}"
     text = template.format(total, value)

@@ -585,15 +585,10 @@ def add_reassoc(total, value):  # type: ignore[no-untyped-def]
     return total + value
 
 
-def multiply_reassoc(total, value):  # type: ignore[no-untyped-def]
-    """A float product's accumulation step, reassociable like ``add_reassoc``."""
-    return total * value
-
-
 # Helpers compiled with floating-point contraction (fused multiply-add) to match numpy.
 CONTRACTED = frozenset({"complex_abs"})
 # Helpers compiled with reassociation: the accumulation steps of fused reductions.
-REASSOCIATED = frozenset({"add_reassoc", "multiply_reassoc"})
+REASSOCIATED = frozenset({"add_reassoc"})
 
 HELPERS = tuple(
     name for name, value in list(globals().items())

@@ -10,7 +10,7 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import assert_same, numpy_result
+from conftest import assert_same, check, numpy_result
 
 import numfuse
 from numfuse.graph import NUMPY
@@ -289,3 +289,11 @@ def test_reductions_can_be_left_as_numpy_calls():
     assert sorted(_unfused_reductions(unfused)) == ["max", "sum"]
     assert_same(unfused(x), fn(x))
     assert _unfused_reductions(_fused(fn, x)) == []
+
+
+def test_float_product_multiplies_in_numpys_order():
+    """Regrouping a product can meet inf before the zero numpy meets first (0 * inf is
+    NaN); the fused product multiplies in order (found by the fuzzer)."""
+    x = np.zeros((2, 5))
+    x[0, 3], x[1, 2] = 1e300, 1.8e8
+    check(lambda x: (np.prod(x), np.abs(x)), x)
