@@ -98,6 +98,12 @@ class Node:
         return f"Node({self.op}, {self.type_str()})"
 
 
+def shape_text(shape: Shape) -> str:
+    """A shape pattern as numpy writes shapes, free sizes as ``n``: ``(5, n)``, ``(n,)``."""
+    return "(" + ", ".join("n" if size is None else str(size) for size in shape) + \
+        ("," if len(shape) == 1 else "") + ")"
+
+
 def toposort(outputs: Iterable[Node]) -> tuple[Node, ...]:
     """All nodes reachable from ``outputs``, every node after its inputs (iteratively)."""
     order: list[Node] = []

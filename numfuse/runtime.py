@@ -22,7 +22,7 @@ import numpy as np
 
 from . import kernel_lib, reductions, threads
 from .calls import NumpyCall
-from .graph import CONST, ELEMENTWISE, INPUT, NUMPY, Leaf, Node, tree_unflatten
+from .graph import CONST, ELEMENTWISE, INPUT, NUMPY, Leaf, Node, shape_text, tree_unflatten
 from .kernel import Kernel
 from .partition import Plan
 from .reductions import Reduction
@@ -370,8 +370,8 @@ class _CallStep:
                 any(size != fixed for size, fixed in zip(shape, self.shape, strict=True)
                     if fixed is not None):
             raise ValueError(
-                f"{self.call.name} returned {np.asarray(result).dtype}{list(shape)} where "
-                f"tracing found {self.dtype}{['n' if s is None else s for s in self.shape]}: "
+                f"{self.call.name} returned {np.asarray(result).dtype}{shape_text(shape)} "
+                f"where tracing found {self.dtype}{shape_text(self.shape)}: "
                 "its result depends on the values, which numfuse cannot trace; compute it "
                 "outside the jitted function.")
         values[self.out_slot] = result

@@ -38,6 +38,7 @@ from .graph import (
     Node,
     Shape,
     broadcast_shapes,
+    shape_text,
     toposort,
     tree_flatten,
 )
@@ -556,8 +557,10 @@ def _immutable(node: Node) -> bool:
 
 
 def _scalar_type_name(node: Node) -> str:
-    kind = type(node.dtype.type(0).item()) if node.weak else node.dtype.type
-    return kind.__name__ if node.weak else f"numpy.{kind.__name__}"
+    """``float`` for a Python number, ``numpy.float64`` for a numpy scalar."""
+    if node.weak:
+        return type(node.dtype.type(0).item()).__name__
+    return f"numpy.{node.dtype.type.__name__}"
 
 
 def _in_place(ufunc: np.ufunc, forward: Callable[[Any, Any], Any],
@@ -595,8 +598,8 @@ def _store(ufunc: np.ufunc, operands: Sequence[Any], result: Any, out: Any,
     node = _node(result)
     if not _fits_into(node.shape, tuple(target_shape)):
         raise ValueError(
-            f"non-broadcastable output operand with shape {_shape_text(target_shape)} "
-            f"doesn't match the broadcast shape {_shape_text(node.shape)}")
+            f"non-broadcastable output operand with shape {shape_text(target_shape)} "
+            f"doesn't match the broadcast shape {shape_text(node.shape)}")
     if node.dtype != target_dtype and ufunc.nout == 1:
         with np.errstate(all="ignore"):  # numpy's own casting error, if any
             probe = np.zeros((), target_dtype)
@@ -624,11 +627,6 @@ def _fits_into(shape: Shape, target: Shape) -> bool:
     return len(shape) == len(target) and all(
         size == goal or (None in (size, goal) and 1 not in (size, goal))
         for size, goal in zip(shape, target, strict=True))
-
-
-def _shape_text(shape: Shape) -> str:
-    return "(" + ", ".join("n" if size is None else str(size) for size in shape) + \
-        ("," if len(shape) == 1 else "") + ")"
 
 
 def assign_item(target: Node, key: Any, value: Any) -> Node:
@@ -737,7 +735,7 @@ def _quiet_where(ufunc: np.ufunc, inputs: Sequence[Any], mask: Any) -> list[Any]
 
 def _compute_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any]) -> Any:
     if ufunc not in BY_UFUNC and ufunc not in MULTI_OUTPUT:
-        return ufunc_call(ufunc, inputs, kwargs)
+        return record_call(ufunc, ufunc.__name__, inputs, kwargs)
     out_dtype = kwargs.pop("dtype", None)
     signature = kwargs.pop("signature", None)
     if signature is not None and out_dtype is None:
@@ -755,13 +753,9 @@ def _compute_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any
     try:
         return Tracer(elementwise(BY_UFUNC[ufunc], nodes, out_dtype=out_dtype), owned=True)
     except NoKernelCodeError:
-        return ufunc_call(ufunc, inputs, {} if out_dtype is None else {"dtype": out_dtype})
-
-
-def ufunc_call(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any]) -> Any:
-    """A ufunc without kernel code for these dtypes (``np.frexp``, a scipy.special ufunc):
-    numpy runs it as a non-fusible call, one call per output."""
-    return record_call(ufunc, ufunc.__name__, inputs, kwargs)
+        # no kernel code for these dtypes: numpy runs the ufunc as a call
+        return record_call(ufunc, ufunc.__name__, inputs,
+                           {} if out_dtype is None else {"dtype": out_dtype})
 
 
 def _method(name: str, value: Any, target: Any = None) -> Tracer:
