@@ -10,6 +10,7 @@
 from . import cache, display, hooks, memory
 from .api import Compiled, Jitted, compile, jit, trace
 from .errors import (
+    CallShapeError,
     ConcretizationError,
     NumfuseError,
     SignatureMismatchError,
@@ -22,12 +23,14 @@ from .hooks import CompileEvent, HookWarning
 from .inspection import Explanation, VectorReport
 from .kernel import Kernel
 from .memory import retain_freed_memory
+from .trace import supported_functions
 
 __version__ = "0.1.0"
 
 memory._from_environment()  # NUMFUSE_RETAIN_MEMORY=1: keep freed blocks (see memory.py)
 
 __all__ = [
+    "CallShapeError",
     "CompileEvent",
     "Compiled",
     "ConcretizationError",
@@ -50,5 +53,6 @@ __all__ = [
     "jit",
     "memory",
     "retain_freed_memory",
+    "supported_functions",
     "trace",
 ]

@@ -25,7 +25,7 @@ import numpy as np
 from . import backend, hooks
 from .codegen import KernelSource, emit, fastmath_flags
 from .dtypes import ArgSpec, as_operand, fast_key, spec_of
-from .errors import SignatureMismatchError, SizeDependentError
+from .errors import CallShapeError, SignatureMismatchError, SizeDependentError
 from .graph import Graph, verify
 from .inspection import Explanation, explain
 from .kernel import Kernel
@@ -289,28 +289,49 @@ class Jitted:
             return compiled
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if kwargs and "out" in kwargs and self._out_keyword:
-            out = kwargs.pop("out")
-            target, operands = self.specialize(*args, **kwargs)
-            return target.run(operands, out)
         if not kwargs and len(args) == self._n_params and not self.static_argnums \
                 and not self.per_shape:
             key = tuple(map(fast_key, args))
             compiled = self._by_key.get(key)
-            if compiled is not None:  # the hot path: a signature seen before
-                return compiled.run(args)
-            if None not in key:
-                compiled, operands = self.specialize(*args)
-                self._by_key[key] = compiled
-                return compiled.run(operands)
+            try:
+                if compiled is not None:  # the hot path: a signature seen before
+                    return compiled.run(args)
+                if None not in key:
+                    compiled, operands = self.specialize(*args)
+                    self._by_key[key] = compiled
+                    return compiled.run(operands)
+            except CallShapeError:
+                return self._per_shape(args, kwargs)
         if any(isinstance(value, Tracer) for value in (*args, *kwargs.values())):
             return self.fn(*args, **kwargs)  # called while tracing: inline it
         if _holds_dask_array(args, kwargs):
             from .dask import call_jitted
 
             return call_jitted(self, args, kwargs)
+        try:
+            return self._run(args, kwargs)
+        except CallShapeError:
+            if self.per_shape:
+                raise
+            return self._per_shape(args, kwargs)
+
+    def _run(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if "out" in kwargs and self._out_keyword:
+            kwargs = dict(kwargs)
+            out = kwargs.pop("out")
+            compiled, operands = self.specialize(*args, **kwargs)
+            return compiled.run(operands, out)
         compiled, operands = self.specialize(*args, **kwargs)
         return compiled.run(operands)
+
+    def _per_shape(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A numpy call's result size did not follow the argument sizes as tracing found
+        (``x[:3]`` of a shorter ``x``): compile per shape from now on and run again."""
+        self.per_shape = True
+        self._by_key.clear()
+        _log.info("%s has a result size tracing did not foresee: compiling it per shape",
+                  _name(self.fn))
+        return self._run(args, kwargs)
 
     def __reduce__(self) -> Any:
         """Pickle by name when importable as such, else as the function and options,

@@ -135,6 +135,13 @@ def _kernel_call(kernel: Kernel, operands: list[Any]) -> tuple[Any, ...]:
               if isinstance(value, da.Array) or (isinstance(value, np.ndarray) and value.ndim)]
     if not arrays:
         return kernel_runner(kernel)(operands)
+    if any(math.isnan(size) for position in arrays for size in operands[position].shape):
+        raise UnsupportedOperationError(
+            "a size that depends on the values (x[mask], np.nonzero, np.unique, ...) "
+            "feeding a fused kernel on dask arrays",
+            "dask does not know such sizes before computing; return that value from the "
+            "jitted function and continue outside it, or compute the dask array first.",
+        )
     ndim = len(region.ones)
     fixed = tuple((position, value) for position, value in enumerate(operands)
                   if position not in arrays)

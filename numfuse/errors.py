@@ -50,6 +50,15 @@ class SizeDependentError(ConcretizationError):
     """
 
 
+class CallShapeError(NumfuseError, ValueError):
+    """A numpy call returned another shape than tracing found for these argument sizes
+    (``x[:3]`` of a shorter ``x``) or another dtype.
+
+    ``numfuse.jit`` handles a shape by compiling the function once per argument shape; a
+    call that still disagrees depends on the values and raises this.
+    """
+
+
 class UnsupportedOperationError(TracingError):
     """A numpy function, ufunc or dtype combination numfuse cannot compile."""
 

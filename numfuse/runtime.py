@@ -22,6 +22,7 @@ import numpy as np
 
 from . import kernel_lib, reductions, threads
 from .calls import NumpyCall
+from .errors import CallShapeError
 from .graph import CONST, ELEMENTWISE, INPUT, NUMPY, Leaf, Node, shape_text, tree_unflatten
 from .kernel import Kernel
 from .partition import Plan
@@ -116,8 +117,14 @@ class _Step:
             else:
                 results = self.ufunc(*operands)
         except ValueError:
-            _raise_broadcast_error([values[slot] for slot, _prepare, _core in self.operands])
-            raise
+            widened = _widened(values, self.operands)
+            if widened is None:
+                _raise_broadcast_error([values[slot] for slot, _prepare, _core in self.operands])
+                raise
+            self.run(widened, outs)
+            for slot in self.out_slots:
+                values[slot] = widened[slot]
+            return
         if self.donations:
             self._donated(values, operands)
         if self.placeholder:
@@ -369,11 +376,12 @@ class _CallStep:
                 or len(shape) != len(self.shape) or \
                 any(size != fixed for size, fixed in zip(shape, self.shape, strict=True)
                     if fixed is not None):
-            raise ValueError(
+            raise CallShapeError(
                 f"{self.call.name} returned {np.asarray(result).dtype}{shape_text(shape)} "
-                f"where tracing found {self.dtype}{shape_text(self.shape)}: "
-                "its result depends on the values, which numfuse cannot trace; compute it "
-                "outside the jitted function.")
+                f"where tracing found {self.dtype}{shape_text(self.shape)}: its result "
+                "depends on the values (or, compiled by numfuse.compile, on other sizes than "
+                "the example's), which numfuse cannot trace; compute it outside the jitted "
+                "function.")
         values[self.out_slot] = result
 
 
@@ -582,6 +590,28 @@ def _int_guards(graph: Any) -> tuple[tuple[int, np.dtype, int, int], ...]:
             narrowest = min(targets, key=lambda dtype: int(np.iinfo(dtype).max))
             guards.append((index, narrowest, low, high))
     return tuple(guards)
+
+
+def _widened(values: list[Any], operands: Sequence[tuple[int, Prepare | None, bool]]
+             ) -> list[Any] | None:
+    """``values`` with each core operand whose last axis is 1 where numpy broadcasting
+    makes it longer copied to that length, or None when there is none.  A kernel's core
+    axis never broadcasts; a size that depends on the data (``x[mask]``) can be 1 at run
+    time where tracing assumed any size."""
+    shapes = [np.shape(values[slot]) for slot, _prepare, core in operands if core]
+    try:
+        length = np.broadcast_shapes(*shapes)[-1] if shapes else 1
+    except (ValueError, IndexError):
+        return None
+    short = {slot for slot, _prepare, core in operands
+             if core and np.ndim(values[slot]) and np.shape(values[slot])[-1] == 1}
+    if length == 1 or not short:
+        return None
+    widened = list(values)
+    for slot in short:
+        value = values[slot]
+        widened[slot] = np.broadcast_to(value, (*np.shape(value)[:-1], length)).copy()
+    return widened
 
 
 def _raise_broadcast_error(operands: Sequence[Any]) -> None:

@@ -302,13 +302,14 @@ class Tracer:
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
         handler = FUNCTIONS.get(func)
-        if handler is None and func in CALLS:
-            return record_call(func, CALLS[func], args, kwargs)
+        if handler is None and (func in CALLS or func in DATA_DEPENDENT):
+            return record_call(func, CALLS.get(func) or DATA_DEPENDENT[func], args, kwargs)
         if handler is None:
             raise UnsupportedOperationError(
                 f"np.{getattr(func, '__name__', func)} is not supported by numfuse",
-                f"supported numpy functions are {supported_function_names()}, plus every "
-                "elementwise ufunc; compute this part outside the jitted function.",
+                f"numfuse traces every elementwise ufunc and the {len(supported_functions())} "
+                "numpy functions numfuse.supported_functions() lists; compute this part "
+                "outside the jitted function.",
             )
         return handler(*args, **kwargs)
 
@@ -431,12 +432,6 @@ class Tracer:
         self.node = assign_item(self.node, key, value)
 
     def __getitem__(self, key: Any) -> Any:
-        if _has_tracer(key):
-            raise UnsupportedOperationError(
-                "indexing with a traced array (x[mask] or x[indices])",
-                "only static indices (ints, slices, None, ..., lists of ints) can be traced; "
-                "use np.where(mask, x, 0) for masking or index outside the jitted function.",
-            )
         return record_call(operator.getitem, "getitem", (self, key), {})
 
     def __matmul__(self, other: Any) -> Any:
@@ -476,7 +471,7 @@ class Tracer:
         return self.size * self.node.dtype.itemsize
 
     def nonzero(self) -> Any:
-        return _data_dependent("x.nonzero()")
+        return record_call(np.nonzero, "nonzero", (self,), {})
 
     def view(self, dtype: Any = None) -> Any:
         """``x.view(dtype)``: a view reinterpreting the bytes (numpy runs it)."""
@@ -530,12 +525,6 @@ class Tracer:
 
     def __round__(self, ndigits: int | None = None) -> Any:
         return round_(self, ndigits or 0)
-
-
-def _data_dependent(operation: str) -> Any:
-    raise UnsupportedOperationError(
-        operation, "its result size depends on the data; compute it outside the jitted "
-        "function, or use np.where(cond, x, y).")
 
 
 def _concrete(operation: str) -> Any:
@@ -783,12 +772,11 @@ def astype(value: Any, dtype: Any, casting: str = "unsafe") -> Tracer:
     return _method("astype", value, target)
 
 
-def where(condition: Any, x: Any = None, y: Any = None) -> Tracer:
+def where(condition: Any, x: Any = None, y: Any = None) -> Any:
+    if x is None and y is None:
+        return record_call(np.nonzero, "nonzero", (condition,), {})
     if x is None or y is None:
-        raise UnsupportedOperationError(
-            "np.where(condition) with one argument",
-            "its result size depends on the data; use np.where(condition, x, y).",
-        )
+        raise ValueError("either both or neither of x and y should be given")
     nodes = [_node(condition), _node(x), _node(y)]
     return Tracer(elementwise(OPS["where"], nodes, scalar=False), owned=True)
 
@@ -924,8 +912,10 @@ FUNCTIONS: dict[Any, Callable[..., Any]] = {
 }
 
 
-def supported_function_names() -> str:
-    return ", ".join(sorted(f"np.{getattr(func, '__name__', func)}" for func in FUNCTIONS))
+def supported_functions() -> list[str]:
+    """The numpy functions numfuse traces (besides the ufuncs), as ``np.<name>``."""
+    return sorted({f"np.{name}" for name in (*CALLS.values(), *DATA_DEPENDENT.values())} |
+                  {f"np.{getattr(func, '__name__', func)}" for func in FUNCTIONS})
 
 
 # ------------------------------------------------------- non-fusible numpy operations
@@ -1000,6 +990,82 @@ def _probe(node: Node, scale: int, varied: bool) -> Any:
     return stand_in[()] if node.scalar and not shape else stand_in
 
 
+def _filled(node: Node, fill: str, seed: int) -> Any:
+    """A stand-in for ``node`` holding ``fill`` data: ``ones``, ``distinct`` values (none
+    shared with another operand) or seeded ``random`` values (small integers, normal
+    floats, a mix of True and False)."""
+    if node.kind == CONST or node.weak:
+        return _probe(node, 1, varied=False)
+    shape = _example_shape(node)
+    if fill == "ones":
+        return np.ones(shape, node.dtype)
+    if fill == "distinct":
+        count = int(np.prod(shape))
+        return (np.arange(count) % 2 == 1 if node.dtype.kind == "b" else
+                np.arange(seed * count, (seed + 1) * count)).astype(node.dtype).reshape(shape)
+    rng = np.random.default_rng(seed)
+    if node.dtype.kind == "b":
+        return rng.random(shape) < 0.5
+    if node.dtype.kind in "iu":
+        return rng.integers(0, 4, shape).astype(node.dtype)
+    return (rng.standard_normal(shape) * 3).astype(node.dtype)
+
+
+def _run_on_data(call: NumpyCall, nodes: Sequence[Node]) -> list[Any]:
+    """What ``call`` returns on stand-ins holding other data than the zero probes (all
+    ones; random values, different for each operand): its sizes may depend on them."""
+    results = []
+    for fill in ("ones", "distinct", "random"):
+        try:
+            results.append(call.invoke([_filled(node, fill, seed)
+                                        for seed, node in enumerate(nodes)]))
+        except Exception:  # numpy rejects these values; the other stand-ins decide
+            continue
+    return results
+
+
+def _moving_axes(node: Node) -> frozenset[int]:
+    """The axes of ``node`` whose size depends on the values: those of a data-dependent
+    call (its ``moving`` param) and, through elementwise work, of its operands."""
+    found: dict[Node, frozenset[int]] = {}
+    stack = [node]
+    while stack:
+        item = stack[-1]
+        pending = [source for source in item.inputs if source not in found] \
+            if item.kind == ELEMENTWISE else []
+        if pending:
+            stack.extend(pending)
+            continue
+        stack.pop()
+        if item.kind == ELEMENTWISE:
+            found[item] = frozenset(axis + item.ndim - source.ndim for source in item.inputs
+                                    for axis in found[source])
+        else:
+            found[item] = item.param("moving", frozenset())
+    return found[node]
+
+
+def _run_resized(call: NumpyCall, nodes: Sequence[Node]) -> list[Any]:
+    """What ``call`` returns when the data-dependent sizes of its operands are 0 to 3
+    instead of the examples' (``x[mask][:3]`` has a size that moves with them)."""
+    results = []
+    for size in (0, 1, 2, 3):
+        stand_ins = []
+        for node in nodes:
+            moving = _moving_axes(node)
+            if not moving or node.kind == CONST or node.weak:
+                stand_ins.append(_probe(node, 1, varied=False))
+                continue
+            shape = tuple(size if axis in moving else example
+                          for axis, example in enumerate(_example_shape(node)))
+            stand_ins.append(np.broadcast_to(np.zeros((), node.dtype), shape))
+        try:
+            results.append(call.invoke(stand_ins))
+        except Exception:  # numpy rejects these sizes; the other stand-ins decide
+            continue
+    return results
+
+
 def _run_probe(call: NumpyCall, nodes: Sequence[Node], scale: int) -> Any:
     try:
         return call.invoke([_probe(node, scale, varied=False) for node in nodes])
@@ -1029,29 +1095,46 @@ def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
             second = _run_probe(call, nodes, 2)
         except Exception:
             second = first
+        masked = fn is operator.getitem and any(node.dtype.kind == "b" for node in nodes[1:])
+        variants = _run_on_data(call, nodes) if fn in DATA_DEPENDENT or masked else []
+        if any(_moving_axes(node) for node in nodes):
+            variants += _run_resized(call, nodes)
     fresh = fn in FRESH_CALLS or isinstance(fn, np.ufunc) or (
         fn is operator.getitem and _advanced_index(static_args[1]))
     if isinstance(first, (tuple, list)) and first and len(first) == len(second):
         # several results (np.linalg.eigh, np.meshgrid, np.frexp): one call per item
         parts = [_call_tracer(NumpyCall(CallOutput(fn, index), f"{name}[{index}]",
                                         static_args, static_kwargs), nodes, item,
-                              second[index], fresh)
+                              second[index], fresh,
+                              [variant[index] for variant in variants])
                  for index, item in enumerate(first)]
         if not fresh:
             _share(args, tuple(kwargs.values()))
         return type(first)(*parts) if hasattr(first, "_fields") else type(first)(parts)
-    tracer = _call_tracer(call, nodes, first, second, fresh)
+    tracer = _call_tracer(call, nodes, first, second, fresh, variants)
     if not tracer.owned:
         _share(args, tuple(kwargs.values()))
     return tracer
 
 
 def _call_tracer(call: NumpyCall, nodes: Sequence[Node], first: Any, second: Any,
-                 fresh: bool) -> Tracer:
-    """The node of ``call``, whose probes returned ``first`` and ``second``."""
+                 fresh: bool, variants: Sequence[Any] = ()) -> Tracer:
+    """The node of ``call``, whose probes returned ``first`` and ``second`` (and, for a
+    call whose sizes depend on the values, ``variants`` on other data)."""
     name = call.name
     if isinstance(call.fn, CallOutput):  # CallOutput turns a Python number into a scalar
         first, second = np.asarray(first)[()], np.asarray(second)[()]
+    if any(np.ndim(variant) != np.ndim(first) or np.asarray(variant).dtype !=
+           np.asarray(first).dtype for variant in variants):
+        raise UnsupportedOperationError(
+            f"np.{name} with these arguments",
+            "the number of dimensions or the dtype of its result depends on the values, "
+            "which numfuse cannot trace; compute it outside the jitted function.",
+        )
+    moving = {axis for variant in variants
+              for axis, (size, other) in enumerate(zip(np.shape(first), np.shape(variant),
+                                                       strict=True))
+              if size != other}
     if not isinstance(first, (np.ndarray, np.generic)) or np.ndim(first) != np.ndim(second):
         raise UnsupportedOperationError(
             f"np.{name} returns {type(first).__name__}",
@@ -1064,26 +1147,29 @@ def _call_tracer(call: NumpyCall, nodes: Sequence[Node], first: Any, second: Any
             f"np.{name} returns dtype {dtype}",
             "numfuse handles bool, integer, float32/64 and complex results; cast the input.",
         )
-    shape = tuple(a if a == b else None for a, b in zip(np.shape(first), np.shape(second),
-                                                         strict=True))
-    if any(size is None and example == 1 for size, example in zip(shape, np.shape(first),
-                                                                  strict=True)):
+    shape = tuple(a if a == b and axis not in moving else None
+                  for axis, (a, b) in enumerate(zip(np.shape(first), np.shape(second),
+                                                    strict=True)))
+    if any(size is None and example == 1 and axis not in moving
+           for axis, (size, example) in enumerate(zip(shape, np.shape(first), strict=True))):
         # A free size is never 1 (broadcasting relies on it): compile per shape instead.
         raise SizeDependentError(
             f"np.{name} gives a size-1 axis for these argument sizes",
             "numfuse compiles such functions once per argument shape.")
     params: tuple[tuple[str, Any], ...] = (("call", call),)
-    if len(nodes) == 1:
-        reduction = reductions.recognise(call.fn, name, call.args, call.kwargs, nodes[0].ndim,
-                                         dtype)
-        if reduction is not None:
-            params += (("reduction", reduction),)
+    if moving:
+        params += (("moving", frozenset(moving)),)
+    reduction = reductions.recognise(call.fn, name, call.args, call.kwargs, nodes[0].ndim,
+                                     dtype) if len(nodes) == 1 else None
+    if reduction is not None:
+        params += (("reduction", reduction),)
     node = Node(name, NUMPY, tuple(nodes), dtype, shape, params,
                 scalar=isinstance(first, np.generic))
     memo = _examples.get()
     if memo is not None:
-        memo[node] = np.shape(first)
-    return Tracer(node, owned=fresh or len(params) > 1 or isinstance(first, np.generic))
+        memo[node] = tuple(_DEFAULT_SIZE if axis in moving else size
+                           for axis, size in enumerate(np.shape(first)))
+    return Tracer(node, owned=fresh or reduction is not None or isinstance(first, np.generic))
 
 
 def _advanced_index(key: Any) -> bool:
@@ -1131,6 +1217,15 @@ CALLS: dict[Any, str] = _calls(
     "linalg.slogdet", "linalg.lstsq",
 )
 
+# numpy functions whose result sizes depend on the values (``np.nonzero``, ``np.unique``,
+# and ``x[mask]``): an axis whose size changes with the data is free at any size, 0 and 1
+# included, and the runtime takes the size each call returns.
+DATA_DEPENDENT: dict[Any, str] = _calls(
+    "nonzero", "flatnonzero", "argwhere", "unique", "unique_values", "unique_counts",
+    "unique_inverse", "unique_all", "compress", "extract", "trim_zeros", "bincount",
+    "union1d", "intersect1d", "setdiff1d", "setxor1d",
+)
+
 # Calls whose result never shares memory with an operand (reductions count too): their
 # operands and results may still be written in place.
 FRESH_CALLS: frozenset[Any] = frozenset(_calls(
@@ -1146,7 +1241,8 @@ FRESH_CALLS: frozenset[Any] = frozenset(_calls(
     "insert", "delete", "matmul", "take_along_axis", "count_nonzero", "isin", "ediff1d",
     "piecewise", "apply_along_axis", "linalg.cholesky", "linalg.eigvalsh", "linalg.matrix_rank",
     "linalg.cond", "meshgrid", "gradient", "histogram", "histogram2d", "linalg.eigh",
-    "linalg.qr", "linalg.svd", "linalg.slogdet", "linalg.lstsq",
+    "linalg.qr", "linalg.svd", "linalg.slogdet", "linalg.lstsq", *(
+        name for name in DATA_DEPENDENT.values() if name != "trim_zeros"),
 )) | {assigned_copy}
 
 # Array methods traced as calls of these numpy functions.
@@ -1177,7 +1273,11 @@ def trace_graph(fn: Callable[..., Any], specs: Sequence[ArgSpec],
                  for index, node in enumerate(inputs)]
     examples: dict[Node, tuple[int, ...]] = {}
     if shapes is not None:
-        examples.update((node, tuple(shape)) for node, shape in zip(inputs, shapes, strict=True)
+        # A free size of 0 would hide how results follow the sizes (x[:3] of nothing is
+        # empty, as is x[mask]): such arguments are traced as if of the default size.
+        examples.update((node, tuple(_DEFAULT_SIZE if size == 0 and free is None else size
+                                     for size, free in zip(shape, node.shape, strict=True)))
+                        for node, shape in zip(inputs, shapes, strict=True)
                         if len(shape) == node.ndim)
     token = _examples.set(examples)
     try:

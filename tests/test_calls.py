@@ -111,14 +111,104 @@ def test_a_new_size_reuses_the_compiled_calls():
     assert len(jitted.compiled) == 1
 
 
-def test_indexing_with_a_traced_array_is_refused_with_advice():
-    with pytest.raises(UnsupportedOperationError, match=r"np\.where"):
-        numfuse.jit(lambda x: x[x > 0])(M)
+DATA_DEPENDENT_CASES = [
+    ("mask", lambda x: (x[x > 0], x[x > 0].sum(), x - x[x > 0].mean()), (M,)),
+    ("mask-rows", lambda x: (x[x[:, 0] > 0], x[:, x[0] > 0] * 2), (M,)),
+    ("mask-fused-after", lambda x, v: (x[0][v > 0] * v[v > 0] + 1, np.sort(v[v > 0.5])),
+     (M, V)),
+    ("nonzero", lambda x: (np.nonzero(x > 0), np.where(x[0] > 0)[0] * 2, (x > 0).nonzero(),
+                           np.flatnonzero(x), np.argwhere(x > 0)), (M,)),
+    ("unique", lambda i: (np.unique(i), np.unique(i, return_counts=True),
+                          np.unique_values(i[0]), np.unique_all(i.ravel())), (INTS,)),
+    ("set-operations", lambda i: (np.setdiff1d(i[0], i[1]), np.union1d(i[0], i[2]),
+                                  np.intersect1d(i[0], i[3]), np.setxor1d(i[1], i[2])),
+     (INTS,)),
+    ("counts-and-selections", lambda i, v: (np.bincount(np.abs(i).ravel()),
+                                            np.compress(v > 0, v), np.extract(v < 0, v),
+                                            np.trim_zeros(np.maximum(v, 0))), (INTS, V)),
+    ("integer-indices", lambda x, v: (v[np.argsort(v)], x[:, np.argmax(x, axis=1)],
+                                      v[np.abs(INTS[0]) % 6]), (M, V)),
+    ("assign-selected", lambda x, v: _assign_selected(v, x[0]), (M, V)),
+]
 
 
-def test_value_dependent_functions_stay_unsupported():
-    with pytest.raises(UnsupportedOperationError, match=r"np\.unique"):
-        numfuse.jit(lambda x: np.unique(x))(M)
+def _assign_selected(v, w):
+    z = v * 2
+    z[w < 0] = w[w < 0] + 1
+    return z
+
+
+@pytest.mark.filterwarnings("ignore:Mean of empty slice", "ignore:invalid value encountered")
+@pytest.mark.parametrize(("name", "fn", "args"), DATA_DEPENDENT_CASES,
+                         ids=[case[0] for case in DATA_DEPENDENT_CASES])
+def test_sizes_that_depend_on_the_values_follow_each_call(name, fn, args):
+    """``x[mask]``, ``np.nonzero``, ``np.unique``... : one compiled function serves every
+    mask, and each call's sizes are the ones numpy gives for its values."""
+    jitted = numfuse.jit(fn)
+    for flip in (1, -1, 0):
+        flipped = tuple(arg * flip if arg.dtype.kind == "f" else arg[::-1] for arg in args)
+        expected = fn(*flipped)
+        actual = jitted(*flipped)
+        assert_same(actual, expected, rtol=1e-12)
+    assert len(jitted.compiled) == 1
+
+
+def test_a_data_dependent_size_of_1_broadcasts_as_in_numpy():
+    """A size found at run time can be 0, 1 or anything: 1 broadcasts against a longer axis
+    (the kernel's core axis does not, so the runtime widens that operand)."""
+    jitted = numfuse.jit(lambda x, y: (x[x > 0] + y, y * x[x > 0][:, None]))
+    for x in (np.array([1.0, -1, -2]), np.array([1.0, 2, 3])):
+        y = np.arange(3.0) + 0.5
+        assert_same(jitted(x, y), (x[x > 0] + y, y * x[x > 0][:, None]))
+    empty = np.array([-1.0, -2, -3])
+    assert_same(numfuse.jit(lambda x: (x[x > 0] * 2 + 1, x[x > 0].sum()))(empty),
+                (empty[:0] * 2 + 1, np.float64(0.0)))
+
+
+def test_data_dependent_sizes_that_do_not_broadcast_raise_numpys_error():
+    x, y = np.array([1.0, 2, -3]), np.arange(3.0)
+    with pytest.raises(ValueError, match=r"could not be broadcast together with shapes \(2,\) "
+                                         r"\(3,\)"):
+        numfuse.jit(lambda x, y: x[x > 0] + y)(x, y)
+    with pytest.raises(ValueError, match="zero-size array"):
+        numfuse.jit(lambda x: x[x > 5].max())(x)
+
+
+def test_sizes_computed_from_a_data_dependent_size_follow_it():
+    """``np.sort(x[mask])[:3]`` is 3 long or shorter: tracing varies the selected size to
+    find such axes, so one compilation serves all (arguments of one signature)."""
+    fns = [lambda x: np.sort(x[x > 0])[:3] * 2, lambda x: (x[x > 0] * 2)[:2].sum(),
+           lambda x: np.diff(x[x > 0]), lambda x: np.concatenate([x[x > 0], x[x < 0]]) + 1]
+    jitted = [numfuse.jit(fn) for fn in fns]
+    for size in (0, 2, 3, 5, 20):
+        x = RNG.standard_normal(size) + 0.3
+        for fn, compiled in zip(fns, jitted, strict=True):
+            assert_same(compiled(x), fn(x))
+    assert [len(compiled.compiled) for compiled in jitted] == [1] * len(fns)
+
+
+def test_a_call_whose_size_does_not_follow_the_arguments_compiles_per_shape():
+    """``x[:3]`` is 3 long for long arguments, shorter for short ones: when a result size
+    disagrees with the traced one the function compiles per shape and runs again."""
+    jitted = numfuse.jit(lambda x: x[:3] * 2)
+    for size in (5, 2, 0, 7):
+        x = np.arange(float(size))
+        assert_same(jitted(x), x[:3] * 2)
+    assert jitted.per_shape
+    fixed = numfuse.compile(lambda x: x[:3] * 2, np.arange(5.0))
+    with pytest.raises(numfuse.CallShapeError, match=r"numfuse\.compile"):
+        fixed(np.arange(2.0))
+
+
+def test_the_supported_functions_are_listed():
+    names = numfuse.supported_functions()
+    assert {"np.sum", "np.unique", "np.where", "np.linalg.solve"} <= set(names)
+    assert names == sorted(names)
+
+
+def test_value_dependent_dtypes_stay_unsupported():
+    with pytest.raises(UnsupportedOperationError, match=r"np\.real_if_close"):
+        numfuse.jit(lambda x: np.real_if_close(x + 0j))(M)
 
 
 def test_unknown_method_names_what_is_supported():

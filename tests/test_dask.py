@@ -340,6 +340,17 @@ def test_unknown_chunk_sizes_raise_a_clear_error(x2d):
                 logp_and_grad(values, 0.25))
 
 
+def test_data_dependent_sizes_inside_the_function(x2d):
+    """``x[mask]`` stays lazy (dask's own); a kernel cannot run on its unknown sizes, which
+    is refused with advice rather than computed."""
+    chunked = da.from_array(x2d[:, 0], chunks=50)
+    column = x2d[:, 0]
+    total = numfuse.jit(lambda x: x[x > 0].sum() * x)(chunked)
+    assert_same(computed(total), column[column > 0].sum() * column, rtol=1e-12)
+    with pytest.raises(UnsupportedOperationError, match="depends on the values"):
+        numfuse.jit(lambda x: x[x > 0] * 2 + 1)(chunked)
+
+
 def test_a_numpy_function_dask_lacks_is_refused_not_computed(x2d):
     fn = numfuse.jit(lambda x: np.sort(x * 2, axis=-1))
     with pytest.raises(UnsupportedOperationError, match="sort"):

@@ -166,8 +166,8 @@ def branches(x):
     return -x
 
 
-def unique(x):
-    return np.unique(x)  # marker
+def unsupported(x):
+    return np.real_if_close(x)  # marker
 
 
 def adds_in_place(x):
@@ -182,9 +182,10 @@ def writes_out(x):
 @pytest.mark.parametrize(("fn", "error", "words"), [
     pytest.param(branches, numfuse.ConcretizationError,
                  ["bool() of a traced value", "if x > 0", "np.where"], id="control-flow"),
-    pytest.param(unique, numfuse.UnsupportedOperationError,
-                 ["np.unique is not supported", "return np.unique(x)",
-                  "outside the jitted function"], id="unsupported-function"),
+    pytest.param(unsupported, numfuse.UnsupportedOperationError,
+                 ["np.real_if_close is not supported", "return np.real_if_close(x)",
+                  "numfuse.supported_functions()", "outside the jitted function"],
+                 id="unsupported-function"),
     pytest.param(adds_in_place, numfuse.UnsupportedOperationError,
                  ["in-place += on an argument", "x += 1", "write `x = x + 1`"],
                  id="in-place-operator"),

@@ -162,16 +162,8 @@ def test_error_leaves_no_compiled_signature_behind():
 # --------------------------------------------------------------------- unsupported operations
 
 
-def uses_unique(x):
-    return np.unique(x)  # marker
-
-
-def uses_histogram(x):
-    return np.trim_zeros(x)  # marker
-
-
-def uses_nonzero(x):
-    return np.nonzero(x)[0] + x  # marker
+def uses_real_if_close(x):
+    return np.real_if_close(x)  # marker
 
 
 def uses_ufunc_at(x):
@@ -210,14 +202,8 @@ def uses_ufunc_where(x):
     return np.add(x, 1, where=x > 0)  # marker
 
 
-def uses_indexing(x):
-    return x[x > 0] + x  # marker
-
-
 UNSUPPORTED_CASES = [
-    (uses_unique, "np.unique", "outside the jitted function"),
-    (uses_histogram, "np.trim_zeros", "outside the jitted function"),
-    (uses_nonzero, "np.nonzero", "outside the jitted function"),
+    (uses_real_if_close, "np.real_if_close", "outside the jitted function"),
     (uses_ufunc_at, "np.add.at", "outside the jitted function"),
     (uses_inplace_add, "+=", "x = x + 1"),
     (uses_inplace_multiply_on_a_view, "in-place", "copy first"),
@@ -235,14 +221,6 @@ def test_unsupported_operation_raises_with_location_and_advice(fn, operation, ad
         numfuse.jit(fn)(X)
     assert isinstance(excinfo.value, numfuse.TracingError)
     assert_error_message(excinfo.value, fn, "# marker", operation, advice)
-
-
-def test_indexing_a_traced_array_raises_a_numfuse_error():
-    """Indexing with a traced mask has a data-dependent shape: a clear error naming the line
-    (static indices such as ``x[0]`` are supported, see test_calls.py)."""
-    with pytest.raises(numfuse.TracingError) as excinfo:
-        numfuse.jit(uses_indexing)(X)
-    assert_error_message(excinfo.value, uses_indexing, "# marker", "x[", "jitted function")
 
 
 def test_unsupported_error_does_not_mutate_caller_array():
