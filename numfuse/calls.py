@@ -81,6 +81,30 @@ class CallOutput:
         return CallOutput, (self.fn, self.index)
 
 
+class PythonComplexOperator:
+    """``fn(left, right)`` for a Python complex ``left`` and a numpy float64 scalar
+    ``right``: numpy float64 subclasses Python float, so Python's own complex arithmetic
+    runs (``1j * np.float64(2)`` is a Python complex, ``1j / np.float64(0)`` raises
+    ``ZeroDivisionError``).  The result comes back as a 0-d array."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[Any, Any], Any]) -> None:
+        self.fn = fn
+
+    def __call__(self, left: Any, right: Any) -> np.ndarray:
+        return np.asarray(self.fn(complex(left), np.float64(right)))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PythonComplexOperator) and self.fn == other.fn
+
+    def __hash__(self) -> int:
+        return hash((PythonComplexOperator, self.fn))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return PythonComplexOperator, (self.fn,)
+
+
 def assigned_copy(array: np.ndarray, key: Any, value: Any) -> np.ndarray:
     """``x[key] = value`` without writing into ``x``: numpy assigns into a copy."""
     result = np.array(array, copy=True, subok=False)

@@ -559,7 +559,8 @@ def _fast_path(program: Program, arity: int) -> Callable[..., Any] | None:
 
 def _returned_as_is(node: Node) -> bool:
     """Arguments and kernel outputs with at least one dimension need no conversion."""
-    return node.kind in (INPUT, NUMPY) or (node.kind == ELEMENTWISE and node.ndim > 0)
+    return node.kind == INPUT or (node.kind == NUMPY and not node.weak) or (
+        node.kind == ELEMENTWISE and node.ndim > 0)
 
 
 # Operations that cast their operands unsafely in numpy (no OverflowError for Python ints).

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import math
 import operator
 import threading
@@ -25,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from . import reductions
-from .calls import TRACED, CallOutput, NumpyCall, assigned_copy
+from .calls import TRACED, CallOutput, NumpyCall, PythonComplexOperator, assigned_copy
 from .dtypes import ArgSpec, check_dtype, weak_python_type
 from .errors import ConcretizationError, SizeDependentError, UnsupportedOperationError
 from .graph import (
@@ -669,9 +670,25 @@ def _fast_power(base: Tracer, exponent: Any) -> Tracer | None:
     return apply_ufunc(ufunc, (base,), {})
 
 
+# Operators a Python complex computes itself when a numpy float64 scalar (a subclass of
+# Python float) is on its right: numpy is never asked.
+_PYTHON_COMPLEX: dict[np.ufunc, Callable[[Any, Any], Any]] = {
+    np.add: operator.add, np.subtract: operator.sub, np.multiply: operator.mul,
+    np.true_divide: operator.truediv, np.power: operator.pow, np.equal: operator.eq,
+    np.not_equal: operator.ne,
+}
+
+
 def _operator(ufunc: np.ufunc, *operands: Any) -> Any:
     """A Python operator: like the ufunc, but Python-scalar-only results stay weak."""
     nodes = [_node(operand) for operand in operands]
+    left, right = nodes[0], nodes[-1]
+    if ufunc in _PYTHON_COMPLEX and left.weak and left.dtype.kind == "c" and \
+            not right.weak and right.scalar and right.ndim == 0 and right.dtype == np.float64:
+        result = record_call(PythonComplexOperator(_PYTHON_COMPLEX[ufunc]),
+                             f"complex.{ufunc.__name__}", operands, {})
+        result.node = dataclasses.replace(result.node, weak=True)
+        return result
     row = BY_UFUNC[ufunc]
     weak = all(node.weak for node in nodes)
     return Tracer(elementwise(row, nodes, weak=weak), owned=True)

@@ -122,6 +122,17 @@ def test_comparison_of_python_int_arguments():
     check(lambda a, b: (a < b, a == b), 1, 2)
 
 
+def test_python_complex_on_the_left_of_a_float64_scalar_is_pythons_arithmetic():
+    """numpy float64 subclasses Python float, so ``1.5j * np.float64(x)`` never reaches
+    numpy: a Python complex (weak afterwards), Python's ``ZeroDivisionError`` (found by the
+    fuzzer)."""
+    check(lambda a, b: (b * np.abs(a), b - a.sum(), b ** np.abs(a), b == np.abs(a),
+                        (b + np.abs(a)) * np.ones(2, np.complex64), 2j * a.sum(),
+                        a.sum() * 2j), np.array([2.0]), 1.5j)
+    with pytest.raises(ZeroDivisionError):
+        numfuse.jit(lambda a, b: b / np.abs(a))(np.array(0.0), 1.5j)
+
+
 def python_sum(a, b):
     return a + b
 
