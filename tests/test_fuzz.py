@@ -2,9 +2,10 @@
 
 A program is a random DAG over the op table (``numfuse.ops.OPS``), Python scalars and the
 non-fusible numpy operations numfuse supports (reductions, reshapes, matmul, indexing,
-concatenation...), on arguments of mixed dtypes and broadcasting shapes filled with edge
-values (NaN, ±inf, -0.0, integer extremes, subnormals, huge and tiny magnitudes) in several
-memory layouts.  Every value the program computes is returned, so nothing is eliminated.
+concatenation, masks and ``unique``, whose sizes depend on the values...), on arguments of
+mixed dtypes and broadcasting shapes filled with edge values (NaN, ±inf, -0.0, integer
+extremes, subnormals, huge and tiny magnitudes) in several memory layouts.  Every value the
+program computes is returned, so nothing is eliminated.
 
 Compared with numpy: the type, dtype and shape of every result; the values bit for bit for
 exact operations, within a few ulp for a transcendental operation applied to exactly
@@ -86,6 +87,11 @@ NUMPY_CALLS: dict[str, Callable[..., Any]] = {
     "stack": lambda x, y: np.stack([x, y]),
     "matmul": lambda x, y: x @ y,
     "sort": lambda x: np.sort(x, axis=-1),
+    # sizes that depend on the values
+    "positive": lambda x: x[x > 0],
+    "masked": lambda x, y: x[y != 0],
+    "nonzero": lambda x: np.nonzero(x)[-1],
+    "unique": lambda x: np.unique(x),
 }
 # Results numpy computes by summing: compared within count * eps * sum(|x|).
 SUMMED = frozenset({"sum", "mean", "cumsum", "matmul", "prod"})
@@ -222,7 +228,7 @@ def _candidate(draw: Any, pool: Sequence[Any]) -> Step:
     if kind == "astype":
         return Step("astype", "astype", (pick(),), (draw(st.sampled_from(DTYPES)),))
     name = draw(st.sampled_from(sorted(NUMPY_CALLS)))
-    if name in ("concatenate", "stack", "matmul"):
+    if name in ("concatenate", "stack", "matmul", "masked"):
         return Step("call", name, (pick(), pick()))
     if name in ("sum", "prod", "max", "min", "mean", "any", "all", "argmax", "cumsum"):
         axis = draw(st.sampled_from([None, 0, -1]))
