@@ -18,14 +18,19 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from . import backend, hooks
 from .codegen import KernelSource, emit, fastmath_flags
-from .dtypes import ArgSpec, as_operand, fast_key, spec_of
-from .errors import CallShapeError, SignatureMismatchError, SizeDependentError
+from .dtypes import ArgSpec, as_operand, fast_key, is_setting, spec_of
+from .errors import (
+    CallShapeError,
+    SignatureMismatchError,
+    SizeDependentError,
+    StaticArgumentError,
+)
 from .graph import Graph, verify
 from .inspection import Explanation, explain
 from .kernel import Kernel
@@ -37,6 +42,7 @@ from .trace import Tracer, trace_graph
 _kernel_cache: dict[str, Any] = {}
 _kernel_lock = threading.Lock()
 _log = logging.getLogger("numfuse")
+_T = TypeVar("_T")
 
 
 def _plan(fn: Callable[..., Any], specs: Sequence[ArgSpec], static: dict[int, Any],
@@ -212,6 +218,8 @@ class Jitted:
                  ) -> None:
         self.fn = fn
         self.static_argnums = tuple(static_argnums)
+        # Scalar arguments found to be used as Python values (x[:n]): static from then on.
+        self.auto_static: frozenset[int] = frozenset()
         self.cache = cache  # False: compiled kernels are not saved to the disk cache
         self.threads = threads  # None: numba's thread count from the main thread, else 1
         self.fastmath = fastmath_flags(fastmath)  # LLVM fast-math flags; none by default
@@ -247,14 +255,14 @@ class Jitted:
         """The ``Compiled`` for these arguments (compiling it if new) and the operands."""
         if kwargs or len(args) != len(self._signature.parameters):
             args = self._bind(args, kwargs)
-        operands = [value if index in self.static_argnums
+        fixed = set(self.static_argnums) | self.auto_static
+        operands = [value if index in fixed or is_setting(value)
                     else as_operand(value, self._describe(index))
                     for index, value in enumerate(args)]
         key = tuple(
-            ("static", type(operands[index]), operands[index]) if index in self.static_argnums
-            else _sized(spec_of(operands[index], f"argument {index}"), operands[index],
-                        self.per_shape)
-            for index in range(len(operands))
+            ("static", type(value), value) if index in fixed or is_setting(value)
+            else _sized(spec_of(value, f"argument {index}"), value, self.per_shape)
+            for index, value in enumerate(operands)
         )
         compiled = self.compiled.get(key)
         if compiled is None:
@@ -266,6 +274,14 @@ class Jitted:
                 self.per_shape = True
                 self._by_key.clear()
                 _log.info("%s reads array sizes: compiling it per shape", _name(self.fn))
+                return self.specialize(*args)
+            except StaticArgumentError as error:
+                if not set(error.arguments) - self.auto_static:
+                    raise
+                self.auto_static |= frozenset(error.arguments)
+                self._by_key.clear()
+                _log.info("%s uses the value of argument(s) %s: compiling per value",
+                          _name(self.fn), ", ".join(map(str, sorted(error.arguments))))
                 return self.specialize(*args)
         return compiled, operands
 
@@ -281,8 +297,10 @@ class Jitted:
             if compiled is None:
                 _log.info("%s", self._compile_reason(key))
                 specs = [part if isinstance(part, ArgSpec) else spec_of(0) for part in key]
-                static = {index: operands[index] for index in self.static_argnums}
-                shapes = [np.shape(value) for value in operands]
+                static = {index: operands[index] for index, part in enumerate(key)
+                          if not isinstance(part, ArgSpec)}
+                shapes = [np.shape(value) if isinstance(part, ArgSpec) else ()
+                          for part, value in zip(key, operands, strict=True)]
                 compiled = Compiled(self._traced, specs, static, shapes, self.cache,
                                     self.threads, fastmath=self.fastmath)
                 self.compiled[key] = compiled
@@ -290,7 +308,7 @@ class Jitted:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not kwargs and len(args) == self._n_params and not self.static_argnums \
-                and not self.per_shape:
+                and not self.auto_static and not self.per_shape:
             key = tuple(map(fast_key, args))
             compiled = self._by_key.get(key)
             try:
@@ -423,9 +441,10 @@ def _example_signature(fn: Any, example_args: Sequence[Any]
                        ) -> tuple[Callable[..., Any], list[ArgSpec], dict[int, Any],
                                   list[tuple[int, ...]]]:
     """The function to trace, the argument signatures and the static arguments."""
-    static_argnums = fn.static_argnums if isinstance(fn, Jitted) else ()
+    static_argnums = {*fn.static_argnums, *fn.auto_static} if isinstance(fn, Jitted) else set()
     function = fn._traced if isinstance(fn, Jitted) else fn
-    static = {index: example_args[index] for index in static_argnums}
+    static = {index: value for index, value in enumerate(example_args)
+              if index in static_argnums or is_setting(value)}
     specs = [spec_of(0) if index in static
              else spec_of(as_operand(value, f"argument {index}"), f"argument {index}")
              for index, value in enumerate(example_args)]
@@ -450,21 +469,36 @@ def compile(fn: Callable[..., Any], *example_args: Any, cache: bool | None = Non
         threads = fn.threads
     if fastmath is None:
         fastmath = fn.fastmath if isinstance(fn, Jitted) else False
-    try:
-        return Compiled(function, specs, static, shapes, cache, threads, fastmath=fastmath)
-    except SizeDependentError:
-        return Compiled(function, _with_sizes(specs, shapes), static, shapes, cache, threads,
-                        fastmath=fastmath)
+    return _retrying(lambda specs, static: Compiled(function, specs, static, shapes, cache,
+                                                    threads, fastmath=fastmath),
+                     specs, static, shapes, example_args)
 
 
 def trace(fn: Callable[..., Any], *example_args: Any) -> Graph:
     """The simplified graph of ``fn`` for ``example_args``, annotated with its kernels."""
     function, specs, static, shapes = _example_signature(fn, example_args)
-    try:
-        plan, _sources = _plan(function, specs, static, shapes)
-    except SizeDependentError:
-        plan, _sources = _plan(function, _with_sizes(specs, shapes), static, shapes)
+    plan, _sources = _retrying(lambda specs, static: _plan(function, specs, static, shapes),
+                               specs, static, shapes, example_args)
     return plan.graph
+
+
+def _retrying(build: Callable[[list[ArgSpec], dict[int, Any]], _T], specs: list[ArgSpec],
+              static: dict[int, Any], shapes: Sequence[tuple[int, ...]],
+              example_args: Sequence[Any]) -> _T:
+    """``build(specs, static)``; again for the exact shapes if the function reads sizes,
+    and with the scalar arguments it uses as Python values made static."""
+    sized = False
+    while True:
+        try:
+            return build(_with_sizes(specs, shapes) if sized else specs, static)
+        except SizeDependentError:
+            if sized:
+                raise
+            sized = True
+        except StaticArgumentError as error:
+            if not set(error.arguments) - set(static):
+                raise
+            static = {**static, **{index: example_args[index] for index in error.arguments}}
 
 
 def _sized(spec: ArgSpec, value: Any, per_shape: bool) -> ArgSpec:

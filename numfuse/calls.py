@@ -81,6 +81,27 @@ class CallOutput:
         return CallOutput, (self.fn, self.index)
 
 
+class PythonNumber:
+    """``fn`` returning a Python number (``np.allclose`` gives a bool), as a 0-d array."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+
+    def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray:
+        return np.asarray(self.fn(*args, **kwargs))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PythonNumber) and self.fn == other.fn
+
+    def __hash__(self) -> int:
+        return hash((PythonNumber, self.fn))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return PythonNumber, (self.fn,)
+
+
 class PythonComplexOperator:
     """``fn(left, right)`` for a Python complex ``left`` and a numpy float64 scalar
     ``right``: numpy float64 subclasses Python float, so Python's own complex arithmetic

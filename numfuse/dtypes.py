@@ -110,6 +110,14 @@ def spec_of(value: Any, what: str = "argument") -> ArgSpec:
     )
 
 
+def is_setting(value: Any) -> bool:
+    """Whether a call argument configures the function rather than being data: ``None``,
+    a Python bool (``copy=True``), a string (``mode="same"``), a dtype or type, a ufunc.
+    Such arguments are passed as concrete values, one compilation per value."""
+    return value is None or value is Ellipsis or isinstance(
+        value, (bool, str, bytes, np.dtype, type, np.ufunc))
+
+
 def fast_key(value: Any) -> Any:
     """A cheap hashable stand-in for ``spec_of(value)`` used by the call path.
 
@@ -122,8 +130,10 @@ def fast_key(value: Any) -> Any:
         if 1 in shape:
             return (value.dtype, tuple(size == 1 for size in shape))
         return (value.dtype, len(shape))
-    if kind is float or kind is int or kind is complex or kind is bool:
+    if kind is float or kind is int or kind is complex:
         return kind
+    if kind is bool:  # a setting: its value selects the compilation
+        return value
     if isinstance(value, np.generic):
         return ("scalar", value.dtype)
     return None

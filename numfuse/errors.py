@@ -43,6 +43,19 @@ class ConcretizationError(TracingError):
     """A traced value was used where Python needs a concrete one (``if``, ``bool``, ``float``)."""
 
 
+class StaticArgumentError(ConcretizationError):
+    """A scalar argument is used where Python needs its value (``x[:n]``, ``range(n)``).
+
+    ``arguments`` are the indices of the scalar arguments the value comes from;
+    ``numfuse.jit`` handles it by passing them as concrete (static) values, compiling once
+    per value.
+    """
+
+    def __init__(self, operation: str, advice: str, arguments: tuple[int, ...]) -> None:
+        super().__init__(operation, advice)
+        self.arguments = arguments
+
+
 class SizeDependentError(ConcretizationError):
     """The function reads array sizes (``x.shape``, ``len(x)``, ``x.size``).
 

@@ -26,9 +26,21 @@ from typing import Any
 import numpy as np
 
 from . import reductions
-from .calls import TRACED, CallOutput, NumpyCall, PythonComplexOperator, assigned_copy
+from .calls import (
+    TRACED,
+    CallOutput,
+    NumpyCall,
+    PythonComplexOperator,
+    PythonNumber,
+    assigned_copy,
+)
 from .dtypes import ArgSpec, check_dtype, weak_python_type
-from .errors import ConcretizationError, SizeDependentError, UnsupportedOperationError
+from .errors import (
+    ConcretizationError,
+    SizeDependentError,
+    StaticArgumentError,
+    UnsupportedOperationError,
+)
 from .graph import (
     CONST,
     ELEMENTWISE,
@@ -254,37 +266,50 @@ class Tracer:
 
     # --- conversions that need a value ---------------------------------------
     def __bool__(self) -> bool:
-        return _concrete("bool() of a traced value (an `if`, `while`, `and`/`or` on arrays)")
+        return _concrete("bool() of a traced value (an `if`, `while`, `and`/`or` on arrays)",
+                         self.node)
 
     def __float__(self) -> float:
-        return _concrete("float() of a traced value")
+        return _concrete("float() of a traced value", self.node)
 
     def __int__(self) -> int:
-        return _concrete("int() of a traced value")
+        return _concrete("int() of a traced value", self.node)
 
     def __index__(self) -> int:
-        return _concrete("using a traced value as an index")
+        return _concrete("using a traced value as an index", self.node)
 
     def __complex__(self) -> complex:
-        return _concrete("complex() of a traced value")
+        return _concrete("complex() of a traced value", self.node)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         operation = "np.asarray()/np.array() of a traced value"
+        arguments = _scalar_arguments(self.node)
+        if arguments:
+            raise StaticArgumentError(operation, _advice_for(operation), arguments)
         raise ConcretizationError(operation, _advice_for(operation) + (
             " Storing a traced value into a numpy array (a[...] = x) converts it too: make "
-            "the array from a traced value instead (np.zeros_like(x), np.empty_like(x))."))
+            "the array from a traced value instead (np.zeros_like(x), np.empty_like(x)); "
+            "indexing a numpy array with a traced value (table[i]) too: use "
+            "np.take(table, i)."))
 
     def __iter__(self) -> Any:
-        return _concrete("iterating over a traced array")
+        """``a, b = x``: one item per index of a first axis whose length is known when
+        tracing (a free length makes ``jit`` compile per shape)."""
+        if not self.node.ndim:
+            return _concrete("iterating over a 0-d traced value", self.node)
+        count = self.node.shape[0]
+        if count is None:
+            count = self._sizes("iterating over a traced array")[0]
+        return iter([self[index] for index in range(count)])
 
     def __hash__(self) -> int:
         return id(self)
 
     def tolist(self) -> Any:
-        return _concrete("x.tolist() of a traced value")
+        return _concrete("x.tolist() of a traced value", self.node)
 
     def item(self) -> Any:
-        return _concrete("x.item() of a traced value")
+        return _concrete("x.item() of a traced value", self.node)
 
     # --- numpy protocols ------------------------------------------------------
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
@@ -528,8 +553,23 @@ class Tracer:
         return round_(self, ndigits or 0)
 
 
-def _concrete(operation: str) -> Any:
+def _concrete(operation: str, node: Node | None = None) -> Any:
+    arguments = _scalar_arguments(node) if node is not None else ()
+    if arguments:
+        raise StaticArgumentError(operation, _advice_for(operation), arguments)
     raise ConcretizationError(operation, _advice_for(operation))
+
+
+def _scalar_arguments(node: Node) -> tuple[int, ...]:
+    """The arguments ``node`` is computed from when they are all scalars (Python or numpy
+    numbers, whose values could be passed as constants), else ``()``."""
+    found = []
+    for item in toposort([node]):
+        if item.kind == INPUT:
+            if item.ndim or not item.scalar:
+                return ()
+            found.append(item.param("index"))
+    return tuple(found)
 
 
 def _inplace(operation: str) -> Any:
@@ -1116,6 +1156,11 @@ def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
         variants = _run_on_data(call, nodes) if fn in DATA_DEPENDENT or masked else []
         if any(_moving_axes(node) for node in nodes):
             variants += _run_resized(call, nodes)
+    if _is_python_number(first):  # np.allclose: a Python bool, weak in later arithmetic
+        tracer = _call_tracer(NumpyCall(PythonNumber(fn), name, static_args, static_kwargs),
+                              nodes, np.asarray(first), np.asarray(second), True)
+        tracer.node = dataclasses.replace(tracer.node, weak=True)
+        return tracer
     fresh = fn in FRESH_CALLS or isinstance(fn, np.ufunc) or (
         fn is operator.getitem and _advanced_index(static_args[1]))
     if isinstance(first, (tuple, list)) and first and len(first) == len(second):
@@ -1132,6 +1177,10 @@ def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
     if not tracer.owned:
         _share(args, tuple(kwargs.values()))
     return tracer
+
+
+def _is_python_number(value: Any) -> bool:
+    return isinstance(value, (bool, int, float, complex)) and not isinstance(value, np.generic)
 
 
 def _call_tracer(call: NumpyCall, nodes: Sequence[Node], first: Any, second: Any,
@@ -1227,7 +1276,10 @@ CALLS: dict[Any, str] = _calls(
     "fft.ifft2", "fft.fftn", "fft.ifftn", "fft.fftshift", "fft.ifftshift", "append",
     "insert", "delete", "resize", "rollaxis", "block", "take_along_axis", "count_nonzero",
     "isin", "ediff1d", "piecewise", "apply_along_axis", "linalg.cholesky",
-    "linalg.eigvalsh", "linalg.matrix_rank", "linalg.cond",
+    "linalg.eigvalsh", "linalg.matrix_rank", "linalg.cond", "argpartition", "lexsort",
+    "sort_complex", "vander", "packbits", "unpackbits", "allclose", "array_equal",
+    "array_equiv", "linalg.tensorsolve", "linalg.multi_dot", "linalg.vector_norm",
+    "linalg.matrix_norm",
     # several results, traced as one call per item
     "meshgrid", "broadcast_arrays", "split", "array_split", "hsplit", "vsplit", "dsplit",
     "gradient", "histogram", "histogram2d", "linalg.eigh", "linalg.qr", "linalg.svd",

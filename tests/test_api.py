@@ -12,6 +12,7 @@ import numfuse
 import numfuse.api
 
 X = np.linspace(-2.0, 3.0, 7)
+M = np.arange(12.0).reshape(3, 4) - 4.5
 
 
 def logp_and_grad(x, mu):
@@ -54,6 +55,42 @@ def test_jit_with_static_argnums_option():
     assert_same(power_sum(X, 3), 1.0 + X + X ** 2.0)
     assert_same(power_sum(X, 2), 1.0 + X)
     assert len(power_sum.compiled) == 2
+
+
+def test_settings_arguments_are_static_values():
+    """``copy=True``, ``axis=None``, ``mode="same"``, a dtype: arguments that configure the
+    function are passed as concrete values, one compilation per value (bools included)."""
+    def configured(x, copy=True, axis=None, mode="same", dtype=np.float64):
+        y = np.copy(x) if copy else x * 1
+        if mode == "same":
+            y = y * 2
+        return y.sum(axis=axis).astype(dtype)
+
+    jitted = numfuse.jit(configured)
+    for args in ((), (False,), (True, 0), (True, None, "other", np.float32)):
+        assert_same(jitted(M, *args), configured(M, *args))
+    flag = numfuse.jit(lambda x, negate: -x if negate else x)
+    assert_same(flag(X, True), -X)
+    assert_same(flag(X, False), X)  # the fast path keys on the bool's value
+    assert_same(flag(X, True), -X)
+    compiled = numfuse.compile(configured, M, False, 1)
+    assert_same(compiled(M, False, 1), configured(M, False, 1))
+
+
+def test_scalar_arguments_used_as_python_values_become_static():
+    """``x[:n]``, ``range(n)``, ``np.arange(n)``: the int's value is needed, so the function
+    compiles once per value of ``n``; other scalars stay traced."""
+    def head(x, n, scale):
+        return x[:n] * scale + sum(range(n))
+
+    jitted = numfuse.jit(head)
+    for n, scale in ((3, 2.0), (5, 2.0), (3, 7.5)):
+        assert_same(jitted(X, n, scale), head(X, n, scale))
+    assert jitted.auto_static == {1}
+    assert len(jitted.compiled) == 2  # per n, not per scale
+    assert_same(numfuse.compile(head, X, 4, 1.5)(X, 4, 3.0), head(X, 4, 3.0))
+    with pytest.raises(numfuse.ConcretizationError, match="bool"):
+        numfuse.jit(lambda x: x if x.sum() > 0 else -x)(X)
 
 
 # ------------------------------------------------------------------------- recompilation
@@ -153,9 +190,7 @@ def test_python_scalar_arguments_are_weak(fn, a, b):
 @pytest.mark.parametrize(("a", "b"), [
     pytest.param(I8, True, id="int8+bool"),
     pytest.param(F32, False, id="float32+bool"),
-    pytest.param(True, True, id="bool+bool", marks=pytest.mark.xfail(
-        strict=True, reason="arithmetic among Python scalar arguments follows numpy scalar "
-        "rules, not Python's (README: limits)")),
+    pytest.param(True, True, id="bool+bool"),  # static values: Python's own True + True
 ])
 def test_python_bool_arguments(a, b):
     check(add, a, b)
@@ -272,6 +307,8 @@ def test_unsupported_argument_dtype_names_the_argument():
 
 def test_non_numeric_argument_raises_type_error():
     with pytest.raises(TypeError, match="argument 0"):
+        numfuse.jit(lambda x: x + 1)({"not": "an array"})
+    with pytest.raises(TypeError, match="can only concatenate str"):  # a setting, as Python
         numfuse.jit(lambda x: x + 1)("text")
 
 

@@ -75,6 +75,14 @@ CASES = [
     ("static-queries", lambda x, i: x * np.ndim(x) + np.iscomplexobj(x) + np.isrealobj(i)
      + np.zeros(np.shape(x), np.result_type(x, i, 1.0)) + x.itemsize, (M, INTS)),
     ("view", lambda x: x.view(np.int64) & 0xFF, (M,)),
+    ("python-bool-results", lambda x: (np.allclose(x, x + 1e-12), np.array_equal(x, x[::-1]),
+                                       np.array_equiv(x, x[:1]), x * np.allclose(x, x)), (M,)),
+    ("orderings-and-bits", lambda v, i: (np.argpartition(v, 2)[:2].sum(), np.lexsort((v, -v)),
+                                         np.vander(v, 3), np.sort_complex(v),
+                                         np.unpackbits(i.astype(np.uint8), axis=1),
+                                         np.packbits(i > 0, axis=-1)), (V, INTS)),
+    ("linalg-more", lambda s, v: (np.linalg.multi_dot([s, s, s]), np.linalg.vector_norm(v),
+                                  np.linalg.matrix_norm(s)), (SPD, V)),
 ]
 
 

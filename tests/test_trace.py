@@ -93,7 +93,7 @@ def uses_size(x):
 
 
 def uses_iteration(x):
-    return sum(x)  # marker
+    return sum(x.sum())  # marker
 
 
 def uses_item(x):
@@ -121,6 +121,17 @@ CONCRETIZATION_CASES = [
     (uses_tolist, "tolist()", "static"),
     (uses_complex, "complex()", "static"),
 ]
+
+
+def test_iterating_over_an_axis_gives_its_items():
+    """``a, b = np.percentile(x, [5, 95])`` and ``sum(rows)``: a first axis of known length
+    unpacks; a free one makes the function compile per shape."""
+    def spread(x):
+        low, high = np.percentile(x, [5, 95])
+        return np.clip(x, low, high), sum(x), [row * 2 for row in x[:2]]
+
+    matrix = np.arange(12.0).reshape(4, 3)
+    assert_same(numfuse.jit(spread)(matrix), spread(matrix))
 
 
 @pytest.mark.parametrize(("fn", "operation", "advice"), CONCRETIZATION_CASES,
