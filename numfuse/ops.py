@@ -252,3 +252,17 @@ def template_for(op: OpDef, loop: Sequence[np.dtype]) -> str | None:
         .replace("{bits}", str(first.itemsize * 8)) \
         .replace("{min}", str(info.min if info is not None else 0)) \
         .replace("{recip_min}", str(info.min if info is not None and first.itemsize >= 4 else 0))
+
+
+def evaluate(op_name: str, dtype: np.dtype, values: Sequence[Any]) -> Any:
+    """An elementwise operation on concrete values, computed by its numpy reference and
+    given the node's dtype (a numpy scalar for 0-d results)."""
+    op = OPS[op_name]
+    with np.errstate(all="ignore"):
+        if op_name == "astype":
+            return np.asarray(values[0]).astype(dtype)[()]
+        if op_name == "sqrt" and len(values) == 2:  # power rewritten to sqrt
+            values = values[:1]
+        result = op.reference(*values)
+    return np.asarray(result, dtype=dtype)[()]
+

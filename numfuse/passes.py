@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .graph import CONST, ELEMENTWISE, INPUT, Const, Graph, Node
-from .ops import OPS
+from .ops import evaluate
 
 Rewrite = Callable[[Node, tuple[Node, ...]], Node]
 
@@ -34,18 +34,6 @@ def _with_inputs(node: Node, inputs: tuple[Node, ...]) -> Node:
                 node.weak, node.scalar)
 
 
-def evaluate(node: Node, values: list[object]) -> object:
-    """Compute an elementwise node on concrete values with its numpy reference."""
-    op = OPS[node.op]
-    with np.errstate(all="ignore"):
-        if node.op == "astype":
-            return np.asarray(values[0]).astype(node.dtype)[()]
-        if node.op == "sqrt" and len(values) == 2:  # power rewritten to sqrt
-            values = values[:1]
-        result = op.reference(*values)
-    return np.asarray(result, dtype=node.dtype)[()]
-
-
 def fold_constants(graph: Graph) -> Graph:
     def rule(node: Node, inputs: tuple[Node, ...]) -> Node:
         node = _with_inputs(node, inputs)
@@ -53,7 +41,8 @@ def fold_constants(graph: Graph) -> Graph:
             source.kind == CONST and source.ndim == 0 for source in node.inputs
         ):
             return node
-        value = evaluate(node, [source.param("value").value for source in node.inputs])
+        value = evaluate(node.op, node.dtype,
+                         [source.param("value").value for source in node.inputs])
         if node.weak:
             value = np.asarray(value).item()
         return Node("const", CONST, (), node.dtype, (), (("value", Const(value)),),

@@ -16,8 +16,10 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import inspect
 import math
 import operator
+import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -55,7 +57,7 @@ from .graph import (
     toposort,
     tree_flatten,
 )
-from .ops import BY_UFUNC, MULTI_OUTPUT, OPS, DtypeOrWeak, OpDef, template_for
+from .ops import BY_UFUNC, MULTI_OUTPUT, OPS, DtypeOrWeak, OpDef, evaluate, template_for
 
 _COMPARISONS = frozenset({"equal", "not_equal", "less", "less_equal", "greater",
                           "greater_equal"})
@@ -179,6 +181,15 @@ def elementwise(op: OpDef, operands: Sequence[Node], *, out_dtype: Any = None,
             "(e.g. .astype(np.float64)) or compute this part outside the jitted function.",
         )
     shape = broadcast_shapes(*(node.shape for node in operands))
+    if operands and out_dtype is None and all(node.kind == CONST for node in operands):
+        # constants only (np.arange(5) * 2): numpy's value now, as it would compute it
+        value = evaluate(op.name, out, [node.param("value").value for node in operands])
+        if weak:
+            value = np.asarray(value).item()
+        elif not scalar or shape:
+            value = np.asarray(value)
+        return Node("const", CONST, (), out, np.shape(value), (("value", Const(value)),),
+                    weak=weak, scalar=scalar)
     params = (("loop", tuple(loop_in)),)
     return Node(op.name, ELEMENTWISE, tuple(operands), out, shape, params,
                 weak=weak, scalar=scalar)
@@ -267,21 +278,23 @@ class Tracer:
     # --- conversions that need a value ---------------------------------------
     def __bool__(self) -> bool:
         return _concrete("bool() of a traced value (an `if`, `while`, `and`/`or` on arrays)",
-                         self.node)
+                         self.node, bool)
 
     def __float__(self) -> float:
-        return _concrete("float() of a traced value", self.node)
+        return _concrete("float() of a traced value", self.node, float)
 
     def __int__(self) -> int:
-        return _concrete("int() of a traced value", self.node)
+        return _concrete("int() of a traced value", self.node, int)
 
     def __index__(self) -> int:
-        return _concrete("using a traced value as an index", self.node)
+        return _concrete("using a traced value as an index", self.node, operator.index)
 
     def __complex__(self) -> complex:
-        return _concrete("complex() of a traced value", self.node)
+        return _concrete("complex() of a traced value", self.node, complex)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        if self.node.kind == CONST:  # a constant made in the function (np.eye(3))
+            return np.array(self.node.param("value").value, dtype=dtype, copy=copy is not False)
         operation = "np.asarray()/np.array() of a traced value"
         arguments = _scalar_arguments(self.node)
         if arguments:
@@ -306,13 +319,16 @@ class Tracer:
         return id(self)
 
     def tolist(self) -> Any:
-        return _concrete("x.tolist() of a traced value", self.node)
+        return _concrete("x.tolist() of a traced value", self.node, lambda value: value.tolist())
 
     def item(self) -> Any:
-        return _concrete("x.item() of a traced value", self.node)
+        return _concrete("x.item() of a traced value", self.node, lambda value: value.item())
 
     # --- numpy protocols ------------------------------------------------------
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        if _constants_only(inputs, kwargs):
+            return _eager(getattr(ufunc, method) if method != "__call__" else ufunc, inputs,
+                          kwargs)
         if method in ("reduce", "accumulate", "reduceat", "outer"):
             return record_call(getattr(ufunc, method), f"{ufunc.__name__}.{method}",
                                inputs, kwargs)
@@ -327,6 +343,8 @@ class Tracer:
         return apply_ufunc(ufunc, inputs, kwargs)
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        if _constants_only(args, kwargs):
+            return _eager(func, args, kwargs)
         handler = FUNCTIONS.get(func)
         if handler is None and (func in CALLS or func in DATA_DEPENDENT):
             return record_call(func, CALLS.get(func) or DATA_DEPENDENT[func], args, kwargs)
@@ -455,6 +473,9 @@ class Tracer:
                             "assignment")
         if not self.owned:
             _inplace("item assignment (x[...] = v)")
+        if _constants_only((self, key, value), {}):
+            _eager(operator.setitem, (self, key, value), {})
+            return
         self.node = assign_item(self.node, key, value)
 
     def __getitem__(self, key: Any) -> Any:
@@ -486,6 +507,8 @@ class Tracer:
         return _copy(record_call(np.ravel, "ravel", (self,), {"order": order}))
 
     def sort(self, *args: Any, **kwargs: Any) -> Any:
+        if self.node.kind == CONST and self.owned:
+            return _eager(np.ndarray.sort, (self, *args), kwargs)
         return _inplace("x.sort()")
 
     @property
@@ -506,6 +529,12 @@ class Tracer:
 
     def __getattr__(self, name: str) -> Any:
         function = METHODS.get(name)
+        if self.node.kind == CONST and not name.startswith("__") and \
+                hasattr(np.ndarray, name):  # a constant has every ndarray attribute
+            attribute = getattr(np.ndarray, name)
+            if not callable(attribute):
+                return getattr(self.node.param("value").value, name)
+            return lambda *args, **kwargs: _eager(attribute, (self, *args), kwargs)
         if function is None or name.startswith("__"):
             raise AttributeError(
                 f"traced arrays have no attribute {name!r}; numfuse supports the array "
@@ -553,7 +582,12 @@ class Tracer:
         return round_(self, ndigits or 0)
 
 
-def _concrete(operation: str, node: Node | None = None) -> Any:
+def _concrete(operation: str, node: Node | None = None,
+              convert: Callable[[Any], Any] | None = None) -> Any:
+    """``convert`` of a constant's value; for anything else a ``ConcretizationError`` (a
+    ``StaticArgumentError`` naming the scalar arguments the value comes from, if any)."""
+    if node is not None and node.kind == CONST and convert is not None:
+        return convert(np.asarray(node.param("value").value))
     arguments = _scalar_arguments(node) if node is not None else ()
     if arguments:
         raise StaticArgumentError(operation, _advice_for(operation), arguments)
@@ -721,6 +755,8 @@ _PYTHON_COMPLEX: dict[np.ufunc, Callable[[Any, Any], Any]] = {
 
 def _operator(ufunc: np.ufunc, *operands: Any) -> Any:
     """A Python operator: like the ufunc, but Python-scalar-only results stay weak."""
+    if _constants_only(operands, {}):
+        return _eager(ufunc, operands, {})
     nodes = [_node(operand) for operand in operands]
     left, right = nodes[0], nodes[-1]
     if ufunc in _PYTHON_COMPLEX and left.weak and left.dtype.kind == "c" and \
@@ -1144,6 +1180,8 @@ def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
             f"np.{name}(..., out=...) inside a traced function",
             "numfuse allocates results itself; return the value instead of writing into out=.",
         )
+    if nodes and all(node.kind == CONST for node in nodes):
+        return _eager(fn, args, kwargs)
     call = NumpyCall(fn, name, static_args, static_kwargs)
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -1349,10 +1387,12 @@ def trace_graph(fn: Callable[..., Any], specs: Sequence[ArgSpec],
                         for node, shape in zip(inputs, shapes, strict=True)
                         if len(shape) == node.ndim)
     token = _examples.set(examples)
+    user = _user_globals.set(getattr(inspect.unwrap(fn), "__globals__", None))
     try:
         with np.errstate(all="ignore"), _converting_tracers():
             result = fn(*arguments)
     finally:
+        _user_globals.reset(user)
         _examples.reset(token)
     leaves, treedef = tree_flatten(result)
     outputs = tuple(leaf.node if isinstance(leaf, Tracer) else _leaf_const(leaf)
@@ -1372,8 +1412,18 @@ def trace_graph(fn: Callable[..., Any], specs: Sequence[ArgSpec],
 
 _CONVERSIONS = {name: getattr(np, name) for name in (
     "array", "asarray", "asanyarray", "ascontiguousarray", "asfortranarray")}
+# Array creation: in the traced function's own code these give constants that behave as
+# traced values (owned, so they may be written; indexable by traced values); np.empty gives
+# zeros so that a constant never holds arbitrary bytes.
+_CREATIONS = {name: getattr(np, name) for name in (
+    "zeros", "ones", "empty", "full", "eye", "identity", "arange", "linspace", "logspace",
+    "geomspace", "tri", "zeros_like", "ones_like", "empty_like", "full_like")}
+_WRAPPED = {**_CONVERSIONS, **_CREATIONS}
 _conversion_lock = threading.Lock()
 _conversion_depth = 0
+# The globals of the function being traced: calls from its module's code make constants.
+_user_globals: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+    "numfuse_user_globals", default=None)
 
 
 @contextlib.contextmanager
@@ -1383,6 +1433,8 @@ def _converting_tracers() -> Iterator[None]:
         if _conversion_depth == 0:
             for name, original in _CONVERSIONS.items():
                 setattr(np, name, _converter(name, original))
+            for name, original in _CREATIONS.items():
+                setattr(np, name, _creator(name, original))
         _conversion_depth += 1
     try:
         yield
@@ -1390,7 +1442,7 @@ def _converting_tracers() -> Iterator[None]:
         with _conversion_lock:
             _conversion_depth -= 1
             if _conversion_depth == 0:
-                for name, original in _CONVERSIONS.items():
+                for name, original in _WRAPPED.items():
                     setattr(np, name, original)
 
 
@@ -1400,12 +1452,104 @@ def _converter(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         if isinstance(obj, Tracer):
             return _as_array(name, original, obj, args[1:], kwargs)
         if isinstance(obj, (tuple, list)) and _has_tracer(obj):  # np.array([x, y])
+            if _constants_only(args, kwargs):
+                return _eager(original, args, kwargs)
             return record_call(original, name, args, kwargs)
-        return original(*args, **kwargs)
+        result = original(*args, **kwargs)
+        return _wrapped(result, []) if _from_user_code() else result
 
     convert.__wrapped__ = original  # type: ignore[attr-defined]
     convert.__doc__ = original.__doc__
     return convert
+
+
+def _creator(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    zeros: Callable[..., Any] = _CREATIONS.get(
+        {"empty": "zeros", "empty_like": "zeros_like"}.get(name, name), original)
+
+    def create(*args: Any, **kwargs: Any) -> Any:
+        if name in ("full", "full_like") and _has_tracer((args, tuple(kwargs.values()))):
+            if _constants_only(args, kwargs):
+                return _eager(original, args, kwargs)
+            return record_call(original, name, args, kwargs)  # a traced fill value
+        if not _from_user_code():
+            return original(*args, **kwargs)
+        return _wrapped(zeros(*args, **kwargs), [])
+
+    create.__wrapped__ = original  # type: ignore[attr-defined]
+    create.__doc__ = original.__doc__
+    return create
+
+
+def _from_user_code() -> bool:
+    """Whether the numpy function being wrapped was called by the traced function's module
+    (not by numpy or numfuse internals, nor by another thread)."""
+    user = _user_globals.get()
+    return user is not None and sys._getframe(2).f_globals is user
+
+
+def _tracers_in(item: Any) -> Iterator[Tracer]:
+    if isinstance(item, Tracer):
+        yield item
+    elif isinstance(item, (tuple, list)):
+        for part in item:
+            yield from _tracers_in(part)
+    elif isinstance(item, dict):
+        for part in item.values():
+            yield from _tracers_in(part)
+
+
+def _constants_only(args: Any, kwargs: dict[str, Any]) -> bool:
+    """Whether the traced values among ``args`` and ``kwargs`` are all constants."""
+    found = [*_tracers_in(args), *_tracers_in(kwargs)]
+    return bool(found) and all(tracer.node.kind == CONST for tracer in found)
+
+
+def _eager(fn: Callable[..., Any], args: Any, kwargs: dict[str, Any]) -> Any:
+    """``fn`` on the values of constants, computed by numpy now as it would be without
+    numfuse; a write into a constant (``a[0] = 1``, ``np.add.at(a, i, 1)``, ``a.fill(0)``)
+    gives it the written value."""
+    copies: list[tuple[Tracer, np.ndarray]] = []
+
+    def unwrap(item: Any) -> Any:
+        if isinstance(item, Tracer):
+            value = item.node.param("value").value
+            if not isinstance(value, np.ndarray):
+                return value
+            copies.append((item, value.copy()))
+            return copies[-1][1]
+        if isinstance(item, list) or (isinstance(item, tuple) and not hasattr(item, "_fields")):
+            return type(item)(unwrap(part) for part in item)
+        return item
+
+    result = fn(*unwrap(tuple(args)), **{key: unwrap(value) for key, value in kwargs.items()})
+    for tracer, copy in copies:
+        if copy.tobytes() != tracer.node.param("value").value.tobytes():
+            if not tracer.owned:
+                _inplace("writing into a constant a view was taken of")
+            tracer.node = const_node(copy)
+    return _wrapped(result, copies)
+
+
+def _wrapped(value: Any, copies: Sequence[tuple[Tracer, np.ndarray]]) -> Any:
+    """numpy arrays in ``value`` as constant tracers (the tracer itself for an array written
+    in place); a view of a constant makes both unwritable, as a write would have to reach
+    the other."""
+    for tracer, copy in copies:
+        if value is copy:
+            return tracer
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind not in "biufc" or value.dtype == np.float16:
+            return value
+        shared = [tracer for tracer, copy in copies if np.may_share_memory(value, copy)]
+        for tracer in shared:
+            tracer.owned = False
+        return Tracer(const_node(value), owned=not shared)
+    if isinstance(value, list) or (isinstance(value, tuple) and not hasattr(value, "_fields")):
+        return type(value)(_wrapped(part, copies) for part in value)
+    if isinstance(value, tuple):
+        return type(value)(*(_wrapped(part, copies) for part in value))
+    return value
 
 
 def _as_array(name: str, original: Callable[..., Any], value: Tracer, args: tuple[Any, ...],

@@ -198,10 +198,12 @@ def uses_item_assignment(x):
     return x
 
 
+BUFFER = np.empty(5)
+
+
 def uses_out_array(x):
-    buffer = np.empty(5)
-    np.add(x, 1, out=buffer)  # marker
-    return buffer
+    np.add(x, 1, out=BUFFER)  # marker
+    return BUFFER
 
 
 def uses_out_argument(x):
@@ -232,6 +234,49 @@ def test_unsupported_operation_raises_with_location_and_advice(fn, operation, ad
         numfuse.jit(fn)(X)
     assert isinstance(excinfo.value, numfuse.TracingError)
     assert_error_message(excinfo.value, fn, "# marker", operation, advice)
+
+
+def _scatter_counts(i):
+    counts = np.zeros(5)
+    np.add.at(counts, [0, 0, 1], 1.0)
+    one_hot = np.zeros((i.size, 5))
+    one_hot[np.arange(i.size), i % 5] = 1
+    return counts, one_hot, np.eye(5)[i % 5]
+
+
+def _fill_by_mask(x):
+    out = np.empty(x.shape)
+    out[x > 0] = np.sqrt(x[x > 0])
+    out[x <= 0] = 0
+    total = np.zeros(len(x))
+    total += x
+    table = np.array([1.0, 2.0, 4.0])
+    steps = np.arange(3)
+    scale = sum(x[:1] * k for k in steps) + float(steps.sum()) + len(steps)
+    order = np.linspace(1, 0, 3)
+    order.sort()
+    return out, total, table[np.argmax(x) % 3] * x, scale, order, steps.tolist()
+
+
+@pytest.mark.parametrize("fn", [_scatter_counts, _fill_by_mask])
+def test_arrays_made_in_the_function_behave_as_numpys(fn):
+    """``np.zeros``, ``np.eye``, ``np.array([...])``, ``np.arange``... made in the traced
+    function are constants that can be written (``+=``, ``a[key] = v``, ``np.add.at``,
+    ``.sort()``), indexed by traced values and used as Python values (``len``, ``for``,
+    ``float``, ``tolist``)."""
+    argument = np.arange(-3.0, 4.0) if fn is _fill_by_mask else np.arange(7)
+    assert_same(numfuse.jit(fn)(argument), fn(argument))
+
+
+def test_a_view_of_a_constant_keeps_it_unwritable():
+    def writes_after_view(x):
+        a = np.ones(3)
+        view = a[1:]
+        a += x  # marker
+        return view
+
+    with pytest.raises(numfuse.UnsupportedOperationError, match="in-place"):
+        numfuse.jit(writes_after_view)(np.ones(3))
 
 
 def test_unsupported_error_does_not_mutate_caller_array():
@@ -779,16 +824,25 @@ def test_item_assignment_on_a_numpy_scalar_raises_numpys_type_error():
 
 
 def _assigns_into_numpy_array(x):
-    a = np.empty(5)
+    a = BUFFER.copy()  # a numpy array, not made by a creation function
     a[:] = x  # marker
     return a
 
 
 def test_assigning_a_traced_value_into_a_numpy_array_says_what_to_do():
     with pytest.raises(numfuse.ConcretizationError) as excinfo:
-        numfuse.jit(_assigns_into_numpy_array)(X)
+        numfuse.jit(_assigns_into_numpy_array)(X[:5])
     assert_error_message(excinfo.value, _assigns_into_numpy_array, "# marker", "np.asarray",
                          "np.zeros_like(x)")
+
+
+def test_assigning_a_traced_value_into_an_array_made_in_the_function():
+    def assigns(x):
+        a = np.empty(5)
+        a[:] = x
+        return a
+
+    assert_same(numfuse.jit(assigns)(X[:5]), X[:5].copy())
 
 
 # ------------------------------------------------------------ ufuncs without kernel code
