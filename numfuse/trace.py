@@ -1182,6 +1182,13 @@ def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
         )
     if nodes and all(node.kind == CONST for node in nodes):
         return _eager(fn, args, kwargs)
+    if not isinstance(fn, (np.ufunc, PythonComplexOperator)) and fn not in _SCALAR_DATA:
+        # a scalar argument as axis=, n=, q=...: the value may decide the result's shape
+        arguments = sorted({index for node in nodes for index in _scalar_arguments(node)})
+        if arguments:
+            raise StaticArgumentError(f"np.{name} with a scalar argument",
+                                      _advice_for(f"np.{name} with a scalar argument"),
+                                      tuple(arguments))
     call = NumpyCall(fn, name, static_args, static_kwargs)
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -1219,6 +1226,10 @@ def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
 
 def _is_python_number(value: Any) -> bool:
     return isinstance(value, (bool, int, float, complex)) and not isinstance(value, np.generic)
+
+
+# Calls that take a traced scalar as data (an index, a fill value), not as a parameter.
+_SCALAR_DATA = frozenset({operator.getitem, np.full, np.full_like})
 
 
 def _call_tracer(call: NumpyCall, nodes: Sequence[Node], first: Any, second: Any,

@@ -93,6 +93,22 @@ def test_scalar_arguments_used_as_python_values_become_static():
         numfuse.jit(lambda x: x if x.sum() > 0 else -x)(X)
 
 
+def test_scalar_arguments_given_to_numpy_functions_are_static_unless_data():
+    """``axis=``, ``n=``, ``q=`` may decide a result's shape: a scalar argument passed to a
+    numpy function is static; as an index or a fill value it stays traced."""
+    def centred(x, axis=-1, n=1):
+        return x - x.mean(axis=axis, keepdims=True), np.diff(x, n=n, axis=axis)
+
+    jitted = numfuse.jit(centred)
+    for args in ((), (0,), (0, 2), (1, 2)):
+        assert_same(jitted(M, *args), centred(M, *args))
+    assert jitted.auto_static == {1, 2}
+    pick = numfuse.jit(lambda x, row, fill: (x[row], np.full(2, fill)))
+    for row, fill in ((0, 1.5), (2, -3.0)):
+        assert_same(pick(M, row, fill), (M[row], np.full(2, fill)))
+    assert not pick.auto_static and len(pick.compiled) == 1
+
+
 # ------------------------------------------------------------------------- recompilation
 
 
