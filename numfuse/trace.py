@@ -1087,8 +1087,10 @@ def _filled(node: Node, fill: str, seed: int) -> Any:
     """A stand-in for ``node`` holding ``fill`` data: ``ones``, ``distinct`` values (none
     shared with another operand) or seeded ``random`` values (small integers, normal
     floats, a mix of True and False)."""
-    if node.kind == CONST or node.weak:
+    if node.kind == CONST:
         return _probe(node, 1, varied=False)
+    if node.weak:  # a Python number: 1 or 0 (True or False as a mask)
+        return node.dtype.type(fill == "ones").item()
     shape = _example_shape(node)
     if fill == "ones":
         return np.ones(shape, node.dtype)

@@ -173,6 +173,15 @@ def test_a_data_dependent_size_of_1_broadcasts_as_in_numpy():
                 (empty[:0] * 2 + 1, np.float64(0.0)))
 
 
+def test_a_0_d_mask_from_a_python_number_adds_an_axis_of_0_or_1():
+    """``x[y != 0]`` with a Python number ``y``: the mask is True or False, so the new
+    axis is 1 or 0 (found by the fuzzer)."""
+    jitted = numfuse.jit(lambda x, y: x[y != 0])
+    for y in (0.0, 1.0, 0.0):
+        for x in (np.array([]), np.arange(3.0)):
+            assert_same(jitted(x, y), x[y != 0])
+
+
 def test_data_dependent_sizes_that_do_not_broadcast_raise_numpys_error():
     x, y = np.array([1.0, 2, -3]), np.arange(3.0)
     with pytest.raises(ValueError, match=r"could not be broadcast together with shapes \(2,\) "
