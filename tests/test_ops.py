@@ -404,3 +404,13 @@ def test_spacing_of_float32_next_to_float64_work_compiles():
     fuzzer: its NaN branch returned a float64)."""
     check(lambda a, b: (a % b, np.spacing(b), np.spacing(b * np.float32(np.inf))),
           2.5, np.float32(0.0))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_ties_of_signed_zeros_return_the_second_operand(dtype):
+    """maximum/minimum of +0.0 and -0.0 give the second operand as numpy's loops do; so do
+    fmax/fmin, as numpy's SIMD loop does for 8 or more elements (README, limits; found by
+    the fuzzer)."""
+    negative, positive = np.full(16, -0.0, dtype), np.zeros(16, dtype)
+    for fn in (np.maximum, np.minimum, np.fmax, np.fmin):
+        check(lambda a, b, fn=fn: (fn(a, b), fn(b, a)), negative, positive)
