@@ -1108,7 +1108,7 @@ def _filled(node: Node, fill: str, seed: int) -> Any:
 
 def _run_on_data(call: NumpyCall, nodes: Sequence[Node]) -> list[Any]:
     """What ``call`` returns on stand-ins holding other data than the zero probes (all
-    ones; random values, different for each operand): its sizes may depend on them."""
+    ones, distinct values, random values): its sizes may depend on them."""
     results = []
     for fill in ("ones", "distinct", "random"):
         try:
