@@ -133,6 +133,13 @@ def assigned_copy(array: np.ndarray, key: Any, value: Any) -> np.ndarray:
     return result
 
 
+def applied_at(ufunc: np.ufunc, array: np.ndarray, *operands: Any) -> np.ndarray:
+    """``ufunc.at(x, indices[, values])`` without writing into ``x``: into a copy."""
+    result = np.array(array, copy=True, subok=False)
+    ufunc.at(result, *operands)
+    return result
+
+
 def _fill(item: Any, supply: Any) -> Any:
     if item is TRACED:
         return next(supply)

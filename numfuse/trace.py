@@ -22,6 +22,7 @@ import operator
 import sys
 import threading
 import warnings
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -34,6 +35,7 @@ from .calls import (
     NumpyCall,
     PythonComplexOperator,
     PythonNumber,
+    applied_at,
     assigned_copy,
 )
 from .dtypes import ArgSpec, check_dtype, weak_python_type
@@ -229,13 +231,22 @@ class Tracer:
     """A traced value: records every operation applied to it into the graph."""
 
     __array_priority__ = 1000
-    __slots__ = ("node", "owned")
+    __slots__ = ("__weakref__", "bases", "node", "owned", "views")
 
     def __init__(self, node: Node, owned: bool = False) -> None:
         self.node = node
-        # True while this tracer stands for an array no other Python value can see: a
-        # fresh result that no view was taken of.  Only such arrays may be written in place.
+        # True when this tracer stands for a fresh array (not an argument, not a view).
+        # It may be written in place while no view of it is alive (``writable``).
         self.owned = owned
+        self.views: list[weakref.ref[Tracer]] = []  # values that may share its memory
+        self.bases: tuple[Tracer, ...] = ()  # the arrays whose memory this one may share
+
+    @property
+    def writable(self) -> bool:
+        """Whether a write into this array is numpy's write: it is fresh and no value
+        that may share its memory is still alive (a temporary view, as in
+        ``y[1:] = y[1:] - y[:-1]``, is gone by the time of the write)."""
+        return self.owned and all(view() is None for view in self.views)
 
     # --- static facts --------------------------------------------------------
     @property
@@ -332,6 +343,9 @@ class Tracer:
         if method in ("reduce", "accumulate", "reduceat", "outer"):
             return record_call(getattr(ufunc, method), f"{ufunc.__name__}.{method}",
                                inputs, kwargs)
+        if method == "at" and isinstance(self, Tracer) and inputs and inputs[0] is self:
+            self._write_at(ufunc, inputs[1:])
+            return None
         if method != "__call__":
             raise UnsupportedOperationError(
                 f"np.{ufunc.__name__}.{method}",
@@ -471,12 +485,22 @@ class Tracer:
         if _immutable(self.node):
             raise TypeError(f"'{_scalar_type_name(self.node)}' object does not support item "
                             "assignment")
-        if not self.owned:
+        if not self.writable:
             _inplace("item assignment (x[...] = v)")
         if _constants_only((self, key, value), {}):
             _eager(operator.setitem, (self, key, value), {})
             return
         self.node = assign_item(self.node, key, value)
+
+    def _write_at(self, ufunc: np.ufunc, operands: Sequence[Any]) -> None:
+        """``ufunc.at(self, indices[, values])``: numpy applies it to a copy at run time."""
+        if not self.writable:
+            _inplace(f"np.{ufunc.__name__}.at")
+        nodes = [self.node]
+        static = (ufunc, TRACED, *(_strip(item, nodes) for item in operands))
+        call = NumpyCall(applied_at, f"{ufunc.__name__}.at", static, {})
+        self.node = Node(f"{ufunc.__name__}.at", NUMPY, tuple(nodes), self.node.dtype,
+                         self.node.shape, (("call", call),), scalar=False)
 
     def __getitem__(self, key: Any) -> Any:
         return record_call(operator.getitem, "getitem", (self, key), {})
@@ -507,7 +531,7 @@ class Tracer:
         return _copy(record_call(np.ravel, "ravel", (self,), {"order": order}))
 
     def sort(self, *args: Any, **kwargs: Any) -> Any:
-        if self.node.kind == CONST and self.owned:
+        if self.node.kind == CONST and self.writable:
             return _eager(np.ndarray.sort, (self, *args), kwargs)
         return _inplace("x.sort()")
 
@@ -636,7 +660,7 @@ def _in_place(ufunc: np.ufunc, forward: Callable[[Any, Any], Any],
         result = forward(self, other)
         if _immutable(self.node):
             return result
-        if not self.owned:
+        if not self.writable:
             return _inplace(symbol)
         return _store(ufunc, (self, other), result, self)
 
@@ -648,7 +672,7 @@ def _store(ufunc: np.ufunc, operands: Sequence[Any], result: Any, out: Any,
     """``ufunc(*operands, out=out)`` given ``result = ufunc(*operands)``: ``out``, a fresh
     traced array, takes the result cast (same_kind) to its dtype, keeping its shape."""
     if isinstance(out, Tracer):
-        if not out.owned or _immutable(out.node):
+        if not out.writable or _immutable(out.node):
             return _inplace(f"np.{ufunc.__name__}(..., out=x) or an augmented assignment")
         target_dtype, target_shape = out.node.dtype, out.node.shape
     elif isinstance(out, np.ndarray):
@@ -919,22 +943,28 @@ def _ufunc_alias(ufunc: np.ufunc) -> Callable[..., Any]:
 
 
 def _real(value: Any) -> Any:
-    _share(value)  # numpy's real and imag are views of their operand
-    return _method("real", value)
+    result = _method("real", value)
+    _share(value, result)  # numpy's real and imag are views of their operand
+    return result
 
 
 def _imag(value: Any) -> Any:
-    _share(value)
-    return _method("imag", value)
+    result = _method("imag", value)
+    _share(value, result)
+    return result
 
 
-def _share(*values: Any) -> None:
-    """Note that a result may share memory with ``values``: none may be written in place."""
-    for value in values:
-        if isinstance(value, Tracer):
-            value.owned = False
-        elif isinstance(value, (tuple, list)):
-            _share(*value)
+def _share(values: Any, result: Any) -> None:
+    """Note that ``result`` (a tracer, or a container of them) may share memory with the
+    tracers among ``values`` and their bases: none may be written while it is alive, and
+    it is never written itself."""
+    bases = list(dict.fromkeys(
+        base for value in _tracers_in(values) for base in (value, *value.bases)))
+    for view in _tracers_in(result):
+        view.owned = False
+        view.bases = (*view.bases, *bases)
+        for base in bases:
+            base.views.append(weakref.ref(view))
 
 
 def _copy(value: Any, order: str = "K", subok: bool = False) -> Any:
@@ -1218,11 +1248,11 @@ def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
                               [variant[index] for variant in variants])
                  for index, item in enumerate(first)]
         if not fresh:
-            _share(args, tuple(kwargs.values()))
+            _share((args, tuple(kwargs.values())), parts)
         return type(first)(*parts) if hasattr(first, "_fields") else type(first)(parts)
     tracer = _call_tracer(call, nodes, first, second, fresh, variants)
     if not tracer.owned:
-        _share(args, tuple(kwargs.values()))
+        _share((args, tuple(kwargs.values())), tracer)
     return tracer
 
 
@@ -1330,7 +1360,7 @@ CALLS: dict[Any, str] = _calls(
     "linalg.eigvalsh", "linalg.matrix_rank", "linalg.cond", "argpartition", "lexsort",
     "sort_complex", "vander", "packbits", "unpackbits", "allclose", "array_equal",
     "array_equiv", "linalg.tensorsolve", "linalg.multi_dot", "linalg.vector_norm",
-    "linalg.matrix_norm",
+    "linalg.matrix_norm", "linspace", "logspace", "geomspace",
     # several results, traced as one call per item
     "meshgrid", "broadcast_arrays", "split", "array_split", "hsplit", "vsplit", "dsplit",
     "gradient", "histogram", "histogram2d", "linalg.eigh", "linalg.qr", "linalg.svd",
@@ -1361,7 +1391,8 @@ FRESH_CALLS: frozenset[Any] = frozenset(_calls(
     "insert", "delete", "matmul", "take_along_axis", "count_nonzero", "isin", "ediff1d",
     "piecewise", "apply_along_axis", "linalg.cholesky", "linalg.eigvalsh", "linalg.matrix_rank",
     "linalg.cond", "meshgrid", "gradient", "histogram", "histogram2d", "linalg.eigh",
-    "linalg.qr", "linalg.svd", "linalg.slogdet", "linalg.lstsq", *(
+    "linalg.qr", "linalg.svd", "linalg.slogdet", "linalg.lstsq", "linspace", "logspace",
+    "geomspace", *(
         name for name in DATA_DEPENDENT.values() if name != "trim_zeros"),
 )) | {assigned_copy}
 
@@ -1538,7 +1569,7 @@ def _eager(fn: Callable[..., Any], args: Any, kwargs: dict[str, Any]) -> Any:
     result = fn(*unwrap(tuple(args)), **{key: unwrap(value) for key, value in kwargs.items()})
     for tracer, copy in copies:
         if copy.tobytes() != tracer.node.param("value").value.tobytes():
-            if not tracer.owned:
+            if not tracer.writable:
                 _inplace("writing into a constant a view was taken of")
             tracer.node = const_node(copy)
     return _wrapped(result, copies)
@@ -1555,9 +1586,10 @@ def _wrapped(value: Any, copies: Sequence[tuple[Tracer, np.ndarray]]) -> Any:
         if value.dtype.kind not in "biufc" or value.dtype == np.float16:
             return value
         shared = [tracer for tracer, copy in copies if np.may_share_memory(value, copy)]
-        for tracer in shared:
-            tracer.owned = False
-        return Tracer(const_node(value), owned=not shared)
+        result = Tracer(const_node(value), owned=True)
+        if shared:
+            _share(shared, result)
+        return result
     if isinstance(value, list) or (isinstance(value, tuple) and not hasattr(value, "_fields")):
         return type(value)(_wrapped(part, copies) for part in value)
     if isinstance(value, tuple):

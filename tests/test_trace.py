@@ -217,7 +217,7 @@ def uses_ufunc_where(x):
 
 UNSUPPORTED_CASES = [
     (uses_real_if_close, "np.real_if_close", "outside the jitted function"),
-    (uses_ufunc_at, "np.add.at", "outside the jitted function"),
+    (uses_ufunc_at, "np.add.at on an argument", "copy first"),
     (uses_inplace_add, "+=", "x = x + 1"),
     (uses_inplace_multiply_on_a_view, "in-place", "copy first"),
     (uses_item_assignment, "item assignment", "instead"),
@@ -266,6 +266,43 @@ def test_arrays_made_in_the_function_behave_as_numpys(fn):
     ``float``, ``tolist``)."""
     argument = np.arange(-3.0, 4.0) if fn is _fill_by_mask else np.arange(7)
     assert_same(numfuse.jit(fn)(argument), fn(argument))
+
+
+def _moving_average(a, n=3):
+    total = np.cumsum(a, dtype=float)
+    total[n:] = total[n:] - total[:-n]  # the views on the right are gone before the write
+    counts = np.zeros(5, dtype=np.int64)
+    np.add.at(counts, a.astype(np.int64) % 5, 1)
+    edges = np.linspace(a.min(), a.max(), 4)
+    return total[n - 1:] / n, counts, np.digitize(a, edges)
+
+
+def test_temporary_views_do_not_block_writes():
+    """numpy idioms that write into a fresh array after reading views of it, ``np.add.at``
+    into an array made in the function, ``np.linspace`` between traced bounds."""
+    check(_moving_average, np.array([3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0]))
+
+
+def _writes_after_a_view_of_a_view(x):
+    y = x * 2
+    view = y[1:]
+    inner = view[1:]
+    del view
+    y += 1  # marker
+    return inner
+
+
+def _writes_into_real_part(x):
+    z = x * (1 + 1j)
+    real = z.real
+    real += 1  # marker
+    return z
+
+
+@pytest.mark.parametrize("fn", [_writes_after_a_view_of_a_view, _writes_into_real_part])
+def test_writes_that_a_live_view_would_see_are_refused(fn):
+    with pytest.raises(numfuse.UnsupportedOperationError, match="in-place"):
+        numfuse.jit(fn)(X)
 
 
 def test_a_view_of_a_constant_keeps_it_unwritable():
