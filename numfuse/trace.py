@@ -1216,7 +1216,9 @@ def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
         return _eager(fn, args, kwargs)
     if not isinstance(fn, (np.ufunc, PythonComplexOperator)) and fn not in _SCALAR_DATA:
         # a scalar argument as axis=, n=, q=...: the value may decide the result's shape
-        arguments = sorted({index for node in nodes for index in _scalar_arguments(node)})
+        # (the first argument is the data: np.sum(s) of a scalar stays traced)
+        options = nodes[1:] if args and isinstance(args[0], Tracer) else nodes
+        arguments = sorted({index for node in options for index in _scalar_arguments(node)})
         if arguments:
             raise StaticArgumentError(f"np.{name} with a scalar argument",
                                       _advice_for(f"np.{name} with a scalar argument"),
