@@ -17,6 +17,7 @@ import contextlib
 import contextvars
 import dataclasses
 import inspect
+import itertools
 import math
 import operator
 import sys
@@ -1172,9 +1173,10 @@ def _moving_axes(node: Node) -> frozenset[int]:
 
 def _run_resized(call: NumpyCall, nodes: Sequence[Node]) -> list[Any]:
     """What ``call`` returns when the data-dependent sizes of its operands are 0 to 3
-    instead of the examples' (``x[mask][:3]`` has a size that moves with them)."""
+    instead of the examples' (``x[mask][:3]`` has a size that moves with them), filled
+    with zeros and with ones."""
     results = []
-    for size in (0, 1, 2, 3):
+    for size, fill in itertools.product((0, 1, 2, 3), (0, 1)):
         stand_ins = []
         for node in nodes:
             moving = _moving_axes(node)
@@ -1183,7 +1185,7 @@ def _run_resized(call: NumpyCall, nodes: Sequence[Node]) -> list[Any]:
                 continue
             shape = tuple(size if axis in moving else example
                           for axis, example in enumerate(_example_shape(node)))
-            stand_ins.append(np.broadcast_to(np.zeros((), node.dtype), shape))
+            stand_ins.append(np.broadcast_to(np.asarray(fill, node.dtype), shape))
         try:
             results.append(call.invoke(stand_ins))
         except Exception:  # numpy rejects these sizes; the other stand-ins decide
@@ -1226,15 +1228,21 @@ def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
     call = NumpyCall(fn, name, static_args, static_kwargs)
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        first = _run_probe(call, nodes, 1)
+        moves = any(_moving_axes(node) for node in nodes)
+        resized = _run_resized(call, nodes) if moves else []
+        try:
+            first = _run_probe(call, nodes, 1)
+        except Exception:
+            if not resized:
+                raise
+            first = resized[0]  # works for some data-dependent sizes only (x[mask] of 1)
         try:
             second = _run_probe(call, nodes, 2)
         except Exception:
             second = first
         masked = fn is operator.getitem and any(node.dtype.kind == "b" for node in nodes[1:])
         variants = _run_on_data(call, nodes) if fn in DATA_DEPENDENT or masked else []
-        if any(_moving_axes(node) for node in nodes):
-            variants += _run_resized(call, nodes)
+        variants += resized
     if _is_python_number(first):  # np.allclose: a Python bool, weak in later arithmetic
         tracer = _call_tracer(NumpyCall(PythonNumber(fn), name, static_args, static_kwargs),
                               nodes, np.asarray(first), np.asarray(second), True)

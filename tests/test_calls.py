@@ -182,6 +182,15 @@ def test_a_0_d_mask_from_a_python_number_adds_an_axis_of_0_or_1():
             assert_same(jitted(x, y), x[y != 0])
 
 
+def test_a_data_dependent_mask_on_a_length_1_axis():
+    """numpy lets a boolean index of length 0 select from an axis of length 1; tracing
+    finds the selection's size with data-dependent sizes of 0 and 1 when the usual
+    stand-ins fail (found by the fuzzer)."""
+    jitted = numfuse.jit(lambda b: b[np.nonzero(b)[-1] == 0])
+    for b in (np.array([0.0]), np.array([1.0]), np.array([0.0])):
+        assert_same(jitted(b), b[np.nonzero(b)[-1] == 0])
+
+
 def test_data_dependent_sizes_that_do_not_broadcast_raise_numpys_error():
     x, y = np.array([1.0, 2, -3]), np.arange(3.0)
     with pytest.raises(ValueError, match=r"could not be broadcast together with shapes \(2,\) "
