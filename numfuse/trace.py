@@ -1218,8 +1218,8 @@ def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
         return _eager(fn, args, kwargs)
     if not isinstance(fn, (np.ufunc, PythonComplexOperator)) and fn not in _SCALAR_DATA:
         # a scalar argument as axis=, n=, q=...: the value may decide the result's shape
-        # (the first argument is the data: np.sum(s) of a scalar stays traced)
-        options = nodes[1:] if args and isinstance(args[0], Tracer) else nodes
+        # (the first argument is the data: np.sum(s), np.stack([s, t]) stay traced)
+        options = nodes[len(list(_tracers_in(args[0]))) if args else 0:]
         arguments = sorted({index for node in options for index in _scalar_arguments(node)})
         if arguments:
             raise StaticArgumentError(f"np.{name} with a scalar argument",

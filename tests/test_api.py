@@ -108,10 +108,11 @@ def test_scalar_arguments_given_to_numpy_functions_are_static_unless_data():
         assert_same(pick(M, row, fill), (M[row], np.full(2, fill)))
     assert not pick.auto_static and len(pick.compiled) == 1
     # the data of a numpy function stays traced, and its later warnings are numpy's
-    data = numfuse.jit(lambda x, s: (np.all(s), np.logaddexp(s, s) + x))
+    data = numfuse.jit(lambda x, s: (np.all(s), np.stack([s, s]), np.logaddexp(s, s) + x))
     with pytest.warns(RuntimeWarning, match="invalid value"):
-        assert_same(data(X, np.nan), (np.True_, np.full_like(X, np.nan)))
-    assert_same(data(X, 1.0), (np.True_, np.logaddexp(1.0, 1.0) + X))
+        assert_same(data(X, np.nan), (np.True_, np.array([np.nan, np.nan]),
+                                      np.full_like(X, np.nan)))
+    assert_same(data(X, 1.0), (np.True_, np.array([1.0, 1.0]), np.logaddexp(1.0, 1.0) + X))
     assert not data.auto_static and len(data.compiled) == 1
 
 
