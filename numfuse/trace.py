@@ -791,8 +791,37 @@ def _operator(ufunc: np.ufunc, *operands: Any) -> Any:
         result.node = dataclasses.replace(result.node, weak=True)
         return result
     row = BY_UFUNC[ufunc]
+    if ufunc in _ORDERINGS and len(nodes) == 2 and _complex_scalar_math(row, nodes):
+        return _lexicographic(ufunc, nodes, row.loop_dtypes(
+            [_operand_type(node) for node in nodes])[0][0])
     weak = all(node.weak for node in nodes)
     return Tracer(elementwise(row, nodes, weak=weak), owned=True)
+
+
+_ORDERINGS = (np.less, np.less_equal, np.greater, np.greater_equal)
+
+
+def _complex_scalar_math(row: OpDef, nodes: Sequence[Node]) -> bool:
+    """Whether numpy compares these operands with its complex scalar math: numpy scalars
+    or Python numbers (not 0-d arrays), one a complex numpy scalar of the loop's dtype."""
+    if any(node.ndim or not (node.scalar or node.weak) for node in nodes) or \
+            all(node.weak for node in nodes):
+        return False
+    loop = row.loop_dtypes([_operand_type(node) for node in nodes])[0][0]
+    return loop.kind == "c" and any(not node.weak and node.dtype == loop for node in nodes)
+
+
+def _lexicographic(ufunc: np.ufunc, nodes: Sequence[Node], loop: np.dtype) -> Tracer:
+    """numpy's complex scalar comparison: the real parts, then the imaginary parts on a
+    tie, with no NaN test (``np.complex64(3+nanj) > 0`` is True, as an array it is
+    False)."""
+    first, second = (Tracer(node) for node in nodes)
+    if ufunc in (np.greater, np.greater_equal):
+        first, second = second, first
+    first, second = astype(first, loop), astype(second, loop)
+    tie = np.less if ufunc in (np.less, np.greater) else np.less_equal
+    return (first.real < second.real) | ((first.real == second.real) &
+                                         tie(first.imag, second.imag))
 
 
 def apply_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any]) -> Any:

@@ -133,6 +133,18 @@ def test_python_complex_on_the_left_of_a_float64_scalar_is_pythons_arithmetic():
         numfuse.jit(lambda a, b: b / np.abs(a))(np.array(0.0), 1.5j)
 
 
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_complex_numpy_scalars_compare_with_numpys_scalar_math(dtype):
+    """numpy compares complex *scalars* lexicographically with no NaN test
+    (``np.complex64(3+nanj) > 0`` is True) and complex arrays with one (found by the
+    fuzzer)."""
+    nan = float("nan")
+    for a, b in ((complex(3, nan), 0j), (complex(3, 1), complex(3, nan)), (complex(nan, 1), 1j)):
+        check(lambda a, b: (a < b, a <= b, a > b, a >= b, a > 2.5, 2.5 < a),
+              dtype(a), dtype(b))
+        check(lambda a, b: (a < b, a >= b), np.array(a, dtype), np.array(b, dtype))
+
+
 def python_sum(a, b):
     return a + b
 
