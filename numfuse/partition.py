@@ -133,6 +133,39 @@ def is_kernel_input(node: Node) -> bool:
     return not (node.kind == CONST and node.ndim == 0)
 
 
+ARGUMENT_SIZES = "arguments"
+
+
+def size_classes(nodes: Sequence[Node]) -> dict[Node, object]:
+    """Where each node's free sizes come from (None when it has none).
+
+    Free sizes of arguments, and of numpy calls on them, are never 1, so two values of one
+    shape pattern that meet in a broadcast have equal sizes: ``"arguments"``.  A size that
+    depends on the values (``x[mask]``, a numpy node with ``moving`` axes) can be anything,
+    1 included, so its values form a class of their own (that node), and an elementwise
+    node broadcasting values of different classes starts another (itself): two values of
+    different classes may share a shape pattern and differ in size at run time, so they
+    never share a loop.  ``nodes`` are in topological order.
+    """
+    found: dict[Node, object] = {}
+    for node in nodes:
+        if None not in node.shape:
+            found[node] = None
+        elif node.kind == NUMPY and node.param("moving"):
+            found[node] = node
+        elif node.kind != ELEMENTWISE:
+            found[node] = ARGUMENT_SIZES
+        else:
+            sources = {found.get(source, ARGUMENT_SIZES) for source in node.inputs
+                       if None in source.shape}
+            found[node] = sources.pop() if len(sources) == 1 else node
+    return found
+
+
+def _same_class(first: object, second: object) -> bool:
+    return first is None or second is None or first is second
+
+
 class _Clusters:
     """Union-find over node positions with contracted-graph ancestor bitsets."""
 
@@ -147,6 +180,8 @@ class _Clusters:
         self.consumers: list[set[int]] = [set() for _ in range(size)]
         self.fusible = [node.kind == ELEMENTWISE for node in nodes]
         self.loop = [node.ones for node in nodes]  # each cluster's loop shape
+        classes = size_classes(nodes)
+        self.size_class = [classes[node] for node in nodes]  # where its free sizes come from
         self.cost = [op_cost(node) for node in nodes]  # each cluster's work per element
         self.returned = set(graph.outputs)
         self.graph = graph
@@ -160,6 +195,7 @@ class _Clusters:
                 # reading the argument by the horizontal sweep
                 self.fusible[index] = True
                 self.loop[index] = node.inputs[0].ones
+                self.size_class[index] = classes.get(node.inputs[0], ARGUMENT_SIZES)
             if self.epilogues[index]:
                 for user in graph.consumers.get(node, ()):
                     self.after_loop[index] |= 1 << self.position[user]
@@ -210,12 +246,15 @@ class _Clusters:
         after_loop = 0
         loop = max((self.loop[cluster] for cluster in clusters),
                    key=lambda ones: (len(ones), -sum(ones)))
+        size_class = next((self.size_class[cluster] for cluster in clusters
+                           if self.size_class[cluster] is not None), None)
         cost = sum(self.cost[cluster] for cluster in clusters)
         for cluster in clusters:
             self.parent[cluster] = root
             after_loop |= self.after_loop[cluster]
         self.after_loop[root] = after_loop
         self.loop[root] = loop
+        self.size_class[root] = size_class
         self.cost[root] = cost
         self.members[root] = members
         self.ancestors[root] = ancestors
@@ -250,7 +289,8 @@ def _fuse_vertically(clusters: _Clusters) -> None:
         group = {index}
         for source in node.inputs:
             candidate = clusters.find(clusters.position[source])
-            if candidate in group or not clusters.fusible[candidate]:
+            if candidate in group or not clusters.fusible[candidate] or not _same_class(
+                    clusters.size_class[candidate], clusters.size_class[index]):
                 continue
             if clusters.loop[candidate] != node.ones and not _recomputable(
                     clusters, candidate, node):
@@ -296,7 +336,8 @@ def _fuse_horizontally(clusters: _Clusters) -> None:
                 other = clusters.find(other)
                 if other == sibling:
                     break
-                same_loop = clusters.loop[other] == clusters.loop[sibling]
+                same_loop = clusters.loop[other] == clusters.loop[sibling] and _same_class(
+                    clusters.size_class[other], clusters.size_class[sibling])
                 if same_loop and clusters.is_convex({other, sibling}):
                     merged[slot] = clusters.merge({other, sibling})
                     break
@@ -420,9 +461,10 @@ def partition(graph: Graph, fuse_reductions: bool = True) -> Plan:
             steps[position] = dataclasses.replace(step, index=len(regions))
             regions.append(steps[position])  # type: ignore[arg-type]
     owner = {node: region.index for region in regions for node in region.nodes}
+    classes = size_classes(nodes)
     for position, step in enumerate(steps):
         if isinstance(step, Region):
-            donate = _donations(step, graph, owner)
+            donate = _donations(step, graph, owner, classes)
             if donate:
                 steps[position] = regions[step.index] = dataclasses.replace(step, donate=donate)
     return Plan(graph, tuple(regions), tuple(steps))
@@ -437,8 +479,8 @@ def _lone_reductions(grouped: dict[int, list[Node]]) -> None:
             del grouped[root]
 
 
-def _donations(region: Region, graph: Graph, owner: dict[Node, int]
-               ) -> tuple[tuple[int, int], ...]:
+def _donations(region: Region, graph: Graph, owner: dict[Node, int],
+               classes: dict[Node, object]) -> tuple[tuple[int, int], ...]:
     """Outputs the kernel can write into an input's buffer instead of a new array.
 
     The input must be a temporary: computed by an earlier kernel (elementwise, so a fresh
@@ -455,7 +497,8 @@ def _donations(region: Region, graph: Graph, owner: dict[Node, int]
             continue
         for in_position, source in enumerate(region.inputs):
             if in_position in used or source.kind != ELEMENTWISE or source in returned or \
-                    source.dtype != output.dtype or source.ones != output.ones:
+                    source.dtype != output.dtype or source.ones != output.ones or \
+                    classes.get(source) is not classes.get(output):
                 continue
             if all(owner.get(user, region.index + 1) <= region.index
                    for user in graph.consumers.get(source, ())):

@@ -1092,10 +1092,33 @@ def _example_shape(node: Node) -> tuple[int, ...]:
         if item in memo:
             continue
         if item.kind == ELEMENTWISE:
-            memo[item] = np.broadcast_shapes(*(memo[source] for source in item.inputs))
+            try:
+                memo[item] = np.broadcast_shapes(*(memo[source] for source in item.inputs))
+            except ValueError:  # a data-dependent size meets an argument's: take the latter
+                memo[item] = _known_broadcast(item, [memo[source] for source in item.inputs])
         else:
             memo[item] = tuple(_DEFAULT_SIZE if size is None else size for size in item.shape)
     return memo[node]
+
+
+def _known_broadcast(node: Node, shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
+    """The broadcast of ``node``'s operand shapes where a data-dependent axis (whose
+    example size is arbitrary) gives way to the size of an axis that is not."""
+    result = []
+    for axis in range(-node.ndim, 0):
+        known: set[int] = set()
+        guessed: set[int] = set()
+        for source, shape in zip(node.inputs, shapes, strict=True):
+            if -axis > len(shape) or shape[axis] == 1:
+                continue
+            moving = source.ndim + axis in _moving_axes(source)
+            (guessed if moving else known).add(shape[axis])
+        sizes = known or guessed
+        if len(sizes) > 1:
+            raise ValueError(f"operands could not be broadcast together with shapes "
+                             f"{' '.join(str(shape) for shape in shapes)}")
+        result.append(sizes.pop() if sizes else 1)
+    return tuple(result)
 
 
 LINALG_UFUNCS = frozenset(

@@ -191,6 +191,25 @@ def test_a_data_dependent_mask_on_a_length_1_axis():
         assert_same(jitted(b), b[np.nonzero(b)[-1] == 0])
 
 
+def _mixed_sizes(x):
+    selected = np.nonzero(x)[-1]
+    magnitude = np.abs(selected)
+    signed = np.copysign(x, magnitude)  # broadcasts a selection of 1 against x
+    total = np.abs(x + selected)
+    return selected, magnitude, signed, total, total[..., ::2]
+
+
+def test_values_of_a_data_dependent_size_never_share_a_loop_with_others():
+    """``abs(nonzero(x))`` and ``copysign(x, abs(nonzero(x)))`` have one shape pattern but
+    different sizes when one element is selected: they are separate kernels, and a size of
+    1 broadcasts (found by the fuzzer)."""
+    jitted = numfuse.jit(_mixed_sizes)
+    for x in (np.array([0.0, 0.0, 1e-310]), np.array([1.0, 2.0, 3.0])):
+        assert_same(jitted(x), _mixed_sizes(x))
+    with pytest.raises(ValueError, match="could not be broadcast"):
+        jitted(np.array([0.0, 2.0, 3.0]))
+
+
 def test_data_dependent_sizes_that_do_not_broadcast_raise_numpys_error():
     x, y = np.array([1.0, 2, -3]), np.arange(3.0)
     with pytest.raises(ValueError, match=r"could not be broadcast together with shapes \(2,\) "
