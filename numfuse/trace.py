@@ -1486,11 +1486,7 @@ def trace_graph(fn: Callable[..., Any], specs: Sequence[ArgSpec],
                  for index, node in enumerate(inputs)]
     examples: dict[Node, tuple[int, ...]] = {}
     if shapes is not None:
-        # A free size of 0 would hide how results follow the sizes (x[:3] of nothing is
-        # empty, as is x[mask]): such arguments are traced as if of the default size.
-        examples.update((node, tuple(_DEFAULT_SIZE if size == 0 and free is None else size
-                                     for size, free in zip(shape, node.shape, strict=True)))
-                        for node, shape in zip(inputs, shapes, strict=True)
+        examples.update((node, tuple(shape)) for node, shape in zip(inputs, shapes, strict=True)
                         if len(shape) == node.ndim)
     token = _examples.set(examples)
     user = _user_globals.set(getattr(inspect.unwrap(fn), "__globals__", None))

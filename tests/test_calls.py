@@ -173,6 +173,15 @@ def test_a_data_dependent_size_of_1_broadcasts_as_in_numpy():
                 (empty[:0] * 2 + 1, np.float64(0.0)))
 
 
+def test_a_mask_of_length_0_on_a_length_1_axis():
+    """numpy lets ``x[y != 0]`` with ``x`` of shape (1,) take a mask of length 0: tracing
+    probes with the example's sizes (found by the fuzzer)."""
+    masked = lambda x, y: x[y != 0]  # noqa: E731
+    jitted = numfuse.jit(masked)
+    for y in (np.array([]), np.array([2.0]), np.array([0.0]), np.array([])):
+        assert_same(jitted(np.array([3.0]), y), masked(np.array([3.0]), y))
+
+
 def test_a_0_d_mask_from_a_python_number_adds_an_axis_of_0_or_1():
     """``x[y != 0]`` with a Python number ``y``: the mask is True or False, so the new
     axis is 1 or 0 (found by the fuzzer)."""
@@ -225,7 +234,7 @@ def test_sizes_computed_from_a_data_dependent_size_follow_it():
     fns = [lambda x: np.sort(x[x > 0])[:3] * 2, lambda x: (x[x > 0] * 2)[:2].sum(),
            lambda x: np.diff(x[x > 0]), lambda x: np.concatenate([x[x > 0], x[x < 0]]) + 1]
     jitted = [numfuse.jit(fn) for fn in fns]
-    for size in (0, 2, 3, 5, 20):
+    for size in (5, 0, 2, 3, 20):
         x = RNG.standard_normal(size) + 0.3
         for fn, compiled in zip(fns, jitted, strict=True):
             assert_same(compiled(x), fn(x))
