@@ -134,11 +134,15 @@ _row("lcm", np.lcm, 2, i="lcm_int({0}, {1})", u="lcm_int({0}, {1})")
 
 # --- exponentials, logarithms, roots ------------------------------------------------------
 _ufunc: np.ufunc
-for _ufunc in (np.sqrt, np.exp, np.log, np.log10, np.log2):
+for _ufunc in (np.sqrt, np.exp, np.log, np.log10):
     _unary_math(_ufunc)
-for _ufunc in (np.expm1, np.log1p, np.exp2):
+# numba lowers float32 and float64 exp2 and log2 in one kernel to one mistyped intrinsic
+# declaration: they compute in float64 (then round, within numpy's float32 ulps).
+_row("log2", np.log2, 1, f="np.log2(np.float64({0}))", c="np.log2({0})")
+for _ufunc in (np.expm1, np.log1p):
     _row(_ufunc.__name__, _ufunc, 1, f=_float_math(_ufunc.__name__),
          c=f"complex_{_ufunc.__name__}({{0}})")
+_row("exp2", np.exp2, 1, f="np.exp2(np.float64({0}))", c="complex_exp2({0})")
 _row("cbrt", np.cbrt, 1, f="np.cbrt({0})")
 _row("logaddexp", np.logaddexp, 2, f="logaddexp_float({0}, {1})")
 _row("logaddexp2", np.logaddexp2, 2, f="logaddexp2_float({0}, {1})")

@@ -414,3 +414,12 @@ def test_ties_of_signed_zeros_return_the_second_operand(dtype):
     negative, positive = np.full(16, -0.0, dtype), np.zeros(16, dtype)
     for fn in (np.maximum, np.minimum, np.fmax, np.fmin):
         check(lambda a, b, fn=fn: (fn(a, b), fn(b, a)), negative, positive)
+
+
+@pytest.mark.parametrize("name", ["exp2", "log2"])
+def test_float32_and_float64_of_one_function_in_one_kernel(name):
+    """numba lowered float32 and float64 ``exp2``/``log2`` in one kernel to a mistyped
+    call (found by the fuzzer): both compute in float64, float32 results then rounded."""
+    ufunc = getattr(np, name)
+    wide, narrow = np.linspace(0.5, 2.0, 9), np.linspace(0.5, 2.0, 9, dtype=np.float32)
+    check(lambda a, c: (ufunc(c), ufunc(a), np.less(a, ufunc(c))), wide, narrow)
