@@ -430,6 +430,13 @@ def check_program(steps: list[Step], args: list[Any]) -> None:
             # loops (which kernels follow) wrap silently
             actual_warnings.discard("overflow")
             expected_warnings.discard("overflow")
+        if "overflow" in expected_warnings and any(
+                step.name in ("floor_divide", "//", "remainder", "%") and
+                np.result_type(*(_dtype_or_weak(pool[index]) for index in step.operands))
+                == np.float32 for step in steps):
+            # README limit: float32 // computes its quotient in float64, so a quotient
+            # beyond float32's range warns "overflow" without numpy's extra "invalid value"
+            expected_warnings.discard("invalid value")
         assert actual_warnings == expected_warnings, (
             f"{context}\nwarnings: numfuse {sorted(actual_warnings)} != "
             f"numpy {sorted(expected_warnings)}")
