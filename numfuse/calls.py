@@ -81,49 +81,44 @@ class CallOutput:
         return CallOutput, (self.fn, self.index)
 
 
-class PythonNumber:
-    """``fn`` returning a Python number (``np.allclose`` gives a bool), as a 0-d array."""
+class _Wrapped:
+    """A call wrapping the numpy or Python function ``fn``: equal, hashed and pickled by
+    its class and ``fn`` (calls are compared for common-subexpression elimination)."""
 
     __slots__ = ("fn",)
 
     def __init__(self, fn: Callable[..., Any]) -> None:
         self.fn = fn
 
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and self.fn == other.fn  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self), self.fn))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.fn,)
+
+
+class PythonNumber(_Wrapped):
+    """``fn`` returning a Python number (``np.allclose`` gives a bool), as a 0-d array."""
+
+    __slots__ = ()
+
     def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray:
         return np.asarray(self.fn(*args, **kwargs))
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, PythonNumber) and self.fn == other.fn
 
-    def __hash__(self) -> int:
-        return hash((PythonNumber, self.fn))
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return PythonNumber, (self.fn,)
-
-
-class PythonComplexOperator:
+class PythonComplexOperator(_Wrapped):
     """``fn(left, right)`` for a Python complex ``left`` and a numpy float64 scalar
     ``right``: numpy float64 subclasses Python float, so Python's own complex arithmetic
     runs (``1j * np.float64(2)`` is a Python complex, ``1j / np.float64(0)`` raises
     ``ZeroDivisionError``).  The result comes back as a 0-d array."""
 
-    __slots__ = ("fn",)
-
-    def __init__(self, fn: Callable[[Any, Any], Any]) -> None:
-        self.fn = fn
+    __slots__ = ()
 
     def __call__(self, left: Any, right: Any) -> np.ndarray:
         return np.asarray(self.fn(complex(left), np.float64(right)))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, PythonComplexOperator) and self.fn == other.fn
-
-    def __hash__(self) -> int:
-        return hash((PythonComplexOperator, self.fn))
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return PythonComplexOperator, (self.fn,)
 
 
 def assigned_copy(array: np.ndarray, key: Any, value: Any) -> np.ndarray:
