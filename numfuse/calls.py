@@ -121,18 +121,17 @@ class PythonComplexOperator(_Wrapped):
         return np.asarray(self.fn(complex(left), np.float64(right)))
 
 
-def assigned_copy(array: np.ndarray, key: Any, value: Any) -> np.ndarray:
-    """``x[key] = value`` without writing into ``x``: numpy assigns into a copy."""
-    result = np.array(array, copy=True, subok=False)
-    result[key] = value
-    return result
+class Written(_Wrapped):
+    """``fn(x, ...)`` that writes into ``x`` (``x[key] = v``, ``np.add.at``, ``np.put``,
+    ``np.copyto``, ``np.fill_diagonal``): applied to a copy of ``x``, which it returns, so
+    the traced function's arrays are written as numpy would and arguments never are."""
 
+    __slots__ = ()
 
-def applied_at(ufunc: np.ufunc, array: np.ndarray, *operands: Any) -> np.ndarray:
-    """``ufunc.at(x, indices[, values])`` without writing into ``x``: into a copy."""
-    result = np.array(array, copy=True, subok=False)
-    ufunc.at(result, *operands)
-    return result
+    def __call__(self, array: Any, *args: Any, **kwargs: Any) -> np.ndarray:
+        result = np.array(array, copy=True, subok=False)
+        self.fn(result, *args, **kwargs)
+        return result
 
 
 def _fill(item: Any, supply: Any) -> Any:

@@ -356,8 +356,8 @@ def logaddexp2_float(x, y):  # type: ignore[no-untyped-def]
         raise_invalid()
         return tmp
     if tmp > 0:
-        return x + np.log1p(np.exp2(-tmp)) * (1 / math.log(2.0))
-    return y + np.log1p(np.exp2(tmp)) * (1 / math.log(2.0))
+        return x + np.log1p(np.exp2(np.float64(-tmp))) * (1 / math.log(2.0))
+    return y + np.log1p(np.exp2(np.float64(tmp))) * (1 / math.log(2.0))
 
 
 # ------------------------------------------------------------------ complex helpers

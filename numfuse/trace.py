@@ -20,6 +20,7 @@ import inspect
 import itertools
 import math
 import operator
+import os
 import sys
 import threading
 import warnings
@@ -36,8 +37,7 @@ from .calls import (
     NumpyCall,
     PythonComplexOperator,
     PythonNumber,
-    applied_at,
-    assigned_copy,
+    Written,
 )
 from .dtypes import ArgSpec, check_dtype, weak_python_type
 from .errors import (
@@ -345,7 +345,7 @@ class Tracer:
             return record_call(getattr(ufunc, method), f"{ufunc.__name__}.{method}",
                                inputs, kwargs)
         if method == "at" and isinstance(self, Tracer) and inputs and inputs[0] is self:
-            self._write_at(ufunc, inputs[1:])
+            self._write(ufunc.at, f"{ufunc.__name__}.at", inputs[1:], {})
             return None
         if method != "__call__":
             raise UnsupportedOperationError(
@@ -361,16 +361,21 @@ class Tracer:
         if _constants_only(args, kwargs):
             return _eager(func, args, kwargs)
         handler = FUNCTIONS.get(func)
-        if handler is None and (func in CALLS or func in DATA_DEPENDENT):
+        if handler is not None:
+            return handler(*args, **kwargs)
+        if func in CALLS or func in DATA_DEPENDENT:
             return record_call(func, CALLS.get(func) or DATA_DEPENDENT[func], args, kwargs)
-        if handler is None:
+        name = numpy_name(func)
+        if func in WRITERS:
+            if not args or not isinstance(args[0], Tracer):
+                _inplace(f"np.{name} into an array the function did not make")
+            args[0]._write(func, name, args[1:], kwargs)
+            return None
+        if func in REFUSED:
             raise UnsupportedOperationError(
-                f"np.{getattr(func, '__name__', func)} is not supported by numfuse",
-                f"numfuse traces every elementwise ufunc and the {len(supported_functions())} "
-                "numpy functions numfuse.supported_functions() lists; compute this part "
-                "outside the jitted function.",
-            )
-        return handler(*args, **kwargs)
+                f"np.{name} is not supported by numfuse",
+                f"{REFUSED[func]}; compute this part outside the jitted function.")
+        return record_call(func, name, args, kwargs, unlisted=True)
 
     # --- operators -------------------------------------------------------------
     def __add__(self, other: Any) -> Any:
@@ -493,15 +498,18 @@ class Tracer:
             return
         self.node = assign_item(self.node, key, value)
 
-    def _write_at(self, ufunc: np.ufunc, operands: Sequence[Any]) -> None:
-        """``ufunc.at(self, indices[, values])``: numpy applies it to a copy at run time."""
+    def _write(self, fn: Callable[..., Any], name: str, operands: Sequence[Any],
+               kwargs: dict[str, Any]) -> None:
+        """``fn(self, *operands, **kwargs)`` writing into this array (``np.add.at``,
+        ``np.put``, ``np.copyto``...): numpy applies it to a copy at run time."""
         if not self.writable:
-            _inplace(f"np.{ufunc.__name__}.at")
-        nodes = [self.node]
-        static = (ufunc, TRACED, *(_strip(item, nodes) for item in operands))
-        call = NumpyCall(applied_at, f"{ufunc.__name__}.at", static, {})
-        self.node = Node(f"{ufunc.__name__}.at", NUMPY, tuple(nodes), self.node.dtype,
-                         self.node.shape, (("call", call),), scalar=False)
+            _inplace(f"np.{name}")
+        written = record_call(Written(fn), name, (self, *operands), kwargs)
+        if written.node.dtype != self.node.dtype or written.node.ndim != self.node.ndim:
+            raise UnsupportedOperationError(  # a function that is not a write after all
+                f"np.{name} changes the dtype or the dimensions of the array it writes",
+                "compute it outside the jitted function.")
+        self.node = written.node
 
     def __getitem__(self, key: Any) -> Any:
         return record_call(operator.getitem, "getitem", (self, key), {})
@@ -729,7 +737,7 @@ def assign_item(target: Node, key: Any, value: Any) -> Node:
         return elementwise(OPS["where"], [key.node, filled, target], scalar=False)
     nodes = [target]
     static = (TRACED, _strip(key, nodes), _strip(value, nodes))
-    call = NumpyCall(assigned_copy, "setitem", static, {})
+    call = NumpyCall(Written(operator.setitem), "setitem", static, {})
     return Node("setitem", NUMPY, tuple(nodes), target.dtype, target.shape,
                 (("call", call),), scalar=False)
 
@@ -1186,7 +1194,10 @@ def _filled(node: Node, fill: str, seed: int) -> Any:
         return rng.random(shape) < 0.5
     if node.dtype.kind in "iu":
         return rng.integers(0, 4, shape).astype(node.dtype)
-    return (rng.standard_normal(shape) * 3).astype(node.dtype)
+    values = rng.standard_normal(shape) * 3
+    if node.dtype.kind == "c":
+        values = values + 1j * rng.standard_normal(shape)
+    return values.astype(node.dtype)
 
 
 def _run_on_data(call: NumpyCall, nodes: Sequence[Node]) -> list[Any]:
@@ -1256,8 +1267,12 @@ def _run_probe(call: NumpyCall, nodes: Sequence[Node], scale: int) -> Any:
 
 
 def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
-                kwargs: dict[str, Any]) -> Any:
-    """Record a non-fusible numpy call; numpy itself gives its result dtype and shape."""
+                kwargs: dict[str, Any], unlisted: bool = False) -> Any:
+    """Record a non-fusible numpy call; numpy itself gives its result dtype and shape.
+
+    An ``unlisted`` function (one numfuse knows nothing about) also runs on stand-ins
+    holding other data, so that sizes depending on the values are found, and its result is
+    taken to be a possible view of its operands."""
     nodes: list[Node] = []
     static_args = tuple(_strip(item, nodes) for item in args)
     static_kwargs = {key: _strip(item, nodes) for key, item in kwargs.items()}
@@ -1268,9 +1283,11 @@ def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
         )
     if nodes and all(node.kind == CONST for node in nodes):
         return _eager(fn, args, kwargs)
-    if not isinstance(fn, (np.ufunc, PythonComplexOperator)) and fn not in _SCALAR_DATA:
+    if not isinstance(fn, (np.ufunc, PythonComplexOperator, Written)) \
+            and fn not in _SCALAR_DATA:
         # a scalar argument as axis=, n=, q=...: the value may decide the result's shape
-        # (the first argument is the data: np.sum(s), np.stack([s, t]) stay traced)
+        # (the first argument is the data: np.sum(s), np.stack([s, t]) stay traced; what
+        # a write stores is data too)
         options = nodes[len(list(_tracers_in(args[0]))) if args else 0:]
         arguments = sorted({index for node in options for index in _scalar_arguments(node)})
         if arguments:
@@ -1278,30 +1295,37 @@ def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
                                       _advice_for(f"np.{name} with a scalar argument"),
                                       tuple(arguments))
     call = NumpyCall(fn, name, static_args, static_kwargs)
-    with np.errstate(all="ignore"), warnings.catch_warnings():
+    with np.errstate(all="ignore"), warnings.catch_warnings(), _quiet_libraries():
         warnings.simplefilter("ignore")
         moves = any(_moving_axes(node) for node in nodes)
-        resized = _run_resized(call, nodes) if moves else []
+        masked = fn is operator.getitem and any(node.dtype.kind == "b" for node in nodes[1:])
+        variants = _run_on_data(call, nodes) if fn in DATA_DEPENDENT or masked or unlisted \
+            else []
+        variants += _run_resized(call, nodes) if moves else []
         try:
             first = _run_probe(call, nodes, 1)
-        except Exception:
-            if not resized:
+        except Exception as error:
+            if not variants:
+                if unlisted:
+                    _failed_on_stand_ins(name, error)
                 raise
-            first = resized[0]  # works for some data-dependent sizes only (x[mask] of 1)
+            first = variants[0]  # works for some values or sizes only (x[mask] of 1)
         try:
             second = _run_probe(call, nodes, 2)
         except Exception:
             second = first
-        masked = fn is operator.getitem and any(node.dtype.kind == "b" for node in nodes[1:])
-        variants = _run_on_data(call, nodes) if fn in DATA_DEPENDENT or masked else []
-        variants += resized
     if _is_python_number(first):  # np.allclose: a Python bool, weak in later arithmetic
         tracer = _call_tracer(NumpyCall(PythonNumber(fn), name, static_args, static_kwargs),
                               nodes, np.asarray(first), np.asarray(second), True)
         tracer.node = dataclasses.replace(tracer.node, weak=True)
         return tracer
-    fresh = fn in FRESH_CALLS or isinstance(fn, np.ufunc) or (
+    fresh = fn in FRESH_CALLS or isinstance(fn, (np.ufunc, Written)) or (
         fn is operator.getitem and _advanced_index(static_args[1]))
+    if isinstance(first, (tuple, list)) and isinstance(second, (tuple, list)) \
+            and len(first) != len(second):
+        raise SizeDependentError(  # np.unstack, np.split into pieces of a given size
+            f"np.{name} returns as many values as an argument's size",
+            "numfuse compiles such functions once per argument shape.")
     if isinstance(first, (tuple, list)) and first and len(first) == len(second):
         # several results (np.linalg.eigh, np.meshgrid, np.frexp): one call per item
         parts = [_call_tracer(NumpyCall(CallOutput(fn, index), f"{name}[{index}]",
@@ -1316,6 +1340,49 @@ def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
     if not tracer.owned:
         _share((args, tuple(kwargs.values())), tracer)
     return tracer
+
+
+_quiet_lock = threading.Lock()
+_quiet_state: list[Any] = [0, None]  # how many threads are inside; the saved descriptors
+
+
+@contextlib.contextmanager
+def _quiet_libraries() -> Iterator[None]:
+    """Silence what C and Fortran libraries print while numpy runs on stand-ins (LAPACK
+    reports "On entry to DLASCL parameter number 4 had an illegal value" for the NaNs
+    ``np.polyfit`` makes of zeros).  The first thread in redirects the descriptors and the
+    last one out restores them."""
+    with _quiet_lock:
+        if _quiet_state[0] == 0:
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                saved = [os.dup(1), os.dup(2)]
+                with open(os.devnull, "wb") as sink:
+                    os.dup2(sink.fileno(), 1)
+                    os.dup2(sink.fileno(), 2)
+                _quiet_state[1] = saved
+            except (OSError, ValueError, AttributeError):  # no descriptors to redirect
+                _quiet_state[1] = None
+        _quiet_state[0] += 1
+    try:
+        yield
+    finally:
+        with _quiet_lock:
+            _quiet_state[0] -= 1
+            if _quiet_state[0] == 0 and _quiet_state[1] is not None:
+                for fd, copy in zip((1, 2), _quiet_state[1], strict=True):
+                    os.dup2(copy, fd)
+                    os.close(copy)
+                _quiet_state[1] = None
+
+
+def _failed_on_stand_ins(name: str, error: Exception) -> Any:
+    raise UnsupportedOperationError(
+        f"np.{name} failed on stand-in arrays ({type(error).__name__}: {error})",
+        "numfuse learns the result of a numpy function it does not list by running it on "
+        "stand-ins of the arguments' dtypes and shapes; if the arguments are right, compute "
+        "this call outside the jitted function.") from error
 
 
 def _is_python_number(value: Any) -> bool:
@@ -1438,6 +1505,31 @@ DATA_DEPENDENT: dict[Any, str] = _calls(
     "union1d", "intersect1d", "setdiff1d", "setxor1d",
 )
 
+# numpy functions that write into their first argument: traced as writes into a copy,
+# into arrays the function made (as ``x[key] = v`` is).
+WRITERS: dict[Any, str] = _calls(
+    "copyto", "put", "putmask", "place", "fill_diagonal", "put_along_axis")
+
+# numpy functions numfuse refuses to run on stand-ins, and why.
+REFUSED: dict[Any, str] = {
+    **dict.fromkeys(_calls("save", "savez", "savez_compressed", "savetxt"),
+                    "it writes a file, which a traced function does once, while tracing"),
+    **dict.fromkeys(_calls("shares_memory", "may_share_memory"),
+                    "a traced value has no memory to compare until it runs"),
+}
+
+
+def numpy_name(func: Any) -> str:
+    """``func``'s name under ``np`` (``linalg.eig``, ``lib.stride_tricks.as_strided``)."""
+    name = getattr(func, "__name__", repr(func))
+    for prefix, namespace in (("", np), ("linalg.", np.linalg), ("fft.", np.fft),
+                              ("lib.stride_tricks.", np.lib.stride_tricks)):
+        if getattr(namespace, name, None) is func:
+            return prefix + name
+    module = getattr(func, "__module__", None) or ""
+    return f"{module.removeprefix('numpy.')}.{name}" if module else name
+
+
 # Calls whose result never shares memory with an operand (reductions count too): their
 # operands and results may still be written in place.
 FRESH_CALLS: frozenset[Any] = frozenset(_calls(
@@ -1456,7 +1548,7 @@ FRESH_CALLS: frozenset[Any] = frozenset(_calls(
     "linalg.qr", "linalg.svd", "linalg.slogdet", "linalg.lstsq", "linspace", "logspace",
     "geomspace", *(
         name for name in DATA_DEPENDENT.values() if name != "trim_zeros"),
-)) | {assigned_copy}
+))
 
 # Array methods traced as calls of these numpy functions.
 METHODS: dict[str, Any] = {
