@@ -333,8 +333,9 @@ class Tracer:
     def tolist(self) -> Any:
         return _concrete("x.tolist() of a traced value", self.node, lambda value: value.tolist())
 
-    def item(self) -> Any:
-        return _concrete("x.item() of a traced value", self.node, lambda value: value.item())
+    def item(self, *index: Any) -> Any:
+        return _concrete("x.item() of a traced value", self.node,
+                         lambda value: value.item(*index))
 
     # --- numpy protocols ------------------------------------------------------
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
@@ -539,10 +540,12 @@ class Tracer:
     def flatten(self, order: str = "C") -> Any:
         return _copy(record_call(np.ravel, "ravel", (self,), {"order": order}))
 
-    def sort(self, *args: Any, **kwargs: Any) -> Any:
-        if self.node.kind == CONST and self.writable:
-            return _eager(np.ndarray.sort, (self, *args), kwargs)
-        return _inplace("x.sort()")
+    def compress(self, condition: Any, axis: int | None = None) -> Any:
+        return np.compress(condition, self, axis=axis)
+
+    @property
+    def flat(self) -> _Flat:
+        return _Flat(self)
 
     @property
     def itemsize(self) -> int:
@@ -562,6 +565,9 @@ class Tracer:
 
     def __getattr__(self, name: str) -> Any:
         function = METHODS.get(name)
+        if name in WRITING_METHODS:  # x.sort(), x.fill(0): written into a copy
+            return lambda *args, **kwargs: self._write(
+                WRITING_METHODS[name], f"ndarray.{name}", args, kwargs)
         if self.node.kind == CONST and not name.startswith("__") and \
                 hasattr(np.ndarray, name):  # a constant has every ndarray attribute
             attribute = getattr(np.ndarray, name)
@@ -613,6 +619,24 @@ class Tracer:
 
     def __round__(self, ndigits: int | None = None) -> Any:
         return round_(self, ndigits or 0)
+
+
+class _Flat:
+    """``x.flat``: indexing it indexes ``x.ravel()``; writing through it is refused."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array: Tracer) -> None:
+        self.array = array
+
+    def __getitem__(self, key: Any) -> Any:
+        return self.array.ravel()[key]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        _inplace("x.flat[...] = v (write x.ravel() into a new array instead)")
+
+    def __len__(self) -> int:
+        return self.array.size
 
 
 def _concrete(operation: str, node: Node | None = None,
@@ -1555,9 +1579,13 @@ METHODS: dict[str, Any] = {
     name: getattr(np, name) for name in (
         "sum", "prod", "mean", "min", "max", "any", "all", "std", "var", "argmin", "argmax",
         "cumsum", "cumprod", "ravel", "swapaxes", "squeeze", "repeat", "dot", "trace",
-        "diagonal", "take", "argsort",
+        "diagonal", "take", "argsort", "argpartition", "choose", "searchsorted",
     ) if hasattr(np.ndarray, name)
-}
+} | {"byteswap": np.ndarray.byteswap}
+
+# Array methods writing into the array: traced as writes into a copy.
+WRITING_METHODS: dict[str, Any] = {
+    name: getattr(np.ndarray, name) for name in ("sort", "fill", "partition", "put")}
 
 
 # ------------------------------------------------------------------------------ trace

@@ -267,6 +267,17 @@ def _put_into_made(x):
     return y, z, w
 
 
+def _methods_writing(v):
+    b, c, d, e = v * 2, np.abs(v), v - 1, v + 0
+    b.sort()
+    c.fill(1.5)
+    d.partition(3)
+    e.put([0, 2], 9.0)
+    table = np.arange(4.0)
+    table.fill(v[0])
+    return b, c, d[3], e, table, np.arange(6.0).item(2) * v
+
+
 # numpy functions numfuse does not list run as numpy calls learnt from stand-ins.
 UNLISTED_CASES = [
     ("choose", lambda i, x: np.choose(np.abs(i) % 3, [x, x * 2, -x]), (INTS, M)),
@@ -286,6 +297,10 @@ UNLISTED_CASES = [
     ("matrix-helpers", lambda s: (np.linalg.tensorinv(s, ind=1), np.linalg.cond(s, p=1)),
      (SPD,)),
     ("writers", _put_into_made, (M,)),
+    ("writing-methods", _methods_writing, (V,)),
+    ("methods", lambda v: (v.searchsorted(0.5), v.argpartition(2)[:2], v.compress(v > 0),
+                           (np.abs(v * 3) % 3).astype(int).choose([v, -v, v * 2]),
+                           v.byteswap(), v.flat[3] + v.flat[-1], v.flat[1:4]), (V,)),
 ]
 
 
@@ -319,6 +334,12 @@ def test_writers_into_an_argument_are_refused():
     with pytest.raises(UnsupportedOperationError, match=r"np\.copyto into an array"):
         numfuse.jit(lambda x: np.copyto(buffer, x))(V)
     assert not buffer.any()
+
+
+def test_writing_methods_on_an_argument_are_refused():
+    for write in (lambda x: x.sort(), lambda x: x.fill(0.0), lambda x: x.flat.__setitem__(0, 1)):
+        with pytest.raises(UnsupportedOperationError, match="in-place"):
+            numfuse.jit(write)(V.copy())
 
 
 def test_unlisted_functions_that_cannot_run_on_stand_ins_are_refused(tmp_path):
