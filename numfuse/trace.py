@@ -1633,7 +1633,8 @@ def trace_graph(fn: Callable[..., Any], specs: Sequence[ArgSpec],
 # ``from numpy import asarray`` is not wrapped.)
 
 _CONVERSIONS = {name: getattr(np, name) for name in (
-    "array", "asarray", "asanyarray", "ascontiguousarray", "asfortranarray")}
+    "array", "asarray", "asanyarray", "ascontiguousarray", "asfortranarray",
+    "asarray_chkfinite", "require")}
 # Array creation: in the traced function's own code these give constants that behave as
 # traced values (owned, so they may be written; indexable by traced values); np.empty gives
 # zeros so that a constant never holds arbitrary bytes.
@@ -1671,6 +1672,8 @@ def _converting_tracers() -> Iterator[None]:
 def _converter(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     def convert(*args: Any, **kwargs: Any) -> Any:
         obj = args[0] if args else None
+        if isinstance(obj, Tracer) and name in ("asarray_chkfinite", "require"):
+            return _checked_array(name, original, obj, *args[1:], **kwargs)
         if isinstance(obj, Tracer):
             return _as_array(name, original, obj, args[1:], kwargs)
         if isinstance(obj, (tuple, list)) and _has_tracer(obj):  # np.array([x, y])
@@ -1797,6 +1800,18 @@ def _as_array(name: str, original: Callable[..., Any], value: Tracer, args: tupl
         return Tracer(elementwise(OPS["astype"], [node], loop=((node.dtype,), target),
                                   scalar=False), owned=True)
     return value
+
+
+def _checked_array(name: str, original: Callable[..., Any], value: Tracer, dtype: Any = None,
+                   order: Any = None, requirements: Any = None, *, like: Any = None) -> Any:
+    """``np.asarray_chkfinite(x)`` (numpy checks the values when it runs) and
+    ``np.require(x, dtype)`` (the layout requirements hold for every value numfuse makes;
+    an argument is never written, whatever ``"W"`` asks)."""
+    options = {} if dtype is None else {"dtype": dtype}
+    converted = _as_array("asarray", _CONVERSIONS["asarray"], value, (), options)
+    if name == "asarray_chkfinite" and converted.node.dtype.kind in "fc":
+        return record_call(original, name, (converted,), {})
+    return converted
 
 
 def _leaf_const(value: Any) -> Node:

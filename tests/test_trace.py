@@ -918,11 +918,20 @@ def test_scipy_special_ufuncs_run_as_numpy_calls():
     lambda x: np.ascontiguousarray(x[::2]) + 1,
     lambda x: np.array(x, ndmin=2),
     lambda x: np.asanyarray(x, order="F") - 1,
+    lambda x: np.asarray_chkfinite(x, dtype=np.float32) * 2,
+    lambda x: (np.require(x, np.float32, "C") + 1, np.require(x.astype(int), None, ["A"])),
 ], ids=["asarray", "asarray-dtype", "asarray-positional-dtype", "array-copies", "array-of-list",
         "array-of-scalars", "asarray-of-scalar-is-0d", "ascontiguousarray", "array-ndmin",
-        "asanyarray-order"])
+        "asanyarray-order", "asarray-chkfinite", "require"])
 def test_array_conversions_of_traced_values_follow_numpy(fn):
     check(fn, X)
+
+
+def test_asarray_chkfinite_checks_the_values_of_each_call():
+    jitted = numfuse.jit(lambda x: np.asarray_chkfinite(x * 2) + 1)
+    assert_same(jitted(X), X * 2 + 1)
+    with pytest.raises(ValueError, match="must not contain infs or NaNs"):
+        jitted(np.array([1.0, np.nan]))
 
 
 def test_asarray_of_a_python_scalar_argument_is_a_strong_0d_array():
