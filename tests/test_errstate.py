@@ -230,6 +230,25 @@ def test_negative_integer_power_raises_whatever_the_errstate():
         assert str(excinfo.value) == str(numpy_error.value)
 
 
+@pytest.mark.parametrize("name", ["log", "log1p", "log2", "log10"])
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.int16, np.uint16])
+@pytest.mark.parametrize("with_reduction", [False, True], ids=["alone", "with-reduction"])
+def test_logarithms_of_integers_warn_like_numpy(name, dtype, with_reduction):
+    """``log(0)`` of an integer converted to float: LLVM knows that value is exactly 0 and
+    folded the division giving -inf without its "divide by zero" flag (found by the fuzzer:
+    ``np.all(x)`` and ``np.log(x)`` of int64 in one kernel); the minimum int64 must not
+    raise "overflow" either."""
+    ufunc = getattr(np, name)
+    values = np.array([3, 0, 1, -1, np.iinfo(np.int64).min, 2] * 4)
+    arg = values.astype(dtype) if dtype is not np.int64 else values
+    fn = (lambda x: (np.all(x), ufunc(x))) if with_reduction else (lambda x: ufunc(x))
+    expected, expected_warnings = _observe(fn, arg)
+    actual, actual_warnings = _observe(numfuse.jit(fn), arg)
+    assert actual_warnings == expected_warnings
+    logs = expected[1] if with_reduction else expected
+    assert_same(actual, expected, rtol=4 * float(np.finfo(logs.dtype).eps))
+
+
 def test_flag_raising_survives_llvm_optimisation():
     """The divide-by-zero flag of ``//`` comes from a call LLVM cannot delete."""
     from numfuse import backend
