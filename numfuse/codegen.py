@@ -156,6 +156,8 @@ def expression(node: Node, names: dict[Node, str]) -> str:
     loop: tuple[np.dtype, ...] = node.param("loop")
     template = template_for(op, loop)
     assert template is not None, f"no template for {node.op} on {loop}"
+    if node.op in _LIBM_FOR_INTEGERS and node.inputs[0].dtype.kind in "biu":
+        template = f"np.{node.op}({{0}})"
     operands = [_operand(source, names, dtype)
                 for source, dtype in zip(node.inputs, loop, strict=False)]
     text = template.format(*operands)
@@ -163,6 +165,11 @@ def expression(node: Node, names: dict[Node, str]) -> str:
         return text  # numba computes in this type already: no cast needed
     return cast_result(text, node.dtype)
 
+
+# The vector-math logarithms answer log(0) with a division LLVM folds, without numpy's
+# "divide by zero" flag, where it knows the float is 0 because it was converted from an
+# integer 0 (found by the fuzzer).  Integer operands take the C library's log instead.
+_LIBM_FOR_INTEGERS = frozenset({"log", "log1p"})
 
 # dtypes numba's arithmetic keeps (it widens small integers and float32 mixed with ints).
 _PRESERVED = frozenset(np.dtype(name) for name in ("float64", "int64", "complex128"))

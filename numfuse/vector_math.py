@@ -145,15 +145,10 @@ def _log_f64_reduced(x, short):  # type: ignore[no-untyped-def]
 
 def _log_of_nonpositive(x):  # type: ignore[no-untyped-def]
     """numpy's answer for ``log`` of ``x <= 0`` (or -0.0), with its flag: -inf and "divide
-    by zero" for zeros, NaN and "invalid" for negative numbers.
-
-    ``pole`` divides by ``x`` clamped to [-1, 0] and scaled by 2**1000: infinite with the
-    flag for zeros only, finite without a flag otherwise.  Choosing by its value rather than
-    by ``x == 0`` keeps LLVM from folding the division where it knows ``x`` is 0 (an ``x``
-    converted from an integer; found by the fuzzer) and the loop free of branches; no
-    ``abs``, which LLVM turns into an integer negation that wraps for the minimum int64."""
-    pole = 1.0 / (max(x, -1.0) * 1.0715086071862673e301)
-    return -math.inf if abs(pole) == math.inf else np.sqrt(x)
+    by zero" for zeros, NaN and "invalid" for negative numbers."""
+    if x == 0:
+        return -1.0 / abs(x)
+    return np.sqrt(x)
 
 
 # ------------------------------------------------------------------ float64

@@ -234,10 +234,10 @@ def test_negative_integer_power_raises_whatever_the_errstate():
 @pytest.mark.parametrize("dtype", [np.int64, np.int32, np.int16, np.uint16])
 @pytest.mark.parametrize("with_reduction", [False, True], ids=["alone", "with-reduction"])
 def test_logarithms_of_integers_warn_like_numpy(name, dtype, with_reduction):
-    """``log(0)`` of an integer converted to float: LLVM knows that value is exactly 0 and
-    folded the division giving -inf without its "divide by zero" flag (found by the fuzzer:
-    ``np.all(x)`` and ``np.log(x)`` of int64 in one kernel); the minimum int64 must not
-    raise "overflow" either."""
+    """``log(0)`` of an integer converted to float: LLVM knew that value is exactly 0 and
+    folded the vector-math division giving -inf without its "divide by zero" flag (found by
+    the fuzzer: ``np.all(x)`` and ``np.log(x)`` of int64 in one kernel), so integer
+    operands take the C library's logarithm."""
     ufunc = getattr(np, name)
     values = np.array([3, 0, 1, -1, np.iinfo(np.int64).min, 2] * 4)
     arg = values.astype(dtype) if dtype is not np.int64 else values
