@@ -1261,18 +1261,20 @@ def _moving_axes(node: Node) -> frozenset[int]:
 def _run_resized(call: NumpyCall, nodes: Sequence[Node]) -> list[Any]:
     """What ``call`` returns when the data-dependent sizes of its operands are 0 to 3
     instead of the examples' (``x[mask][:3]`` has a size that moves with them), filled
-    with zeros and with ones."""
+    with zeros and with ones, the other operands with zeros and with ones (``n[m]`` for a
+    data-dependent ``n`` and a mask ``m`` of one element)."""
     results = []
-    for size, fill in itertools.product((0, 1, 2, 3), (0, 1)):
+    for size, (fill, others) in itertools.product((0, 1, 2, 3), ((0, 0), (1, 0), (1, 1))):
         stand_ins = []
         for node in nodes:
             moving = _moving_axes(node)
-            if not moving or node.kind == CONST or node.weak:
+            if node.kind == CONST or node.weak or (not moving and others == 0):
                 stand_ins.append(_probe(node, 1, varied=False))
                 continue
             shape = tuple(size if axis in moving else example
                           for axis, example in enumerate(_example_shape(node)))
-            stand_ins.append(np.broadcast_to(np.asarray(fill, node.dtype), shape))
+            value = np.broadcast_to(np.asarray(fill if moving else others, node.dtype), shape)
+            stand_ins.append(value[()] if node.scalar and not shape else value)
         try:
             results.append(call.invoke(stand_ins))
         except Exception:  # numpy rejects these sizes; the other stand-ins decide

@@ -191,6 +191,22 @@ def test_a_0_d_mask_from_a_python_number_adds_an_axis_of_0_or_1():
             assert_same(jitted(x, y), x[y != 0])
 
 
+def test_a_data_dependent_size_selected_by_a_mask_of_one_element():
+    """``n[y != 0]`` for ``n = np.nonzero(y)[-1]`` and a one-element ``y``: the mask has
+    the fixed size 1, so the selection works only where ``n`` has 1 element, and its size
+    moves with the mask's values (found by the fuzzer)."""
+    jitted = numfuse.jit(lambda y: np.nonzero(y)[-1][y != 0])
+    for value in (np.iinfo(np.int64).min, 5, 0):
+        y = np.array([value])
+        if value:
+            assert_same(jitted(y), np.nonzero(y)[-1][y != 0])
+        else:
+            with pytest.raises(IndexError):  # numpy's: a mask of 1 for 0 elements
+                np.nonzero(y)[-1][y != 0]
+            with pytest.raises(IndexError):
+                jitted(y)
+
+
 def test_a_data_dependent_mask_on_a_length_1_axis():
     """numpy lets a boolean index of length 0 select from an axis of length 1; tracing
     finds the selection's size with data-dependent sizes of 0 and 1 when the usual
