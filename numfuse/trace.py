@@ -16,6 +16,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import dis
+import functools
 import inspect
 import itertools
 import math
@@ -23,6 +25,7 @@ import operator
 import os
 import sys
 import threading
+import types
 import warnings
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -1660,6 +1663,8 @@ def _converting_tracers() -> Iterator[None]:
                 setattr(np, name, _converter(name, original))
             for name, original in _CREATIONS.items():
                 setattr(np, name, _creator(name, original))
+            for name, original in _RANDOM.items():
+                setattr(np.random, name, _random_draw(name, original))
         _conversion_depth += 1
     try:
         yield
@@ -1669,6 +1674,33 @@ def _converting_tracers() -> Iterator[None]:
             if _conversion_depth == 0:
                 for name, original in _WRAPPED.items():
                     setattr(np, name, original)
+                for name, original in _RANDOM.items():
+                    setattr(np.random, name, original)
+
+
+# np.random's functions drawing from the global generator: the traced function's own code
+# calling one would draw once, while tracing, and return those numbers at every call.
+_RANDOM = {name: getattr(np.random, name) for name in dir(np.random)
+           if not name.startswith("_") and name not in ("seed", "get_state", "set_state")
+           and isinstance(getattr(getattr(np.random, name), "__self__", None),
+                          np.random.RandomState)}
+# A generator made without a seed draws other numbers at every call of the function too.
+_RANDOM["default_rng"] = np.random.default_rng
+
+
+def _random_draw(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    def draw(*args: Any, **kwargs: Any) -> Any:
+        seed = args[0] if args else kwargs.get("seed")
+        if _from_user_code(name) and (name != "default_rng" or seed is None):
+            raise UnsupportedOperationError(
+                f"np.random.{name} inside a traced function",
+                "numfuse traces the function once, so the numbers drawn then would come back "
+                "at every call; draw them outside and pass them as an argument.")
+        return original(*args, **kwargs)
+
+    draw.__wrapped__ = original  # type: ignore[attr-defined]
+    draw.__doc__ = original.__doc__
+    return draw
 
 
 def _converter(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -1683,7 +1715,7 @@ def _converter(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
                 return _eager(original, args, kwargs)
             return record_call(original, name, args, kwargs)
         result = original(*args, **kwargs)
-        return _wrapped(result, []) if _from_user_code() else result
+        return _wrapped(result, []) if _from_user_code(name) else result
 
     convert.__wrapped__ = original  # type: ignore[attr-defined]
     convert.__doc__ = original.__doc__
@@ -1699,7 +1731,7 @@ def _creator(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
             if _constants_only(args, kwargs):
                 return _eager(original, args, kwargs)
             return record_call(original, name, args, kwargs)  # a traced fill value
-        if not _from_user_code():
+        if not _from_user_code(name):
             return original(*args, **kwargs)
         return _wrapped(zeros(*args, **kwargs), [])
 
@@ -1708,11 +1740,32 @@ def _creator(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     return create
 
 
-def _from_user_code() -> bool:
-    """Whether the numpy function being wrapped was called by the traced function's module
-    (not by numpy or numfuse internals, nor by another thread)."""
+def _from_user_code(name: str) -> bool:
+    """Whether the numpy function ``name`` being wrapped was called by the traced
+    function's module (not by numpy or numfuse internals, nor by another thread) itself:
+    compiled code it calls (``rng.random(4)`` runs Cython that calls ``np.empty``) makes no
+    Python frame, so the statement running in the caller's frame must name ``name``."""
     user = _user_globals.get()
-    return user is not None and sys._getframe(2).f_globals is user
+    if user is None:
+        return False
+    frame = sys._getframe(2)
+    return frame.f_globals is user and name in _names_before(frame.f_code, frame.f_lasti)
+
+
+@functools.lru_cache(maxsize=4096)
+def _names_before(code: types.CodeType, offset: int) -> frozenset[str]:
+    """The names the statement running at ``offset`` of ``code`` loads up to there."""
+    names: set[str] = set()
+    for instruction in reversed([item for item in dis.get_instructions(code)
+                                 if item.offset <= offset]):
+        if instruction.offset < offset and instruction.opname.startswith(_STATEMENT_ENDS):
+            break
+        if instruction.opname.startswith("LOAD_") and isinstance(instruction.argval, str):
+            names.add(instruction.argval)
+    return frozenset(names)
+
+
+_STATEMENT_ENDS = ("STORE_", "POP_TOP", "RETURN_", "JUMP", "POP_JUMP")
 
 
 def _tracers_in(item: Any) -> Iterator[Tracer]:

@@ -949,6 +949,30 @@ def test_array_copies_and_asarray_does_not():
     check(write_through_asarray, X)
 
 
+RNG_FOR_TRACING = np.random.default_rng(5)
+
+
+def test_random_draws_inside_a_traced_function_are_refused():
+    """Tracing runs the function once: numbers drawn then would come back at every call."""
+    for draw in (lambda x: x + np.random.normal(size=x.shape), lambda x: x * np.random.rand(),
+                 lambda x: x + np.random.default_rng().random(3)):
+        with pytest.raises(numfuse.UnsupportedOperationError, match="np.random.* inside a "
+                           "traced function"):
+            numfuse.jit(draw)(X)
+    # a seeded generator draws the same numbers at every call, as numpy does
+    check(lambda x: x + np.random.default_rng(3).random(x.shape[-1]), X)
+
+
+def test_numpy_compiled_code_creating_arrays_gets_arrays():
+    """``rng.random`` is compiled code that calls ``np.empty``; seen from Python, that call
+    comes from the traced function's frame, and must still give numpy's array, not a
+    constant of the trace (it crashed)."""
+    state = RNG_FOR_TRACING.bit_generator.state
+    expected = X + RNG_FOR_TRACING.random(X.shape[-1])
+    RNG_FOR_TRACING.bit_generator.state = state
+    assert_same(numfuse.jit(lambda x: x + RNG_FOR_TRACING.random(x.shape[-1]))(X), expected)
+
+
 def test_conversions_are_numpys_own_outside_tracing():
     numfuse.jit(lambda x: np.asarray(x) + 1)(X)
     assert not hasattr(np.asarray, "__wrapped__")
