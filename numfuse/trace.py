@@ -1324,7 +1324,9 @@ def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
                                       _advice_for(f"np.{name} with a scalar argument"),
                                       tuple(arguments))
     call = NumpyCall(fn, name, static_args, static_kwargs)
-    with np.errstate(all="ignore"), warnings.catch_warnings(), _quiet_libraries():
+    quiet = _quiet_libraries() if unlisted or name.startswith(("linalg.", "poly")) \
+        else contextlib.nullcontext()
+    with np.errstate(all="ignore"), warnings.catch_warnings(), quiet:
         warnings.simplefilter("ignore")
         moves = any(_moving_axes(node) for node in nodes)
         masked = fn is operator.getitem and any(node.dtype.kind == "b" for node in nodes[1:])
@@ -1380,7 +1382,8 @@ def _quiet_libraries() -> Iterator[None]:
     """Silence what C and Fortran libraries print while numpy runs on stand-ins (LAPACK
     reports "On entry to DLASCL parameter number 4 had an illegal value" for the NaNs
     ``np.polyfit`` makes of zeros).  The first thread in redirects the descriptors and the
-    last one out restores them."""
+    last one out restores them; only calls that may reach LAPACK (unlisted functions,
+    ``linalg``, polynomials) are silenced, as other threads' output is lost meanwhile."""
     with _quiet_lock:
         if _quiet_state[0] == 0:
             try:
