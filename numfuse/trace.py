@@ -621,7 +621,13 @@ class Tracer:
                                   scalar=node.scalar), owned=True)
 
     def __round__(self, ndigits: int | None = None) -> Any:
-        return round_(self, ndigits or 0)
+        # numpy arrays have no __round__; a numpy scalar rounds to a Python int without
+        # ndigits, to a numpy scalar with them
+        if self.node.ndim != 0 or not (self.node.scalar or self.node.weak):
+            raise TypeError("type numpy.ndarray doesn't define __round__ method")
+        if ndigits is None:
+            return _concrete("round() of a traced value", self.node, lambda value: round(value))
+        return round_(self, ndigits)
 
 
 class _Flat:
@@ -905,7 +911,9 @@ def _quiet_where(ufunc: np.ufunc, inputs: Sequence[Any], mask: Any) -> list[Any]
 
 
 def _compute_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any]) -> Any:
-    if ufunc not in BY_UFUNC and ufunc not in MULTI_OUTPUT:
+    if ufunc not in BY_UFUNC and ufunc not in MULTI_OUTPUT or \
+            kwargs.get("casting", "same_kind") != "same_kind":
+        # numpy casts the operands as the casting rule allows: a numpy call
         return record_call(ufunc, ufunc.__name__, inputs, kwargs)
     out_dtype = kwargs.pop("dtype", None)
     signature = kwargs.pop("signature", None)

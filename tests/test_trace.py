@@ -949,6 +949,24 @@ def test_array_copies_and_asarray_does_not():
     check(write_through_asarray, X)
 
 
+def test_python_round_follows_numpy():
+    """numpy scalars round with ``round()`` (to a Python int without ndigits, which needs a
+    concrete value); arrays have no ``__round__``."""
+    check(lambda x: x * round(x.sum(), 1), X)
+    check(lambda x, k: x * round(k, 1) + round(k), X, 2.26)
+    with pytest.raises(TypeError, match="doesn't define __round__"):
+        numfuse.jit(lambda x: round(x))(X)
+    with pytest.raises(numfuse.ConcretizationError, match="round"):
+        numfuse.jit(lambda x: x * round(x.sum()))(X)
+
+
+def test_ufunc_casting_rules_other_than_same_kind_run_as_numpy():
+    check(lambda x: (np.add(x, 1, casting="unsafe", dtype=np.int32),
+                     np.multiply(x, 2, casting="unsafe", dtype=np.uint8)), X)
+    with pytest.raises(TypeError, match="same_kind"):  # numpy's UFuncTypeError
+        numfuse.jit(lambda x: np.add(x, 1, dtype=np.int32))(X)
+
+
 RNG_FOR_TRACING = np.random.default_rng(5)
 
 
