@@ -911,7 +911,7 @@ def _quiet_where(ufunc: np.ufunc, inputs: Sequence[Any], mask: Any) -> list[Any]
 
 
 def _compute_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any]) -> Any:
-    if ufunc not in BY_UFUNC and ufunc not in MULTI_OUTPUT or \
+    if (ufunc not in BY_UFUNC and ufunc not in MULTI_OUTPUT) or \
             kwargs.get("casting", "same_kind") != "same_kind":
         # numpy casts the operands as the casting rule allows: a numpy call
         return record_call(ufunc, ufunc.__name__, inputs, kwargs)
