@@ -387,8 +387,8 @@ def report(results, workloads: dict[str, Workload], plans: dict[str, str], optio
         "jax.jit; \"numfuse ÷ hand loop\" likewise against the hand-written `@njit` loop. "
         "numexpr, njit(parallel) and jax use both cores; numfuse splits a call over both "
         "when that pays on the machine at the time (see numfuse/threads.py); numpy, njit and "
-        "the hand loop use one. Before timing, every result is checked against numpy's; \"mismatch\", "
-        "\"error\" and \"n/a\" cells were not timed (reasons below each table).",
+        "the hand loop use one. Before timing, every result is checked against numpy's; "
+        "\"mismatch\", \"error\" and \"n/a\" cells were not timed (reasons below each table).",
         f"Repetitions: up to {options.repeats}, at least {options.min_repeats}, capped at about "
         f"{options.budget:g} s per workload and size; calls shorter than "
         f"{options.min_sample * 1e3:g} ms are batched.",
