@@ -134,6 +134,44 @@ class Written(_Wrapped):
         return result
 
 
+class ElementwiseCall:
+    """One elementwise operation that no kernel computes (float16 has no kernel type): the
+    operands are cast to the loop dtypes numfuse resolved, as numpy's loop casts them, and
+    numpy computes it (``reference`` is the op's numpy callable)."""
+
+    __slots__ = ("loop", "name", "out", "reference", "scalar")
+
+    def __init__(self, name: str, reference: Callable[..., Any], loop: Sequence[np.dtype],
+                 out: np.dtype, scalar: bool) -> None:
+        self.name = name
+        self.reference = reference
+        self.loop = tuple(loop)
+        self.out = out
+        self.scalar = scalar
+
+    def __call__(self, *values: Any) -> Any:
+        operands = [np.asarray(value).astype(dtype, copy=False)
+                    for value, dtype in zip(values, self.loop, strict=False)]
+        if self.name == "astype":
+            result = operands[0].astype(self.out, copy=True)
+        else:
+            result = np.array(self.reference(*operands), dtype=self.out,
+                              copy=True if self.name in ("real", "imag") else None)
+        return result[()] if self.scalar and result.ndim == 0 else result
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.name, self.loop, self.out, self.scalar)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ElementwiseCall) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return ElementwiseCall, (self.name, self.reference, self.loop, self.out, self.scalar)
+
+
 def _fill(item: Any, supply: Any) -> Any:
     if item is TRACED:
         return next(supply)

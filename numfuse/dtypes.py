@@ -19,9 +19,12 @@ SUPPORTED_DTYPES: tuple[np.dtype, ...] = tuple(
     np.dtype(name)
     for name in (
         "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-        "float32", "float64", "complex64", "complex128",
+        "float16", "float32", "float64", "complex64", "complex128",
     )
 )
+# float16 values are accepted, but no kernel computes with them: numba has no half type on
+# the CPU, so elementwise work touching float16 runs as numpy calls (see trace.elementwise).
+KERNEL_DTYPES = frozenset(SUPPORTED_DTYPES) - {np.dtype(np.float16)}
 _SUPPORTED = frozenset(SUPPORTED_DTYPES)
 
 # The dtype a weak Python scalar has when nothing else decides it.

@@ -37,12 +37,13 @@ from . import reductions
 from .calls import (
     TRACED,
     CallOutput,
+    ElementwiseCall,
     NumpyCall,
     PythonComplexOperator,
     PythonNumber,
     Written,
 )
-from .dtypes import ArgSpec, check_dtype, weak_python_type
+from .dtypes import KERNEL_DTYPES, ArgSpec, check_dtype, weak_python_type
 from .errors import (
     ConcretizationError,
     SizeDependentError,
@@ -174,13 +175,9 @@ def elementwise(op: OpDef, operands: Sequence[Node], *, out_dtype: Any = None,
                 f"np.{op.name} on {', '.join(str(t) for t in types)} needs an object loop",
                 "numfuse compiles numeric dtypes only; convert the operands with np.asarray.",
             )
-        if dtype == np.float16:
-            raise UnsupportedOperationError(
-                f"np.{op.name} on {', '.join(str(t) for t in types)} computes in float16",
-                "numfuse has no float16 kernels; cast the operands to float32 first "
-                "(x.astype(np.float32)).",
-            )
-    if template_for(op, loop_in) is None:
+    half = any(dtype not in KERNEL_DTYPES for dtype in (*loop_in, out)) or any(
+        node.dtype not in KERNEL_DTYPES and not node.weak for node in operands)
+    if not half and template_for(op, loop_in) is None:
         raise NoKernelCodeError(
             f"np.{op.name} on dtypes {', '.join(str(t) for t in loop_in)}",
             "numfuse has no kernel code for this dtype combination; cast the operands "
@@ -195,6 +192,11 @@ def elementwise(op: OpDef, operands: Sequence[Node], *, out_dtype: Any = None,
         elif not scalar or shape:
             value = np.asarray(value)
         return Node("const", CONST, (), out, np.shape(value), (("value", Const(value)),),
+                    weak=weak, scalar=scalar)
+    if half:  # float16: numpy computes it (no kernel type), with the same loop dtypes
+        call = NumpyCall(ElementwiseCall(op.name, op.reference, loop_in, out, scalar),
+                         op.name, (TRACED,) * len(operands), {})
+        return Node(op.name, NUMPY, tuple(operands), out, shape, (("call", call),),
                     weak=weak, scalar=scalar)
     params = (("loop", tuple(loop_in)),)
     return Node(op.name, ELEMENTWISE, tuple(operands), out, shape, params,
@@ -1458,10 +1460,10 @@ def _call_tracer(call: NumpyCall, nodes: Sequence[Node], first: Any, second: Any
             "the jitted function.",
         )
     dtype = np.asarray(first).dtype
-    if dtype.kind == "O" or dtype == np.float16 or dtype.kind not in "biufc":
+    if dtype.kind not in "biufc":
         raise UnsupportedOperationError(
             f"np.{name} returns dtype {dtype}",
-            "numfuse handles bool, integer, float32/64 and complex results; cast the input.",
+            "numfuse handles bool, integer, float and complex results; cast the input.",
         )
     shape = tuple(a if a == b and axis not in moving else None
                   for axis, (a, b) in enumerate(zip(np.shape(first), np.shape(second),
@@ -1476,7 +1478,8 @@ def _call_tracer(call: NumpyCall, nodes: Sequence[Node], first: Any, second: Any
     if moving:
         params += (("moving", frozenset(moving)),)
     reduction = reductions.recognise(call.fn, name, call.args, call.kwargs, nodes[0].ndim,
-                                     dtype) if len(nodes) == 1 else None
+                                     dtype) if len(nodes) == 1 and \
+        nodes[0].dtype in KERNEL_DTYPES and dtype in KERNEL_DTYPES else None
     if reduction is not None:
         params += (("reduction", reduction),)
     node = Node(name, NUMPY, tuple(nodes), dtype, shape, params,
@@ -1830,7 +1833,7 @@ def _wrapped(value: Any, copies: Sequence[tuple[Tracer, np.ndarray]]) -> Any:
         if value is copy:
             return tracer
     if isinstance(value, np.ndarray):
-        if value.dtype.kind not in "biufc" or value.dtype == np.float16:
+        if value.dtype.kind not in "biufc":
             return value
         shared = [tracer for tracer, copy in copies if np.may_share_memory(value, copy)]
         result = Tracer(const_node(value), owned=True)

@@ -324,8 +324,8 @@ def test_compiled_refuses_a_static_argument_equal_in_value_but_of_another_type()
 
 
 def test_unsupported_argument_dtype_names_the_argument():
-    with pytest.raises(numfuse.UnsupportedDtypeError, match="argument 1 has dtype float16"):
-        numfuse.jit(add)(X, np.ones(7, np.float16))
+    with pytest.raises(numfuse.UnsupportedDtypeError, match="argument 1 has dtype <U1"):
+        numfuse.jit(add)(X, np.array(list("abcdefg")))
 
 
 def test_non_numeric_argument_raises_type_error():

@@ -49,7 +49,6 @@ UNSUPPORTED = [
                  id="datetime64"),
     pytest.param(np.array([3], dtype="timedelta64[s]"), "timedelta64[s]", id="timedelta64"),
     pytest.param(np.zeros(2, dtype=[("a", "f8"), ("b", "i4")]), "('a', '<f8')", id="structured"),
-    pytest.param(np.zeros(2, dtype=np.float16), "float16", id="float16"),
 ]
 
 
