@@ -24,7 +24,7 @@ import numpy as np
 
 from . import backend, hooks
 from .codegen import KernelSource, emit, fastmath_flags
-from .dtypes import ArgSpec, as_operand, fast_key, is_setting, spec_of
+from .dtypes import DEFAULT, ArgSpec, as_operand, fast_key, is_setting, spec_of
 from .errors import (
     CallShapeError,
     SignatureMismatchError,
@@ -234,22 +234,22 @@ class Jitted:
         # out= is numfuse's (numpy's out=) unless the function has a parameter of that name.
         self._out_keyword = "out" not in self._signature.parameters and \
             inspect.Parameter.VAR_KEYWORD not in self._kinds
-        keyword_only = [name for name, param in self._signature.parameters.items()
-                        if param.kind == inspect.Parameter.KEYWORD_ONLY]
-        self._traced = _positional(fn, keyword_only) if keyword_only else fn
+        variadic = any(kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+                       for kind in self._kinds)
+        self._traced = fn if variadic else _by_parameter(fn, self._signature)
         functools.update_wrapper(self, fn)  # type: ignore[arg-type]
 
     def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
-        """All arguments in parameter order (keyword-only ones last), defaults applied."""
+        """All arguments in parameter order (keyword-only ones last); ``DEFAULT`` for each
+        one the caller left out, which the function then sees left out."""
         try:
             bound = self._signature.bind(*args, **kwargs)
         except TypeError as error:
             raise TypeError(f"{_name(self.fn)}(): {error}") from None
-        bound.apply_defaults()
         if any(kind == inspect.Parameter.VAR_KEYWORD or kind == inspect.Parameter.VAR_POSITIONAL
                for kind in self._kinds):
             return bound.args
-        return tuple(bound.arguments[name] for name in self._signature.parameters)
+        return tuple(bound.arguments.get(name, DEFAULT) for name in self._signature.parameters)
 
     def specialize(self, *args: Any, **kwargs: Any) -> tuple[Compiled, list[Any]]:
         """The ``Compiled`` for these arguments (compiling it if new) and the operands."""
@@ -408,13 +408,18 @@ def _holds_dask_array(args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
         isinstance(value, array_type) for value in (*args, *kwargs.values()))
 
 
-def _positional(fn: Callable[..., Any], keyword_only: list[str]) -> Callable[..., Any]:
-    """Call ``fn`` with its keyword-only parameters passed positionally, last."""
-    count = len(keyword_only)
+def _by_parameter(fn: Callable[..., Any], signature: inspect.Signature) -> Callable[..., Any]:
+    """Call ``fn`` with one positional argument per parameter (keyword-only ones last, as
+    ``Jitted._bind`` orders them), passing each the way its parameter takes it and leaving
+    out those that are ``DEFAULT``."""
+    names = list(signature.parameters)
 
     @functools.wraps(fn)
     def call(*args: Any) -> Any:
-        return fn(*args[:-count], **dict(zip(keyword_only, args[-count:], strict=True)))
+        given = {name: value for name, value in zip(names, args, strict=True)
+                 if value is not DEFAULT}
+        bound = inspect.BoundArguments(signature, given)  # type: ignore[arg-type]
+        return fn(*bound.args, **bound.kwargs)
 
     return call
 

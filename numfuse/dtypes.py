@@ -113,12 +113,29 @@ def spec_of(value: Any, what: str = "argument") -> ArgSpec:
     )
 
 
+class Default:
+    """A parameter the caller left to its default (``DEFAULT``): the function is traced
+    without it, so its own default applies, whatever it is (numpy's ``np._NoValue``)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<default>"
+
+    def __reduce__(self) -> str:
+        return "DEFAULT"
+
+
+DEFAULT = Default()
+
+
 def is_setting(value: Any) -> bool:
     """Whether a call argument configures the function rather than being data: ``None``,
-    a Python bool (``copy=True``), a string (``mode="same"``), a dtype or type, a ufunc.
-    Such arguments are passed as concrete values, one compilation per value."""
+    a Python bool (``copy=True``), a string (``mode="same"``), a dtype or type, a ufunc,
+    a parameter left to its default.  Such arguments are passed as concrete values, one
+    compilation per value."""
     return value is None or value is Ellipsis or isinstance(
-        value, (bool, str, bytes, np.dtype, type, np.ufunc))
+        value, (bool, str, bytes, np.dtype, type, np.ufunc, Default))
 
 
 def fast_key(value: Any) -> Any:

@@ -1628,7 +1628,7 @@ def trace_graph(fn: Callable[..., Any], specs: Sequence[ArgSpec],
         examples.update((node, tuple(shape)) for node, shape in zip(inputs, shapes, strict=True)
                         if len(shape) == node.ndim)
     token = _examples.set(examples)
-    user = _user_globals.set(getattr(inspect.unwrap(fn), "__globals__", None))
+    user = _user_globals.set(_own_globals(fn))
     try:
         with np.errstate(all="ignore"), _converting_tracers():
             result = fn(*arguments)
@@ -1752,6 +1752,17 @@ def _creator(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     create.__wrapped__ = original  # type: ignore[attr-defined]
     create.__doc__ = original.__doc__
     return create
+
+
+def _own_globals(fn: Callable[..., Any]) -> dict[str, Any] | None:
+    """The globals of the module ``fn`` was written in, whose calls of ``np.zeros`` & co.
+    make constants; None for numpy's and numfuse's own functions (``jit(np.sinc)``), whose
+    internal calls must get numpy's arrays."""
+    function = inspect.unwrap(fn)
+    module = getattr(function, "__module__", None) or ""
+    if module.split(".")[0] in ("numpy", "numfuse"):
+        return None
+    return getattr(function, "__globals__", None)
 
 
 def _from_user_code(name: str) -> bool:

@@ -381,6 +381,37 @@ def test_keyword_only_argument_passed_by_keyword_is_used():
     assert_same(jitted(X, scale=5.0), scaled(X, scale=5.0))
 
 
+def test_defaults_the_caller_leaves_out_are_the_functions_own():
+    """A parameter left to its default is left out of the traced call too, so defaults
+    numfuse cannot take as arguments (numpy's ``np._NoValue``, an array, a sentinel)
+    apply as in Python."""
+    sentinel = object()
+    table = np.array([1.0, 2.0, 3.0])
+
+    def picky(x, weights=table, marker=sentinel, *, offset=None):
+        result = x[:3] * weights
+        if marker is not sentinel:
+            result = result + 1
+        return result if offset is None else result + offset
+
+    jitted = numfuse.jit(picky)
+    assert_same(jitted(X), picky(X))
+    assert_same(jitted(X, offset=2.0), picky(X, offset=2.0))
+    assert_same(jitted(X, marker=1), picky(X, marker=1))
+
+
+@pytest.mark.parametrize(("fn", "args"), [
+    (np.add, (X, X[::-1])), (np.exp, (X,)), (np.divmod, (X, 1.5)), (np.frexp, (X,)),
+    (np.sum, (X,)), (np.mean, (X,)), (np.diff, (X,)), (np.clip, (X, 0, 1)), (np.sinc, (X,)),
+    (np.linalg.norm, (X,)), (np.where, (X > 0, X, -X)), (np.round, (X, 1)),
+    (np.maximum.reduce, (X,)), (np.add.accumulate, (X,)), (np.heaviside, (X, 0.5)),
+], ids=lambda item: getattr(item, "__name__", "") if callable(item) else "")
+def test_numpy_functions_jitted_directly_match_numpy(fn, args):
+    """``numfuse.jit(np.exp)``: ufuncs and numpy functions whose defaults are numpy's
+    sentinels, and whose own code calls ``np.asanyarray`` (numpy's arrays, not constants)."""
+    assert_same(numfuse.jit(fn)(*args), fn(*args), rtol=1e-15)
+
+
 def test_variadic_arguments():
     def total(*values):
         result = values[0]
