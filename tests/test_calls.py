@@ -6,6 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import assert_same, check
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import numfuse
 from numfuse.errors import UnsupportedOperationError
@@ -327,6 +330,48 @@ def test_numpy_functions_not_listed_run_as_numpy_calls(name, fn, args):
     expected = fn(*args)
     actual = numfuse.jit(fn)(*args)
     assert_same(actual, expected, rtol=1e-10, atol=1e-12)
+
+
+# Unlisted functions whose results depend on the values in different ways: sizes (polyder
+# of a short polynomial, trim_zeros-like stripping in polydiv), integer outputs, views.
+UNLISTED_PROPERTIES = {
+    "polyder": lambda v: np.polyder(v) * 2,
+    "polyint": lambda v: np.polyint(v, 2) + 1,
+    "polymul": lambda v: np.polymul(v, v[::-1]),
+    "diagflat": lambda v: np.diagflat(v) - 1,
+    "choose": lambda v: np.choose((np.abs(np.nan_to_num(v)) % 3).astype(np.int64),
+                                  [v, -v, v * 2]),
+    "histogram_bin_edges": lambda v: np.histogram_bin_edges(np.nan_to_num(v), bins=4),
+    "sliding_window_view": lambda v: np.lib.stride_tricks.sliding_window_view(v, 1) + v[:, None],
+    "isposinf": lambda v: np.isposinf(v * 2) | np.isneginf(v),
+    "tril_indices": lambda v: v[np.tril_indices(len(v) // 2 + 1, m=1)[0]],
+}
+
+
+@pytest.mark.parametrize("name", list(UNLISTED_PROPERTIES))
+@settings(max_examples=8, deadline=None, derandomize=True)
+@given(values=hnp.arrays(np.float64, st.integers(1, 6),
+                         elements=st.floats(-1e3, 1e3) | st.sampled_from([0.0, np.nan, np.inf])))
+def test_unlisted_functions_follow_numpy_on_any_values(name, values):
+    """Random values and sizes through numpy functions numfuse learns from stand-ins: the
+    same values, dtypes and exceptions as numpy (a value-dependent result numfuse refuses
+    is an UnsupportedOperationError or CallShapeError, never a wrong answer)."""
+    fn = UNLISTED_PROPERTIES[name]
+    with np.errstate(all="ignore"):
+        try:
+            expected = fn(values)
+        except Exception as error:  # noqa: BLE001 - compared by type below
+            expected = error
+        try:
+            actual = numfuse.jit(fn)(values)
+        except (UnsupportedOperationError, numfuse.CallShapeError):
+            return
+        except Exception as error:  # noqa: BLE001
+            actual = error
+    if isinstance(expected, Exception):
+        assert type(actual) is type(expected), f"numpy raised {expected!r}, got {actual!r}"
+        return
+    assert_same(actual, expected, rtol=1e-12, atol=1e-12)
 
 
 def test_an_unlisted_function_whose_sizes_follow_the_values():
