@@ -360,13 +360,13 @@ def test_unlisted_functions_follow_numpy_on_any_values(name, values):
     with np.errstate(all="ignore"):
         try:
             expected = fn(values)
-        except Exception as error:  # noqa: BLE001 - compared by type below
+        except Exception as error:
             expected = error
         try:
             actual = numfuse.jit(fn)(values)
         except (UnsupportedOperationError, numfuse.CallShapeError):
             return
-        except Exception as error:  # noqa: BLE001
+        except Exception as error:
             actual = error
     if isinstance(expected, Exception):
         assert type(actual) is type(expected), f"numpy raised {expected!r}, got {actual!r}"
