@@ -411,13 +411,13 @@ def _holds_dask_array(args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
 def _by_parameter(fn: Callable[..., Any], signature: inspect.Signature) -> Callable[..., Any]:
     """Call ``fn`` with one positional argument per parameter (keyword-only ones last, as
     ``Jitted._bind`` orders them), passing each the way its parameter takes it and leaving
-    out those that are ``DEFAULT``."""
+    out those that are ``DEFAULT`` or missing at the end."""
     names = list(signature.parameters)
 
     @functools.wraps(fn)
     def call(*args: Any) -> Any:
-        given = {name: value for name, value in zip(names, args, strict=True)
-                 if value is not DEFAULT}
+        given = {name: value for name, value in zip(names, args, strict=False)
+                 if value is not DEFAULT}  # numfuse.compile may give fewer: defaults
         bound = inspect.BoundArguments(signature, given)  # type: ignore[arg-type]
         return fn(*bound.args, **bound.kwargs)
 

@@ -400,6 +400,14 @@ def test_defaults_the_caller_leaves_out_are_the_functions_own():
     assert_same(jitted(X, marker=1), picky(X, marker=1))
 
 
+def test_compile_of_a_jitted_function_with_defaults_left_out():
+    def scaled(x, scale=2.0, *, shift=0.5):
+        return x * scale + shift
+
+    assert_same(numfuse.compile(numfuse.jit(scaled), X)(X), scaled(X))
+    assert_same(numfuse.compile(numfuse.jit(scaled), X, 3.0)(X, 3.0), scaled(X, 3.0))
+
+
 @pytest.mark.parametrize(("fn", "args"), [
     (np.add, (X, X[::-1])), (np.exp, (X,)), (np.divmod, (X, 1.5)), (np.frexp, (X,)),
     (np.sum, (X,)), (np.mean, (X,)), (np.diff, (X,)), (np.clip, (X, 0, 1)), (np.sinc, (X,)),
