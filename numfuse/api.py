@@ -17,6 +17,7 @@ import logging
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -326,6 +327,10 @@ class Jitted:
             from .dask import call_jitted
 
             return call_jitted(self, args, kwargs)
+        subclass = _array_subclass(args, kwargs)
+        if subclass is not None:
+            _warn_subclass(subclass, _name(self.fn))
+            return self.fn(*args, **kwargs)
         try:
             return self._run(args, kwargs)
         except CallShapeError:
@@ -406,6 +411,27 @@ def _holds_dask_array(args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
     array_type = getattr(module, "Array", None)
     return array_type is not None and any(
         isinstance(value, array_type) for value in (*args, *kwargs.values()))
+
+
+def _array_subclass(args: Sequence[Any], kwargs: dict[str, Any]) -> type | None:
+    """The type of an argument that subclasses ndarray with semantics of its own
+    (``np.matrix``'s ``*`` multiplies matrices, a masked array skips masked elements);
+    ``np.memmap`` computes as an ndarray does."""
+    for value in (*args, *kwargs.values()):
+        kind = type(value)
+        if kind is not np.ndarray and isinstance(value, np.ndarray) and \
+                not isinstance(value, np.memmap):
+            return kind
+    return None
+
+
+@functools.cache
+def _warn_subclass(kind: type, name: str) -> None:
+    warnings.warn(
+        f"{name} was called with a {kind.__module__}.{kind.__qualname__}, an ndarray "
+        "subclass whose operations numfuse cannot trace: numpy runs the function as written "
+        "(its own result, not fused). Pass np.asarray(value) to fuse it as a plain array.",
+        RuntimeWarning, stacklevel=4)
 
 
 def _by_parameter(fn: Callable[..., Any], signature: inspect.Signature) -> Callable[..., Any]:

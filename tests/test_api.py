@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import warnings
 
 import numpy as np
 import pytest
@@ -398,6 +399,26 @@ def test_defaults_the_caller_leaves_out_are_the_functions_own():
     assert_same(jitted(X), picky(X))
     assert_same(jitted(X, offset=2.0), picky(X, offset=2.0))
     assert_same(jitted(X, marker=1), picky(X, marker=1))
+
+
+def test_ndarray_subclasses_with_their_own_semantics_run_as_written(tmp_path):
+    """``np.matrix`` multiplies matrices with ``*`` and masked arrays skip masked elements:
+    numpy runs the function (warning once per type); a memmap computes as an ndarray."""
+    square = numfuse.jit(lambda a: a * a + 1)
+    matrix = np.matrix([[1.0, 2.0], [3.0, 4.0]])
+    with pytest.warns(RuntimeWarning, match="numpy.matrix, an ndarray subclass"):
+        assert_same(square(matrix), matrix * matrix + 1)
+    masked = np.ma.masked_array([1.0, 2.0, 3.0], mask=[False, True, False])
+    with pytest.warns(RuntimeWarning, match="MaskedArray"):
+        result = square(masked)
+    assert isinstance(result, np.ma.MaskedArray)
+    assert result.mask.tolist() == [False, True, False]
+    assert result.compressed().tolist() == [2.0, 10.0]
+    mapped = np.memmap(tmp_path / "values", dtype=np.float64, mode="w+", shape=(4,))
+    mapped[:] = [1.0, 2.0, 3.0, 4.0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert_same(square(mapped), np.asarray(mapped) ** 2 + 1)
 
 
 def test_compile_of_a_jitted_function_with_defaults_left_out():
