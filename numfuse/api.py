@@ -227,6 +227,7 @@ class Jitted:
         self.compiled: dict[tuple[Any, ...], Compiled] = {}
         self._by_key: dict[tuple[Any, ...], Compiled] = {}
         self._lock = threading.Lock()
+        self._by_structure: dict[Any, Jitted] = {}  # per structure of dict arguments
         # Set once the function turns out to read array sizes: it then compiles per shape.
         self.per_shape = False
         self._signature = inspect.signature(fn)
@@ -327,6 +328,8 @@ class Jitted:
             from .dask import call_jitted
 
             return call_jitted(self, args, kwargs)
+        if any(isinstance(value, dict) for value in (*args, *kwargs.values())):
+            return self._with_dicts(args, kwargs)
         subclass = _array_subclass(args, kwargs)
         if subclass is not None:
             _warn_subclass(subclass, _name(self.fn))
@@ -337,6 +340,29 @@ class Jitted:
             if self.per_shape:
                 raise
             return self._per_shape(args, kwargs)
+
+    def _with_dicts(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Dict arguments (``params={"w": w, "b": b}``): their values are arguments of a
+        jitted function per dict structure (keys and nesting), which rebuilds the dicts."""
+        out = kwargs.pop("out", None) if "out" in kwargs and self._out_keyword else None
+        bound = self._bind(args, kwargs)
+        structure, leaves = _flatten_dicts(bound)
+        inner = self._by_structure.get(structure)
+        if inner is None:
+            positions = _leaf_positions(structure)
+            traced = self._traced
+
+            def flat(*values: Any) -> Any:
+                return traced(*_unflatten_dicts(structure, values))
+
+            functools.update_wrapper(flat, self.fn)
+            flat.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+                [inspect.Parameter("values", inspect.Parameter.VAR_POSITIONAL)])
+            inner = Jitted(flat, static_argnums=[positions[index] for index in
+                                                 self.static_argnums if index in positions],
+                           cache=self.cache, threads=self.threads, fastmath=self.fastmath)
+            self._by_structure[structure] = inner
+        return inner(*leaves) if out is None else inner(*leaves, out=out)
 
     def _run(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if "out" in kwargs and self._out_keyword:
@@ -411,6 +437,44 @@ def _holds_dask_array(args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
     array_type = getattr(module, "Array", None)
     return array_type is not None and any(
         isinstance(value, array_type) for value in (*args, *kwargs.values()))
+
+
+def _flatten_dicts(values: Sequence[Any]) -> tuple[tuple[Any, ...], list[Any]]:
+    """(structure, leaves) of arguments: a dict's structure is its (key, structure) pairs
+    in order, anything else a leaf (None)."""
+    leaves: list[Any] = []
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, dict):
+            return tuple((key, walk(item)) for key, item in value.items())
+        leaves.append(value)
+        return None
+
+    return tuple(walk(value) for value in values), leaves
+
+
+def _unflatten_dicts(structure: tuple[Any, ...], leaves: Sequence[Any]) -> list[Any]:
+    supply = iter(leaves)
+
+    def build(part: Any) -> Any:
+        return next(supply) if part is None else {key: build(item) for key, item in part}
+
+    return [build(part) for part in structure]
+
+
+def _leaf_positions(structure: tuple[Any, ...]) -> dict[int, int]:
+    """Where each argument that is not a dict lands among the leaves."""
+    positions: dict[int, int] = {}
+    count = 0
+
+    def size(part: Any) -> int:
+        return 1 if part is None else sum(size(item) for _, item in part)
+
+    for index, part in enumerate(structure):
+        if part is None:
+            positions[index] = count
+        count += size(part)
+    return positions
 
 
 def _array_subclass(args: Sequence[Any], kwargs: dict[str, Any]) -> type | None:

@@ -421,6 +421,26 @@ def test_ndarray_subclasses_with_their_own_semantics_run_as_written(tmp_path):
         assert_same(square(mapped), np.asarray(mapped) ** 2 + 1)
 
 
+def test_dict_arguments_are_rebuilt_for_the_function():
+    """``params`` dicts (nested too) pass their values as arguments; each structure of
+    keys compiles on its own, static arguments keep their positions."""
+    def layer(params, x, mode, *, scale=1.0):
+        y = (x @ params["w"] + params["b"]) * scale
+        return y * params["extra"]["gain"] if mode == "gain" else y
+
+    params = {"w": np.ones((7, 2)), "b": np.array([0.5, -0.5]), "extra": {"gain": 2.0}}
+    rows = np.stack([X, X * 2])
+    jitted = numfuse.jit(layer, static_argnums=(2,))
+    assert_same(jitted(params, rows, "gain"), layer(params, rows, "gain"))
+    assert_same(jitted(params, rows, "plain", scale=3.0), layer(params, rows, "plain", scale=3.0))
+    reordered = {"b": params["b"], "w": params["w"] * 2, "extra": {"gain": 0.5}}
+    assert_same(jitted(reordered, rows, "gain"), layer(reordered, rows, "gain"))
+    assert len(jitted._by_structure) == 2
+    out = np.empty((2, 2))
+    assert jitted(params, rows, "gain", out=out) is out
+    assert_same(out, layer(params, rows, "gain"))
+
+
 def test_compile_of_a_jitted_function_with_defaults_left_out():
     def scaled(x, scale=2.0, *, shift=0.5):
         return x * scale + shift
