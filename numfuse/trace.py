@@ -1679,6 +1679,7 @@ def _converting_tracers() -> Iterator[None]:
                 setattr(np, name, _creator(name, original))
             for name, original in _RANDOM.items():
                 setattr(np.random, name, _random_draw(name, original))
+            np.vectorize.__call__ = _vectorized_call  # type: ignore[method-assign]
         _conversion_depth += 1
     try:
         yield
@@ -1690,6 +1691,7 @@ def _converting_tracers() -> Iterator[None]:
                     setattr(np, name, original)
                 for name, original in _RANDOM.items():
                     setattr(np.random, name, original)
+                np.vectorize.__call__ = _VECTORIZE_CALL  # type: ignore[method-assign]
 
 
 # np.random's functions drawing from the global generator: the traced function's own code
@@ -1700,6 +1702,62 @@ _RANDOM = {name: getattr(np.random, name) for name in dir(np.random)
                           np.random.RandomState)}
 # A generator made without a seed draws other numbers at every call of the function too.
 _RANDOM["default_rng"] = np.random.default_rng
+
+
+_VECTORIZE_CALL = np.vectorize.__call__
+
+
+def _vectorized_call(self: np.vectorize, *args: Any, **kwargs: Any) -> Any:
+    """``np.vectorize(f)(x)`` on traced values: ``f`` applied to the whole arrays, which is
+    the same when everything ``f`` does is elementwise (checked: anything else raises).
+    Like numpy, the operands are arrays first (Python numbers become strong), and the
+    results are arrays of the broadcast shape (``otypes`` cast them)."""
+    if not _has_tracer((args, tuple(kwargs.values()))):
+        return _VECTORIZE_CALL(self, *args, **kwargs)
+    if self.signature is not None or self.excluded or kwargs:
+        raise UnsupportedOperationError(
+            "np.vectorize with signature=, excluded= or keyword arguments on traced values",
+            "numfuse applies a vectorized function to whole arrays only when it is called "
+            "with positional arrays; compute this part outside the jitted function.")
+    operands: list[Any] = [
+        np.asanyarray(value) if isinstance(value, Tracer)
+        else Tracer(const_node(np.asanyarray(value)), owned=True) for value in args]
+    sources = {operand.node for operand in operands}
+    results = self.pyfunc(*operands)
+    items = list(results) if isinstance(results, tuple) else [results]
+    target = broadcast_shapes(*(operand.node.shape for operand in operands))
+    done = []
+    for position, item in enumerate(items):
+        if not isinstance(item, Tracer) or not _elementwise_from(item.node, sources):
+            if isinstance(item, Tracer) or not np.isscalar(item):
+                raise UnsupportedOperationError(
+                    f"np.vectorize({getattr(self.pyfunc, '__name__', 'f')}) on traced values",
+                    "the function does more than elementwise work on its arguments, so "
+                    "applying it to whole arrays would differ from numpy's per-element calls; "
+                    "compute this part outside the jitted function.")
+            item = Tracer(const_node(np.asarray(item)), owned=True)
+        if self.otypes:
+            item = item.astype(np.dtype(self.otypes[position]))
+        if item.node.shape != target:
+            item = np.broadcast_to(item, np.broadcast_shapes(
+                *(np.shape(operand) for operand in operands))).copy()
+        done.append(np.asarray(item) if item.node.ndim == 0 else item)
+    return tuple(done) if isinstance(results, tuple) else done[0]
+
+
+def _elementwise_from(node: Node, sources: set[Node]) -> bool:
+    """Whether ``node`` is computed from ``sources`` by elementwise work and constants only."""
+    seen: set[Node] = set()
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if item in seen or item in sources or item.kind == CONST:
+            continue
+        seen.add(item)
+        if item.kind != ELEMENTWISE:
+            return False
+        stack.extend(item.inputs)
+    return True
 
 
 def _random_draw(name: str, original: Callable[..., Any]) -> Callable[..., Any]:

@@ -967,6 +967,26 @@ def test_ufunc_casting_rules_other_than_same_kind_run_as_numpy():
         numfuse.jit(lambda x: np.add(x, 1, dtype=np.int32))(X)
 
 
+@pytest.mark.parametrize("fn", [
+    lambda x: np.vectorize(lambda v: v * 2 + 1)(x),
+    lambda x: np.vectorize(lambda v, w: v * w)(x.astype(np.float32), 2.5),
+    lambda x: np.vectorize(lambda v: 1.5)(x),
+    lambda x: np.vectorize(lambda v: v > 1, otypes=[float])(x),
+    lambda x: np.vectorize(lambda v: (v + 1, np.abs(v)))(x),
+    lambda x: np.vectorize(lambda v: v * 2)(x[0]),
+], ids=["arithmetic", "python-number-becomes-strong", "constant", "otypes", "two-results",
+        "0-d"])
+def test_vectorize_of_elementwise_functions_applies_them_to_whole_arrays(fn):
+    check(fn, X)
+
+
+def test_vectorize_of_functions_that_are_not_elementwise_is_refused():
+    with pytest.raises(numfuse.UnsupportedOperationError, match="more than elementwise"):
+        numfuse.jit(lambda x: np.vectorize(lambda v: v * v.sum())(x))(X)
+    with pytest.raises(numfuse.ConcretizationError, match="bool"):
+        numfuse.jit(lambda x: np.vectorize(lambda v: v if v > 0 else -v)(x))(X)
+
+
 RNG_FOR_TRACING = np.random.default_rng(5)
 
 
