@@ -36,6 +36,7 @@ import dataclasses
 import heapq
 from collections.abc import Sequence
 
+from .calls import ElementwiseCall
 from .graph import CONST, ELEMENTWISE, INPUT, NUMPY, Graph, Node, toposort
 from .reductions import Reduction, fusible_dtype
 
@@ -153,7 +154,8 @@ def size_classes(nodes: Sequence[Node]) -> dict[Node, object]:
             found[node] = None
         elif node.kind == NUMPY and node.param("moving"):
             found[node] = node
-        elif node.kind != ELEMENTWISE:
+        elif node.kind != ELEMENTWISE and not isinstance(
+                getattr(node.param("call"), "fn", None), ElementwiseCall):  # float16 work
             found[node] = ARGUMENT_SIZES
         else:
             sources = {found.get(source, ARGUMENT_SIZES) for source in node.inputs

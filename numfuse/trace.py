@@ -1136,7 +1136,7 @@ def _example_shape(node: Node) -> tuple[int, ...]:
     for item in toposort([node]):
         if item in memo:
             continue
-        if item.kind == ELEMENTWISE:
+        if _acts_elementwise(item):
             try:
                 memo[item] = np.broadcast_shapes(*(memo[source] for source in item.inputs))
             except ValueError:  # a data-dependent size meets an argument's: take the latter
@@ -1144,6 +1144,14 @@ def _example_shape(node: Node) -> tuple[int, ...]:
         else:
             memo[item] = tuple(_DEFAULT_SIZE if size is None else size for size in item.shape)
     return memo[node]
+
+
+def _acts_elementwise(node: Node) -> bool:
+    """An elementwise node, or elementwise work numpy computes (float16): its sizes are
+    the broadcast of its operands'."""
+    return node.kind == ELEMENTWISE or (
+        node.kind == NUMPY and isinstance(getattr(node.param("call"), "fn", None),
+                                          ElementwiseCall))
 
 
 def _known_broadcast(node: Node, shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
@@ -1258,12 +1266,12 @@ def _moving_axes(node: Node) -> frozenset[int]:
     while stack:
         item = stack[-1]
         pending = [source for source in item.inputs if source not in found] \
-            if item.kind == ELEMENTWISE else []
+            if _acts_elementwise(item) else []
         if pending:
             stack.extend(pending)
             continue
         stack.pop()
-        if item.kind == ELEMENTWISE:
+        if _acts_elementwise(item):
             found[item] = frozenset(axis + item.ndim - source.ndim for source in item.inputs
                                     for axis in found[source])
         else:

@@ -285,6 +285,20 @@ def test_float16_runs_as_numpy_calls_around_fused_kernels() -> None:
     assert "1 fused kernel" in plan and "involves float16" in plan
 
 
+def test_float16_work_has_the_sizes_of_its_operands() -> None:
+    """float16 work runs as numpy calls whose sizes are the broadcast of their operands',
+    for example shapes (``concatenate``) and for sizes that depend on the values (both
+    found by fuzzing with float16)."""
+    half = np.zeros((2, 2), np.float16)
+    check(lambda a, b: np.concatenate([np.abs(a), b]), half, half + 1)
+    fn = numfuse.jit(lambda x, y: (x[x > 0].astype(np.float16) * 2).astype(np.float64)
+                     + y[y > 0])
+    for x, y in (([1.0, -1, 2, 3], [1.0, 2, -3, 4]), ([1.0, 2, -1], [-1.0, 5, 6])):
+        x, y = np.array(x), np.array(y)
+        want = (x[x > 0].astype(np.float16) * 2).astype(np.float64) + y[y > 0]
+        assert np.array_equal(fn(x, y), want)
+
+
 def test_complex_power_error_grows_with_the_exponent_like_numpys() -> None:
     """``(0.5+0j) ** -625``: numpy's C library and numfuse both take exp(b log a); each
     rounds the exponent 433 differently, so they agree within about |b log a| ulp (found by
