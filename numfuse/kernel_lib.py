@@ -239,6 +239,14 @@ def _is_positive(x):  # type: ignore[no-untyped-def]
     return x == x and x != 0 and not np.signbit(x)
 
 
+def power_float(a, b):  # type: ignore[no-untyped-def]
+    """``a ** b`` for floats; ``0 ** -inf`` is inf with numpy's "divide by zero", which
+    the C library's pow does not raise (found by the fuzzer)."""
+    if a == 0 and b == -math.inf:
+        raise_divide_by_zero()
+    return a ** b
+
+
 def floor_divide_float(a, b):  # type: ignore[no-untyped-def]
     if b == 0:
         return a / b

@@ -112,7 +112,7 @@ _row("remainder", np.remainder, 2, i="remainder_int({0}, {1})", u="remainder_int
 _row("fmod", np.fmod, 2, i="fmod_int({0}, {1})", u="fmod_int({0}, {1})",
      f="np.fmod({0}, {1})")
 _row("power", np.power, 2, i="power_int({0}, {1})", u="power_int({0}, {1})",
-     f="({0} ** {1})", c="complex_power({0}, {1})")
+     f="power_float({0}, {1})", c="complex_power({0}, {1})")
 _row("float_power", np.float_power, 2, f="({0} ** {1})", c="complex_power({0}, {1})")
 _row("negative", np.negative, 1, i="np.int64(np.uint64(0) - np.uint64({0}))", star="(-{0})")
 _row("positive", np.positive, 1, star="{0}")

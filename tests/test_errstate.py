@@ -249,6 +249,19 @@ def test_logarithms_of_integers_warn_like_numpy(name, dtype, with_reduction):
     assert_same(actual, expected, rtol=4 * float(np.finfo(logs.dtype).eps))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_zero_to_the_minus_infinity_warns_like_numpy(dtype):
+    """numpy's power raises "divide by zero" for ``0 ** -inf``; the C library's pow does
+    not (found by the fuzzer); ``float_power`` stays quiet, as numpy's does."""
+    base = np.array([0.0, -0.0, 0.5, 2.0] * 5, dtype)
+    exponent = np.array([-np.inf, -np.inf, -np.inf, np.inf] * 5, dtype)
+    for fn in (lambda b: b ** exponent, lambda b: np.float_power(b, exponent)):
+        expected, expected_warnings = _observe(fn, base)
+        actual, actual_warnings = _observe(numfuse.jit(fn), base)
+        assert actual_warnings == expected_warnings
+        assert_same(actual, expected)
+
+
 def test_flag_raising_survives_llvm_optimisation():
     """The divide-by-zero flag of ``//`` comes from a call LLVM cannot delete."""
     from numfuse import backend
