@@ -1111,7 +1111,9 @@ FUNCTIONS: dict[Any, Callable[..., Any]] = {
 
 
 def supported_functions() -> list[str]:
-    """The numpy functions numfuse traces (besides the ufuncs), as ``np.<name>``."""
+    """The numpy functions numfuse knows by name (besides the ufuncs), as ``np.<name>``;
+    any other numpy function that dispatches on its arguments runs as a numpy call learnt
+    from stand-ins (see ``record_call``), but for those in ``REFUSED``."""
     return sorted({f"np.{name}" for name in (*CALLS.values(), *DATA_DEPENDENT.values())} |
                   {f"np.{getattr(func, '__name__', func)}" for func in FUNCTIONS})
 
