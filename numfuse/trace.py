@@ -1690,6 +1690,7 @@ def _converting_tracers() -> Iterator[None]:
             for name, original in _RANDOM.items():
                 setattr(np.random, name, _random_draw(name, original))
             np.vectorize.__call__ = _vectorized_call  # type: ignore[method-assign]
+            np.isscalar = _isscalar  # type: ignore[assignment]
         _conversion_depth += 1
     try:
         yield
@@ -1702,6 +1703,7 @@ def _converting_tracers() -> Iterator[None]:
                 for name, original in _RANDOM.items():
                     setattr(np.random, name, original)
                 np.vectorize.__call__ = _VECTORIZE_CALL  # type: ignore[method-assign]
+                np.isscalar = _ISSCALAR
 
 
 # np.random's functions drawing from the global generator: the traced function's own code
@@ -1715,6 +1717,14 @@ _RANDOM["default_rng"] = np.random.default_rng
 
 
 _VECTORIZE_CALL = np.vectorize.__call__
+_ISSCALAR = np.isscalar
+
+
+def _isscalar(element: Any) -> bool:
+    """``np.isscalar``: a traced numpy scalar or Python number is one, an array is not."""
+    if isinstance(element, Tracer):
+        return element.node.ndim == 0 and (element.node.scalar or element.node.weak)
+    return _ISSCALAR(element)
 
 
 def _vectorized_call(self: np.vectorize, *args: Any, **kwargs: Any) -> Any:

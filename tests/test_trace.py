@@ -987,6 +987,14 @@ def test_vectorize_of_functions_that_are_not_elementwise_is_refused():
         numfuse.jit(lambda x: np.vectorize(lambda v: v if v > 0 else -v)(x))(X)
 
 
+@pytest.mark.parametrize("other", [np.float64(2.0), 2.0, np.array(2.0), np.ones(5)],
+                         ids=["numpy-scalar", "python-float", "0-d-array", "array"])
+def test_isscalar_of_traced_values_answers_as_numpy(other):
+    """Code branching on ``np.isscalar`` takes numpy's branch (a traced value is no
+    scalar to numpy's own isscalar, which would pick the array branch)."""
+    check(lambda x, b: x * 2 if np.isscalar(b) else x - b, X, other)
+
+
 RNG_FOR_TRACING = np.random.default_rng(5)
 
 
