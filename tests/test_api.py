@@ -331,6 +331,8 @@ def test_unsupported_argument_dtype_names_the_argument():
 
 def test_non_numeric_argument_raises_type_error():
     with pytest.raises(TypeError, match="argument 0"):
+        numfuse.jit(lambda x: x + 1)({"not an array"})
+    with pytest.raises(TypeError, match="unsupported operand"):  # a dict, as Python
         numfuse.jit(lambda x: x + 1)({"not": "an array"})
     with pytest.raises(TypeError, match="can only concatenate str"):  # a setting, as Python
         numfuse.jit(lambda x: x + 1)("text")
