@@ -172,6 +172,12 @@ class ElementwiseCall:
         return ElementwiseCall, (self.name, self.reference, self.loop, self.out, self.scalar)
 
 
+def is_elementwise_call(node: Any) -> bool:
+    """Whether graph node ``node`` is elementwise work numpy computes (an
+    ``ElementwiseCall``: float16), whose sizes are the broadcast of its operands'."""
+    return isinstance(getattr(node.param("call"), "fn", None), ElementwiseCall)
+
+
 def _fill(item: Any, supply: Any) -> Any:
     if item is TRACED:
         return next(supply)

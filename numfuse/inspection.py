@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .calls import ElementwiseCall
+from .calls import is_elementwise_call
 from .graph import CONST, ELEMENTWISE, INPUT, NUMPY, Graph, Node
 from .partition import MAX_OPERANDS, Region, is_kernel_input, path_through_outside
 
@@ -408,7 +408,7 @@ def _classify(source: Node, node: Node, owner: dict[Node, int], by_index: dict[i
         if end not in owner:
             if _is_reduction(end):
                 return REDUCTION, f"{end.op} reduces its input; its result is a new loop"
-            if isinstance(getattr(end.param("call"), "fn", None), ElementwiseCall):
+            if is_elementwise_call(end):
                 return NON_FUSIBLE, (f"{end.op} involves float16, which no kernel computes "
                                      "with (numba has no CPU float16); numpy runs it")
             return NON_FUSIBLE, f"{end.op} ({end.kind}) is not elementwise; numpy runs it"

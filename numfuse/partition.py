@@ -36,7 +36,7 @@ import dataclasses
 import heapq
 from collections.abc import Sequence
 
-from .calls import ElementwiseCall
+from .calls import is_elementwise_call
 from .graph import CONST, ELEMENTWISE, INPUT, NUMPY, Graph, Node, toposort
 from .reductions import Reduction, fusible_dtype
 
@@ -154,8 +154,7 @@ def size_classes(nodes: Sequence[Node]) -> dict[Node, object]:
             found[node] = None
         elif node.kind == NUMPY and node.param("moving"):
             found[node] = node
-        elif node.kind != ELEMENTWISE and not isinstance(
-                getattr(node.param("call"), "fn", None), ElementwiseCall):  # float16 work
+        elif node.kind != ELEMENTWISE and not is_elementwise_call(node):  # float16 work
             found[node] = ARGUMENT_SIZES
         else:
             sources = {found.get(source, ARGUMENT_SIZES) for source in node.inputs

@@ -42,6 +42,7 @@ from .calls import (
     PythonComplexOperator,
     PythonNumber,
     Written,
+    is_elementwise_call,
 )
 from .dtypes import KERNEL_DTYPES, ArgSpec, check_dtype, weak_python_type
 from .errors import (
@@ -1151,9 +1152,7 @@ def _example_shape(node: Node) -> tuple[int, ...]:
 def _acts_elementwise(node: Node) -> bool:
     """An elementwise node, or elementwise work numpy computes (float16): its sizes are
     the broadcast of its operands'."""
-    return node.kind == ELEMENTWISE or (
-        node.kind == NUMPY and isinstance(getattr(node.param("call"), "fn", None),
-                                          ElementwiseCall))
+    return node.kind == ELEMENTWISE or is_elementwise_call(node)
 
 
 def _known_broadcast(node: Node, shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
@@ -1790,9 +1789,7 @@ def _random_draw(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
                 "at every call; draw them outside and pass them as an argument.")
         return original(*args, **kwargs)
 
-    draw.__wrapped__ = original  # type: ignore[attr-defined]
-    draw.__doc__ = original.__doc__
-    return draw
+    return functools.wraps(original)(draw)
 
 
 def _converter(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -1809,9 +1806,7 @@ def _converter(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         result = original(*args, **kwargs)
         return _wrapped(result, []) if _from_user_code(name) else result
 
-    convert.__wrapped__ = original  # type: ignore[attr-defined]
-    convert.__doc__ = original.__doc__
-    return convert
+    return functools.wraps(original)(convert)
 
 
 def _creator(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -1827,9 +1822,7 @@ def _creator(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
             return original(*args, **kwargs)
         return _wrapped(zeros(*args, **kwargs), [])
 
-    create.__wrapped__ = original  # type: ignore[attr-defined]
-    create.__doc__ = original.__doc__
-    return create
+    return functools.wraps(original)(create)
 
 
 def _own_globals(fn: Callable[..., Any]) -> dict[str, Any] | None:
