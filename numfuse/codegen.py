@@ -60,7 +60,7 @@ def fastmath_flags(option: object) -> frozenset[str]:
 # Elements per block of a kernel with float sums: within a block the sum is vectorised
 # (several partial sums), block sums are then added in a cascade of levels of 16.
 BLOCK = 512
-_LEVELS = 4
+LEVELS = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,6 +85,7 @@ class KernelSource:
     # outputs.  When every output is, the gufunc gets one ``()`` output to ignore.
     donated: tuple[tuple[int, int], ...] = ()
     placeholder: bool = False
+    program: KernelProgram | None = None  # the statements the source and the IR come from
 
 
 def numba_type(dtype: np.dtype) -> str:
@@ -181,6 +182,50 @@ def cast_result(text: str, dtype: np.dtype) -> str:
     return f"{constructor(dtype)}({text})"
 
 
+@dataclasses.dataclass(frozen=True)
+class Operand:
+    """One argument of the gufunc: ``in<k>``, ``out<k>`` (or ``done``), its element dtype,
+    and whether it is a ``(n)`` core array (True) or a ``()`` value per row (False)."""
+
+    name: str
+    dtype: np.dtype
+    core: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Assign:
+    """``target = expression``, a scalar statement whose value has ``dtype``."""
+
+    target: str
+    expression: str
+    dtype: np.dtype
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelProgram:
+    """The kernel as statements, from which both its Python source and its LLVM IR are made.
+
+    For each row of the gufunc's outer loop: ``prelude``, then the loop over ``i`` (each
+    element: ``loads`` ``(variable, input position)``, the ``body`` in order, ``stores``
+    ``(operand, variable)``), then ``finals`` ``(operand, expression)`` written to element
+    0 of ``()`` outputs.  ``folds`` are the reductions accumulated in the loop: a body
+    statement assigning to a fold's ``target`` updates its accumulator.
+    """
+
+    inputs: tuple[Operand, ...]
+    outputs: tuple[Operand, ...]
+    prelude: tuple[Assign, ...]
+    loads: tuple[tuple[str, int], ...]
+    body: tuple[Assign, ...]
+    stores: tuple[tuple[str, str], ...]
+    folds: tuple[Fold, ...]
+    finals: tuple[tuple[str, str], ...]
+
+    @property
+    def operands(self) -> tuple[Operand, ...]:
+        return self.inputs + self.outputs
+
+
 def emit(region: Region, fastmath: frozenset[str] = frozenset()) -> KernelSource:
     """Generate the kernel for ``region`` (pure: the same region and flags give the same
     source; the fast-math flags are named in it, so they are part of its hash)."""
@@ -189,72 +234,71 @@ def emit(region: Region, fastmath: frozenset[str] = frozenset()) -> KernelSource
     kept = [axis for axis in range(ndim) if axis not in dropped]
     core_axis = kept[-1] if kept else None
     core_inputs = tuple(_varies_along(node, core_axis, ndim) for node in region.inputs)
+    program = _program(region, core_inputs)
+    code = render_statements(program)
+    helpers = tuple(sorted(name for name in HELPER_NAMES if re.search(rf"\b{name}\(", code)))
+    core_outputs = tuple(operand.core for operand in program.outputs)
+    layout = ",".join("(n)" if core else "()" for core in core_inputs) + "->" + \
+        ",".join("(n)" if core else "()" for core in core_outputs)
+    arg_types = [f"{numba_type(operand.dtype)}[::1]" if operand.core
+                 else numba_type(operand.dtype) for operand in program.inputs]
+    arg_types += [f"{numba_type(operand.dtype)}[::1]" if operand.core
+                  else f"{numba_type(operand.dtype)}[:]" for operand in program.outputs]
+    signature = f"void({', '.join(arg_types)})"
+    flags = tuple(sorted(fastmath))
+    source = _module_source(layout, signature, helpers, program, flags)
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    return KernelSource(f"kernel_{digest}", source, layout, signature, helpers, core_inputs,
+                        dropped, ndim, core_outputs, flags, region.donate,
+                        program.outputs[-1].name == "done", program)
 
+
+def _program(region: Region, core_inputs: tuple[bool, ...]) -> KernelProgram:
     names: dict[Node, str] = {}
-    params = []
+    inputs = []
     for position, node in enumerate(region.inputs):
-        params.append(f"in{position}")
+        inputs.append(Operand(f"in{position}", node.dtype, core_inputs[position]))
         if not core_inputs[position]:
             names[node] = f"in{position}"
     donated = dict(region.donate)
     results = [node for position, node in enumerate(region.outputs) if position not in donated]
-    outputs = [f"out{position}" for position in range(len(results))]
-    core_outputs = tuple(node.kind == ELEMENTWISE for node in results)
-    prologue = []
+    outputs = [Operand(f"out{position}", node.dtype, node.kind == ELEMENTWISE)
+               for position, node in enumerate(results)]
+    prelude = []
     for position, node in enumerate(region.prelude):
         names[node] = f"s{position}"
-        prologue.append(f"s{position} = {expression(node, names)}")
-    body = [f"{names.setdefault(node, f'x{position}')} = in{position}[i]"
-            for position, node in enumerate(region.inputs) if core_inputs[position]]
-    folds: list[_Fold] = []
+        prelude.append(Assign(f"s{position}", expression(node, names), node.dtype))
+    loads = []
+    for position, node in enumerate(region.inputs):
+        if core_inputs[position]:
+            loads.append((names.setdefault(node, f"x{position}"), position))
+    body: list[Assign] = []
+    folds: list[Fold] = []
     for position, node in enumerate(region.nodes):
         names[node] = f"v{position}"
         if node.kind == ELEMENTWISE:
-            body.append(f"v{position} = {expression(node, names)}")
+            body.append(Assign(f"v{position}", expression(node, names), node.dtype))
             continue
-        fold = _Fold(f"v{position}", node.param("reduction"))
+        fold = Fold(f"v{position}", node.param("reduction"))
         folds.append(fold)
-        body.append(fold.update(cast(names[node.inputs[0]], node.inputs[0].dtype,
-                                     fold.reduction.dtype)))
-    body += [f"{out}[i] = {names[node]}"
-             for out, node, core in zip(outputs, results, core_outputs, strict=True)
-             if core]
-    body += [f"in{donated[position]}[i] = {names[node]}"
-             for position, node in enumerate(region.outputs) if position in donated]
-    epilogue = [f"{out}[0] = {names[node]}"
-                for out, node, core in zip(outputs, results, core_outputs, strict=True)
-                if not core]
-    placeholder = not results
-    if placeholder:  # a gufunc needs an output: one byte per row, ignored
-        outputs.append("done")
-        core_outputs = (False,)
-        epilogue.append("done[0] = 1")
-
-    first_core = next(param for param, core in zip(params + outputs,
-                                                   (*core_inputs, *core_outputs), strict=True)
-                      if core)
-    loop = _loop(first_core, folds, body)
-    code = "\n".join(prologue + loop)
-    helpers = tuple(sorted(name for name in HELPER_NAMES if re.search(rf"\b{name}\(", code)))
-    layout = ",".join("(n)" if core else "()" for core in core_inputs) + "->" + \
-        ",".join("(n)" if core else "()" for core in core_outputs)
-    arg_types = [f"{numba_type(node.dtype)}[::1]" if core else numba_type(node.dtype)
-                 for node, core in zip(region.inputs, core_inputs, strict=True)]
-    arg_types += [f"{numba_type(node.dtype)}[::1]" if core else f"{numba_type(node.dtype)}[:]"
-                  for node, core in zip(results, core_outputs, strict=False)]
-    if placeholder:
-        arg_types.append("uint8[:]")
-    signature = f"void({', '.join(arg_types)})"
-    source = _module_source(layout, signature, helpers, params + outputs, prologue,
-                            loop + epilogue, tuple(sorted(fastmath)))
-    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
-    return KernelSource(f"kernel_{digest}", source, layout, signature, helpers, core_inputs,
-                        dropped, ndim, core_outputs, tuple(sorted(fastmath)), region.donate,
-                        placeholder)
+        value = cast(names[node.inputs[0]], node.inputs[0].dtype, fold.reduction.dtype)
+        body.append(Assign(fold.target, _combine(fold.reduction, fold.target, value),
+                           fold.reduction.dtype))
+    stores = [(operand.name, names[node])
+              for operand, node in zip(outputs, results, strict=True) if operand.core]
+    stores += [(f"in{donated[position]}", names[node])
+               for position, node in enumerate(region.outputs) if position in donated]
+    finals = [(operand.name, names[node])
+              for operand, node in zip(outputs, results, strict=True) if not operand.core]
+    if not results:  # a gufunc needs an output: one byte per row, ignored
+        outputs.append(Operand("done", np.dtype(np.uint8), False))
+        finals.append(("done", "1"))
+    return KernelProgram(tuple(inputs), tuple(outputs), tuple(prelude), tuple(loads),
+                         tuple(body), tuple(stores), tuple(folds), tuple(finals))
 
 
 @dataclasses.dataclass(frozen=True)
-class _Fold:
+class Fold:
     """A reduction folded into the loop, accumulating into the variable ``name``.
 
     A float (or complex) sum accumulates each block of ``BLOCK`` elements into
@@ -271,20 +315,26 @@ class _Fold:
     def blocked(self) -> bool:
         return self.reduction.ufunc == "add" and self.reduction.dtype.kind in "fc"
 
-    def start(self) -> list[str]:
-        identity = literal(self.reduction.identity(), self.reduction.dtype)
-        if self.blocked:
-            return [f"{self.name}_{level} = {identity}" for level in range(1, _LEVELS + 1)]
-        return [f"{self.name} = {identity}"]
+    @property
+    def target(self) -> str:
+        """The variable the loop body accumulates into."""
+        return f"{self.name}_b" if self.blocked else self.name
 
-    def update(self, value: str) -> str:
-        target = f"{self.name}_b" if self.blocked else self.name
-        return f"{target} = {_combine(self.reduction, target, value)}"
+    @property
+    def identity(self) -> str:
+        return literal(self.reduction.identity(), self.reduction.dtype)
+
+    @property
+    def zero(self) -> str:
+        return literal(0, self.reduction.dtype)
+
+    def start(self) -> list[str]:
+        if self.blocked:
+            return [f"{self.name}_{level} = {self.identity}" for level in range(1, LEVELS + 1)]
+        return [f"{self.name} = {self.identity}"]
 
     def block_start(self) -> list[str]:
-        if not self.blocked:
-            return []
-        return [f"{self.name}_b = {literal(0, self.reduction.dtype)}"]
+        return [f"{self.name}_b = {self.zero}"] if self.blocked else []
 
     def block_end(self) -> list[str]:
         """Add the block's sum to the first level; carry full levels upwards."""
@@ -292,18 +342,18 @@ class _Fold:
             return []
         name = self.name
         lines = [f"{name}_1 = {name}_1 + {name}_b"]
-        for level in range(1, _LEVELS):
+        for level in range(1, LEVELS):
             indent = "    " * (level - 1)
             lines += [f"{indent}if blocks % {16 ** level} == 0:",
                       f"{indent}    {name}_{level + 1} = {name}_{level + 1} + {name}_{level}",
-                      f"{indent}    {name}_{level} = {literal(0, self.reduction.dtype)}"]
+                      f"{indent}    {name}_{level} = {self.zero}"]
         return lines
 
     def result(self) -> list[str]:
         if not self.blocked:
             return []
         total = f"{self.name}_1"
-        for level in range(2, _LEVELS + 1):
+        for level in range(2, LEVELS + 1):
             total = f"{self.name}_{level} + ({total})"
         return [f"{self.name} = {total}"]
 
@@ -324,7 +374,19 @@ def _combine(reduction: Reduction, total: str, value: str) -> str:
     return text if dtype in _PRESERVED else cast_result(text, dtype)
 
 
-def _loop(length_of: str, folds: Sequence[_Fold], body: list[str]) -> list[str]:
+def render_statements(program: KernelProgram) -> str:
+    """The kernel function's body as Python statements (unindented)."""
+    first_core = next(operand.name for operand in program.operands if operand.core)
+    body = [f"{variable} = in{position}[i]" for variable, position in program.loads]
+    body += [f"{statement.target} = {statement.expression}" for statement in program.body]
+    body += [f"{operand}[i] = {variable}" for operand, variable in program.stores]
+    lines = [f"{statement.target} = {statement.expression}" for statement in program.prelude]
+    lines += _loop(first_core, program.folds, body)
+    lines += [f"{operand}[0] = {value}" for operand, value in program.finals]
+    return "\n".join(lines)
+
+
+def _loop(length_of: str, folds: Sequence[Fold], body: list[str]) -> list[str]:
     """The kernel's loop over ``i``; in blocks when a float sum needs them."""
     lines = [f"n = {length_of}.shape[0]"]
     for fold in folds:
@@ -354,8 +416,9 @@ def _varies_along(node: Node, core_axis: int | None, ndim: int) -> bool:
     return axis >= 0 and node.shape[axis] != 1
 
 
-def _module_source(layout: str, signature: str, helpers: Sequence[str], params: list[str],
-                   prologue: list[str], body: list[str], fastmath: tuple[str, ...]) -> str:
+def _module_source(layout: str, signature: str, helpers: Sequence[str],
+                   program: KernelProgram, fastmath: tuple[str, ...]) -> str:
+    params = [operand.name for operand in program.operands]
     lines = [
         '"""A numfuse kernel (generated).',
         "",
@@ -372,6 +435,6 @@ def _module_source(layout: str, signature: str, helpers: Sequence[str], params: 
         lines.append(f"from numfuse.kernel_lib import {', '.join(helpers)}")
         lines.append("")
     lines += ["", f"def kernel({', '.join(params)}):"]
-    lines += [f"    {line}" for line in (*prologue, *body)]
+    lines += [f"    {line}" for line in render_statements(program).split("\n")]
     lines.append("")
     return "\n".join(lines)

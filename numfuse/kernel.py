@@ -1,4 +1,4 @@
-"""A compiled kernel: one fused region, its generated source and its numba gufunc.
+"""A compiled kernel: one fused region, its generated source and its gufunc.
 
 This is the unit users inspect (``Compiled.kernels``): it is callable on its own like any
 numpy gufunc through ``kernel.gufunc``.  ``llvm_ir()`` and ``asm()`` ask the backend
@@ -19,27 +19,33 @@ from .partition import Region
 
 
 class Inspector(Protocol):
-    """Reads a compiled gufunc's machine code; the backend provides it."""
+    """Reads a compiled kernel's machine code; the backend provides it."""
 
-    def llvm_ir(self, gufunc: Any) -> str: ...
+    def llvm_ir(self, compiled: Any) -> str: ...
 
-    def asm(self, gufunc: Any) -> str: ...
+    def asm(self, compiled: Any) -> str: ...
 
-    def kernel_symbol(self, gufunc: Any) -> str: ...
+    def kernel_symbol(self, compiled: Any) -> str: ...
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Kernel:
-    """One compiled region: a numba gufunc with several outputs, and how it was made.
+    """One compiled region: a numpy gufunc with several outputs, and how it was made.
 
-    ``inspector`` (the backend, handed in by whoever compiled the kernel) answers
-    ``llvm_ir()``/``asm()``/``symbol()``, so this module never imports the backend.
+    ``compiled`` is what the backend made of ``generated`` (its ``ufunc`` is the
+    gufunc); ``inspector`` (the backend, handed in by whoever compiled the kernel)
+    answers ``llvm_ir()``/``asm()``/``symbol()``, so this module never imports the backend.
     """
 
     region: Region
     generated: KernelSource
-    gufunc: Any
+    compiled: Any
     inspector: Inspector | None = None
+
+    @property
+    def gufunc(self) -> Any:
+        """The kernel as a numpy gufunc (``np.ufunc``), callable on its own."""
+        return self.compiled.ufunc
 
     @property
     def name(self) -> str:
@@ -79,15 +85,15 @@ class Kernel:
 
     def llvm_ir(self) -> str:
         """The optimised LLVM IR of the module holding this kernel's function."""
-        return self._inspector().llvm_ir(self.gufunc)
+        return self._inspector().llvm_ir(self.compiled)
 
     def asm(self) -> str:
-        """The assembly numba generated for this kernel's module on this machine."""
-        return self._inspector().asm(self.gufunc)
+        """The assembly of this kernel's module for this machine."""
+        return self._inspector().asm(self.compiled)
 
     def symbol(self) -> str:
         """The LLVM name of the kernel's function (a line ``define ... @symbol(`` of the IR)."""
-        return self._inspector().kernel_symbol(self.gufunc)
+        return self._inspector().kernel_symbol(self.compiled)
 
     def _inspector(self) -> Inspector:
         if self.inspector is None:
@@ -103,7 +109,7 @@ class Kernel:
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickle as the region (cut off from the rest of the graph) and the generated
         source; unpickling compiles the source again through the same backend, once per
-        process (a numba gufunc itself cannot be pickled)."""
+        process (compiled code itself cannot be pickled)."""
         compiler: Any = self.inspector
         if compiler is None:
             raise TypeError(f"kernel {self.name} was built without a backend and cannot be "

@@ -13,7 +13,6 @@ import ctypes
 import math
 import platform
 import threading
-from collections.abc import Callable
 
 import numpy as np
 
@@ -70,16 +69,23 @@ def _note_negative_power() -> None:
     kernel_errors.negative_power = True
 
 
-_NEGATIVE_POWER_CALLBACK = ctypes.CFUNCTYPE(None)(_note_negative_power)
+# The C function compiled kernels call (the backend registers its address under the
+# symbol ``EXTERNAL["note_negative_power"]``, so kernels calling it can be cached).
+NEGATIVE_POWER_CALLBACK = ctypes.CFUNCTYPE(None)(_note_negative_power)
 
 
-def _error_noter(callback: Callable[[], None]) -> Callable[[], None]:
-    def note_error():  # type: ignore[no-untyped-def]
-        callback()
-    return note_error  # type: ignore[no-any-return]
+def note_negative_power():  # type: ignore[no-untyped-def]
+    NEGATIVE_POWER_CALLBACK()
 
 
-note_negative_power = _error_noter(_NEGATIVE_POWER_CALLBACK)
+# Helpers that call out of a compiled kernel, by name: the flag raisers call the C
+# library's ``feraiseexcept`` with ``FLAG_RAISERS[name]`` (None here), the others the C
+# function registered under the symbol given.  Their plain-Python versions above stand
+# in for a kernel run without compiling.
+EXTERNAL: dict[str, str | None] = {
+    "raise_invalid": None, "raise_divide_by_zero": None, "raise_overflow": None,
+    "note_negative_power": "numfuse_note_negative_power",
+}
 
 # ------------------------------------------------------------------ integer division
 
@@ -239,10 +245,29 @@ def _is_positive(x):  # type: ignore[no-untyped-def]
     return x == x and x != 0 and not np.signbit(x)
 
 
+def _numpy_warns_zero_to_minus_infinity(dtype: type) -> bool:
+    """Whether numpy's power raises "divide by zero" for ``0 ** -inf`` here: its SIMD
+    loops (AVX-512 machines) do, the C library's pow, which it calls elsewhere, does not."""
+    with np.errstate(divide="raise", invalid="ignore", over="ignore", under="ignore"):
+        try:
+            np.power(np.zeros(16, dtype), np.full(16, -np.inf, dtype))
+        except FloatingPointError:
+            return True
+    return False
+
+
+# Facts about numpy on this machine that helpers follow (number constants: the kernel
+# language reads a helper's module-level numbers as literals).
+POWER_ZERO_MINUS_INFINITY_F32 = _numpy_warns_zero_to_minus_infinity(np.float32)
+POWER_ZERO_MINUS_INFINITY_F64 = _numpy_warns_zero_to_minus_infinity(np.float64)
+
+
 def power_float(a, b):  # type: ignore[no-untyped-def]
-    """``a ** b`` for floats; ``0 ** -inf`` is inf with numpy's "divide by zero", which
-    the C library's pow does not raise (found by the fuzzer)."""
-    if a == 0 and b == -math.inf:
+    """``a ** b`` for floats; ``0 ** -inf`` is inf, with numpy's "divide by zero" where
+    numpy's loop raises it and the C library's pow does not (found by the fuzzer)."""
+    warns = POWER_ZERO_MINUS_INFINITY_F32 if isinstance(a, np.float32) else \
+        POWER_ZERO_MINUS_INFINITY_F64
+    if warns and a == 0 and b == -math.inf:
         raise_divide_by_zero()
     return a ** b
 
@@ -479,6 +504,24 @@ def complex_divide(a, b):  # type: ignore[no-untyped-def]
     ratio = b.real / b.imag
     scale = 1.0 / (b.imag + b.real * ratio)
     return complex((a.real * ratio + a.imag) * scale, (a.imag * ratio - a.real) * scale)
+
+
+def complex_quotient(a, b):  # type: ignore[no-untyped-def]
+    """Python's (and numba's) complex ``a / b``: CPython's algorithm, NaN for 0 / 0.  The
+    kernel language computes ``/`` of complex numbers with it."""
+    if abs(b.real) >= abs(b.imag):
+        if b.real == 0:
+            return complex(math.nan, math.nan)
+        ratio = b.imag / b.real
+        denominator = b.real + b.imag * ratio
+        return complex((a.real + a.imag * ratio) / denominator,
+                       (a.imag - a.real * ratio) / denominator)
+    if abs(b.imag) >= abs(b.real):
+        ratio = b.real / b.imag
+        denominator = b.real * ratio + b.imag
+        return complex((a.real * ratio + a.imag) / denominator,
+                       (a.imag * ratio - a.real) / denominator)
+    return complex(math.nan, math.nan)
 
 
 def complex_reciprocal(z):  # type: ignore[no-untyped-def]

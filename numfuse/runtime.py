@@ -680,7 +680,7 @@ def _make_step(kernel: Kernel, slots: dict[Node, int], settings: Settings | None
         for node, core in zip(region.inputs, generated.core_inputs, strict=True)
     ) and all(fold is None or set(kept) <= set(node.param("reduction").axes)
               for fold, node in zip(folds, outputs, strict=True))
-    ufunc = kernel.gufunc.ufunc
+    ufunc = kernel.gufunc
     if "power_int" in generated.helpers:
         ufunc = _raising_negative_powers(ufunc)
     cost = _BASE_COST + sum(_TRANSCENDENTAL_COST if node.op in _TRANSCENDENTAL else _OP_COST

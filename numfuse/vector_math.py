@@ -118,7 +118,9 @@ def _log_f64_reduced(x, short):  # type: ignore[no-untyped-def]
     """``log(x)`` for a positive finite (possibly subnormal) ``x``; ``short`` selects a
     polynomial good to 1e-10 (for float32 results)."""
     tiny = x < 2.2250738585072014e-308
-    normal = x * 4503599627370496.0 if tiny else x  # 2**52 makes a subnormal normal
+    # 2**52 makes a subnormal normal; every lane multiplies, by 1 unless tiny, so no
+    # lane computes a product that overflows.
+    normal = x * (4503599627370496.0 if tiny else 1.0)
     bits = np.float64(normal).view(np.int64)
     exponent = (bits >> 52) - 1023
     if tiny:

@@ -604,7 +604,7 @@ def test_functions_with_the_same_structure_share_a_compiled_kernel():
     two = numfuse.compile(second, X[:3], 9.0).kernels[0]
     assert one.name == two.name
     assert one.gufunc is two.gufunc
-    assert numfuse.api._kernel_cache[one.name] is one.gufunc
+    assert numfuse.api._kernel_cache[one.name] is one.compiled
 
 
 def test_another_dtype_is_another_kernel():

@@ -117,13 +117,11 @@ def test_a_second_process_loads_the_kernel_from_disk_without_compiling(cache_dir
     assert first == {"from_cache": [False], "correct": True, "names": first["names"]}
     files = entry_files(cache_dir)
     name = first["names"][0]
-    assert any(path.endswith(f"{name}.sum") for path in files)
-    assert any(path.endswith(".nbi") and f"guf-{name}" in path for path in files)
+    assert any(path.endswith(f"{name}.nfk") for path in files)
 
     second = run_python(LOGP_GRAD, cache_dir)
-    # numba rebuilt the compile result from the cache file (a compile would have metadata)
     assert second == {"from_cache": [True], "correct": True, "names": first["names"]}
-    # and nothing was written: no index, data, manifest or source file changed
+    # and nothing was written: the entry (and every other file) is unchanged
     assert entry_files(cache_dir) == files
 
 
@@ -166,7 +164,7 @@ def test_two_processes_compiling_the_same_kernel_at_once(cache_dir):
     third = run_python(LOGP_GRAD, cache_dir)
     assert third["from_cache"] == [True] and third["correct"]
     directory = next((cache_dir / "kernels").iterdir())
-    assert backend._check_entry(directory, third["names"][0]) == ""
+    backend._decode_entry(backend.entry_path(directory, third["names"][0]).read_bytes())
 
 
 # ------------------------------------------------------------------ damaged entries
@@ -186,12 +184,15 @@ def _flip_a_byte(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
-DAMAGE = {  # which file of kernel {name}'s entry, and what happens to it
-    "truncated data": ("{name}.kernel-*.1.nbc", _truncate),
-    "garbage index": ("{name}.kernel-*.nbi", _garbage),
-    "one byte flipped in the data": ("{name}.kernel-*.1.nbc", _flip_a_byte),
-    "missing wrapper data": ("guf-{name}.kernel-*.1.nbc", Path.unlink),
-    "garbage manifest": ("{name}.sum", _garbage),
+def _old_format(path: Path) -> None:
+    path.write_bytes(path.read_bytes().replace(b"NUMFUSE-KERNEL 2", b"NUMFUSE-KERNEL 1", 1))
+
+
+DAMAGE = {  # what happens to kernel {name}'s entry
+    "truncated": _truncate,
+    "garbage": _garbage,
+    "one byte flipped": _flip_a_byte,
+    "another format": _old_format,
 }
 
 
@@ -199,9 +200,7 @@ DAMAGE = {  # which file of kernel {name}'s entry, and what happens to it
 def test_a_damaged_entry_is_detected_recompiled_and_replaced(damage):
     constant = unique_constant()
     source = kernel_of(scaled(constant), X, N)            # compiled and saved
-    pattern, spoil = DAMAGE[damage]
-    [target] = backend.cache_directory().glob(pattern.format(name=source.name))
-    spoil(target)
+    DAMAGE[damage](backend.entry_path(backend.cache_directory(), source.name))
 
     with pytest.warns(CacheWarning, match=f"{source.name}.*damaged"):
         gufunc = backend.compile_gufunc(source)
@@ -216,15 +215,17 @@ def test_a_damaged_entry_is_detected_recompiled_and_replaced(damage):
     assert_same(again(X, N), expected)
 
 
-def test_a_changed_source_file_is_rewritten_and_the_entry_still_loads():
-    source = kernel_of(scaled(unique_constant()), X, N)
-    path = backend.cache_directory() / f"{source.name}.py"
-    path.write_text("garbage = (")
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        gufunc = backend.compile_gufunc(source)
-    assert path.read_text() == source.source
-    assert backend.loaded_from_disk(gufunc)
+def test_the_entry_of_another_kernel_under_this_name_is_refused():
+    first = kernel_of(scaled(unique_constant()), X, N)
+    constant = unique_constant()
+    second = kernel_of(scaled(constant), X, N)
+    directory = backend.cache_directory()
+    shutil.copyfile(backend.entry_path(directory, first.name),
+                    backend.entry_path(directory, second.name))
+    with pytest.warns(CacheWarning, match="holds kernel"):
+        gufunc = backend.compile_gufunc(second)
+    assert not backend.loaded_from_disk(gufunc)
+    assert_same(gufunc(X, N), scaled(constant)(X, N))
 
 
 # ------------------------------------------------------------------ unusable directories
@@ -258,7 +259,7 @@ def test_a_directory_removed_while_running_is_created_again(cache_dir):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         source = kernel_of(scaled(unique_constant()), X, N)
-    assert (backend.cache_directory() / f"{source.name}.sum").exists()
+    assert backend.entry_path(backend.cache_directory(), source.name).exists()
 
 
 READ_ONLY = """
@@ -338,11 +339,11 @@ def test_cache_false_does_not_load_from_the_cache_either(cache_dir):
 # ------------------------------------------------------------------ the key
 
 
-def test_the_key_holds_what_numba_does_not_check():
+def test_the_key_holds_every_version_and_the_code_kernels_are_made_of():
     material = backend.cache_key_material()
     assert material["numba"] == numba.__version__
     assert material["numpy"] == np.__version__
-    assert {"llvmlite", "kernel_lib", "numfuse", "cpu", "python"} <= set(material)
+    assert {"llvmlite", "code", "numfuse", "cpu", "python"} <= set(material)
 
 
 def test_a_changed_kernel_library_selects_another_directory(tmp_path, monkeypatch):
@@ -377,21 +378,16 @@ def test_the_vector_math_mode_selects_another_directory(monkeypatch):
 # ------------------------------------------------------------------ cached kernels are whole
 
 
-def test_a_kernel_loaded_from_disk_can_be_inspected_and_called_from_njit():
-    source = kernel_of(scaled(unique_constant()), X, N)
+def test_a_kernel_loaded_from_disk_can_be_inspected():
+    constant = unique_constant()
+    source = kernel_of(scaled(constant), X, N)
     gufunc = backend.compile_gufunc(source)
     assert backend.loaded_from_disk(gufunc)
     with warnings.catch_warnings():
-        warnings.simplefilter("error")   # numba warns "Inspection disabled for cached code"
+        warnings.simplefilter("error")
         assert f"@{backend.kernel_symbol(gufunc)}(" in backend.llvm_ir(gufunc)
-
-    @numba.njit
-    def call(x, n, out0, out1):
-        gufunc(x, n, out0, out1)
-
-    out0, out1 = np.empty_like(X), np.empty_like(N)
-    call(X, N, out0, out1)
-    assert_same((out0, out1), gufunc(X, N))
+        assert backend.kernel_symbol(gufunc) in backend.asm(gufunc)
+    assert_same(gufunc(X, N), scaled(constant)(X, N))
 
 
 # ------------------------------------------------------------------ info and clear

@@ -155,7 +155,7 @@ def test_the_kernel_loop_index_is_64_bit():
     kernel = compiled.kernels[0]
     assert "for i in range(n):" in kernel.source and "n = in0.shape[0]" in kernel.source
     assert np.dtype(np.intp).itemsize == 8
-    ir = backend.llvm_ir(kernel.gufunc)
+    ir = backend.llvm_ir(kernel.compiled)
     assert "trunc i64" not in ir  # no narrowing of the index or of the shape
 
 

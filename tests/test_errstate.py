@@ -267,7 +267,7 @@ def test_flag_raising_survives_llvm_optimisation():
     from numfuse import backend
 
     compiled = numfuse.compile(_floor_divide_int, I64)
-    ir = backend.llvm_ir(compiled.kernels[0].gufunc)
+    ir = backend.llvm_ir(compiled.kernels[0].compiled)
     assert "@feraiseexcept(i32 " in ir
 
 

@@ -87,7 +87,7 @@ def _key_directories() -> tuple[Path, Path, list[Path]]:
 def info() -> CacheInfo:
     """The cache's location, kernel count and size (nothing is created or changed)."""
     directory, current, stale = _key_directories()
-    kernels = len(list(current.glob("*.sum"))) if current.is_dir() else 0
+    kernels = len(list(current.glob("*.nfk"))) if current.is_dir() else 0
     return CacheInfo(directory, current, kernels, _size(current) if current.is_dir() else 0,
                      len(stale), sum(_size(path) for path in stale))
 
