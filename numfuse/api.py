@@ -19,15 +19,19 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from typing import Any, TypeVar
 
 import numpy as np
 
 from . import backend, hooks
+from .background import default as background_default
+from .background import submit as compile_later
 from .codegen import KernelSource, emit, fastmath_flags
 from .dtypes import DEFAULT, ArgSpec, as_operand, fast_key, is_setting, spec_of
 from .errors import (
     CallShapeError,
+    KernelCompileError,
     SignatureMismatchError,
     SizeDependentError,
     StaticArgumentError,
@@ -73,13 +77,14 @@ class Compiled:
                  static: dict[int, Any] | None = None,
                  shapes: Sequence[tuple[int, ...]] | None = None, cache: bool = True,
                  threads: int | None = None, fuse_reductions: bool = True,
-                 fastmath: Any = False) -> None:
+                 fastmath: Any = False,
+                 planned: tuple[Plan, list[KernelSource]] | None = None) -> None:
         self.fn = fn
         self.specs = tuple(specs)
         self.static = dict(static or {})
         self.fastmath = fastmath_flags(fastmath)
-        plan, sources = _plan(fn, self.specs, self.static, shapes, fuse_reductions,
-                              self.fastmath)
+        plan, sources = planned if planned is not None else _plan(
+            fn, self.specs, self.static, shapes, fuse_reductions, self.fastmath)
         self.plan = plan
         self.graph: Graph = plan.graph
         self.kernels: tuple[Kernel, ...] = _build_kernels(_name(fn), plan, sources, cache)
@@ -160,7 +165,13 @@ def _build_kernels(function: str, plan: Plan, sources: Sequence[KernelSource],
             compile_time = None
             if gufunc is None:
                 start = time.perf_counter()
-                gufunc = backend.compile_gufunc(source, cache)
+                try:
+                    gufunc = backend.compile_gufunc(source, cache)
+                except Exception as error:
+                    raise KernelCompileError(
+                        f"numfuse could not compile kernel {source.name} {source.layout} of "
+                        f"{function} ({type(error).__name__}: {error}); please report it "
+                        f"with the kernel's source:\n{source.source}") from error
                 compile_time = time.perf_counter() - start
                 _kernel_cache[source.name] = gufunc
         kernel = Kernel(region, source, gufunc, backend)
@@ -215,10 +226,14 @@ class Jitted:
     """
 
     def __init__(self, fn: Callable[..., Any], static_argnums: Sequence[int] = (),
-                 cache: bool = True, threads: int | None = None, fastmath: Any = False
-                 ) -> None:
+                 cache: bool = True, threads: int | None = None, fastmath: Any = False,
+                 background: bool = False) -> None:
         self.fn = fn
         self.static_argnums = tuple(static_argnums)
+        # True: new signatures compile on the compile thread; their calls run with numpy
+        # until the kernels are ready (numfuse.background).
+        self.background = background
+        self._pending: dict[tuple[Any, ...], Future[Compiled]] = {}
         # Scalar arguments found to be used as Python values (x[:n]): static from then on.
         self.auto_static: frozenset[int] = frozenset()
         self.cache = cache  # False: compiled kernels are not saved to the disk cache
@@ -255,6 +270,14 @@ class Jitted:
 
     def specialize(self, *args: Any, **kwargs: Any) -> tuple[Compiled, list[Any]]:
         """The ``Compiled`` for these arguments (compiling it if new) and the operands."""
+        compiled, operands = self._specialize(args, kwargs, wait=True)
+        assert compiled is not None
+        return compiled, operands
+
+    def _specialize(self, args: tuple[Any, ...], kwargs: dict[str, Any],
+                    wait: bool) -> tuple[Compiled | None, list[Any]]:
+        """``specialize``; with ``background`` and not ``wait``, None while the kernels of
+        a new signature are compiling."""
         if kwargs or len(args) != len(self._signature.parameters):
             args = self._bind(args, kwargs)
         fixed = set(self.static_argnums) | self.auto_static
@@ -269,14 +292,14 @@ class Jitted:
         compiled = self.compiled.get(key)
         if compiled is None:
             try:
-                compiled = self._compile(key, operands)
+                compiled = self._compile(key, operands, wait or not self.background)
             except SizeDependentError:
                 if self.per_shape:
                     raise
                 self.per_shape = True
                 self._by_key.clear()
                 _log.info("%s reads array sizes: compiling it per shape", _name(self.fn))
-                return self.specialize(*args)
+                return self._specialize(args, {}, wait)
             except StaticArgumentError as error:
                 if not set(error.arguments) - self.auto_static:
                     raise
@@ -284,7 +307,7 @@ class Jitted:
                 self._by_key.clear()
                 _log.info("%s uses the value of argument(s) %s: compiling per value",
                           _name(self.fn), ", ".join(map(str, sorted(error.arguments))))
-                return self.specialize(*args)
+                return self._specialize(args, {}, wait)
         return compiled, operands
 
     def _describe(self, index: int) -> str:
@@ -292,21 +315,57 @@ class Jitted:
         name = names[index] if index < len(names) else str(index)
         return f"argument {index} ({name!r})"
 
-    def _compile(self, key: tuple[Any, ...], operands: list[Any]) -> Compiled:
-        """Compile for ``key`` once, even when several threads ask at the same time."""
+    def _compile(self, key: tuple[Any, ...], operands: list[Any],
+                 wait: bool = True) -> Compiled | None:
+        """Compile for ``key`` once, even when several threads ask at the same time.
+
+        Without ``wait`` the function is traced here and its kernels are built on the
+        compile thread: None until they are ready (a compile error is raised here, at the
+        first call after it happened, and at every later call of that signature)."""
         with self._lock:
             compiled = self.compiled.get(key)
-            if compiled is None:
+            if compiled is not None:
+                return compiled
+            pending = self._pending.get(key)
+            if pending is None:
                 _log.info("%s", self._compile_reason(key))
                 specs = [part if isinstance(part, ArgSpec) else spec_of(0) for part in key]
                 static = {index: operands[index] for index, part in enumerate(key)
                           if not isinstance(part, ArgSpec)}
                 shapes = [np.shape(value) if isinstance(part, ArgSpec) else ()
                           for part, value in zip(key, operands, strict=True)]
-                compiled = Compiled(self._traced, specs, static, shapes, self.cache,
-                                    self.threads, fastmath=self.fastmath)
+                if wait:
+                    compiled = self.compiled[key] = self._build(specs, static, shapes)
+                    return compiled
+                planned = _plan(self._traced, specs, static, shapes, fastmath=self.fastmath)
+                pending = self._pending[key] = compile_later(
+                    lambda: self._build(specs, static, shapes, planned))
+        if not wait and not pending.done():
+            return None
+        return self._settle(key, pending)
+
+    def _settle(self, key: tuple[Any, ...], pending: Future[Compiled]) -> Compiled:
+        """The finished background compile of ``key``, from now on in ``compiled``."""
+        compiled = pending.result()  # the compile's exception, if it failed
+        with self._lock:
+            if self._pending.pop(key, None) is not None:
                 self.compiled[key] = compiled
-            return compiled
+                _log.info("%s: kernels ready, later calls run them", _name(self.fn))
+                hooks.emit_call(hooks.CallEvent(_name(self.fn), "kernels",
+                                                _describe_key(key)))
+        return compiled
+
+    def _build(self, specs: list[ArgSpec], static: dict[int, Any],
+               shapes: list[tuple[int, ...]],
+               planned: tuple[Plan, list[KernelSource]] | None = None) -> Compiled:
+        return Compiled(self._traced, specs, static, shapes, self.cache, self.threads,
+                        fastmath=self.fastmath, planned=planned)
+
+    def wait(self) -> None:
+        """Block until every signature compiling in the background is compiled (raising
+        the first compile error)."""
+        for key, pending in list(self._pending.items()):
+            self._settle(key, pending)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not kwargs and len(args) == self._n_params and not self.static_argnums \
@@ -317,9 +376,11 @@ class Jitted:
                 if compiled is not None:  # the hot path: a signature seen before
                     return compiled.run(args)
                 if None not in key:
-                    compiled, operands = self.specialize(*args)
-                    self._by_key[key] = compiled
-                    return compiled.run(operands)
+                    found, operands = self._specialize(args, {}, wait=False)
+                    if found is None:
+                        return self._with_numpy(args, {})
+                    self._by_key[key] = found
+                    return found.run(operands)
             except CallShapeError:
                 return self._per_shape(args, kwargs)
         if any(isinstance(value, Tracer) for value in (*args, *kwargs.values())):
@@ -370,8 +431,18 @@ class Jitted:
             out = kwargs.pop("out")
             compiled, operands = self.specialize(*args, **kwargs)
             return compiled.run(operands, out)
-        compiled, operands = self.specialize(*args, **kwargs)
-        return compiled.run(operands)
+        found, operands = self._specialize(args, kwargs, wait=False)
+        if found is None:
+            return self._with_numpy(args, kwargs)
+        return found.run(operands)
+
+    def _with_numpy(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Run the function as written while its kernels compile in the background."""
+        _log.debug("%s: kernels still compiling, ran with numpy", _name(self.fn))
+        hooks.emit_call(hooks.CallEvent(_name(self.fn), "numpy", ", ".join(
+            spec_of(value).describe() if not is_setting(value) else repr(value)
+            for value in args)))
+        return self.fn(*args, **kwargs)
 
     def _per_shape(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A numpy call's result size did not follow the argument sizes as tracing found
@@ -390,7 +461,7 @@ class Jitted:
                 _lookup(module, _name(self)) is self:
             return _name(self)
         return Jitted, (self.fn, self.static_argnums, self.cache, self.threads,
-                        self.fastmath)
+                        self.fastmath, self.background)
 
     def __repr__(self) -> str:
         return f"<numfuse.jit {_name(self.fn)}: {len(self.compiled)} signature(s)>"
@@ -422,6 +493,11 @@ class Jitted:
             changes.append(f"{self._describe(index)}: {change}")
         return (f"{head}: new signature, {'; '.join(changes)} "
                 f"(nearest of {len(self.compiled)} compiled signature(s))")
+
+
+def _describe_key(key: tuple[Any, ...]) -> str:
+    return ", ".join(part.describe() if isinstance(part, ArgSpec) else repr(part[-1])
+                     for part in key)
 
 
 def _lookup(module: Any, qualname: str) -> Any:
@@ -515,7 +591,8 @@ def _by_parameter(fn: Callable[..., Any], signature: inspect.Signature) -> Calla
 
 
 def jit(fn: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] = (),
-        cache: bool = True, threads: int | None = None, fastmath: Any = False) -> Any:
+        cache: bool = True, threads: int | None = None, fastmath: Any = False,
+        background: bool | None = None) -> Any:
     """Decorate a numpy function so it runs as fused kernels: ``@jit`` or ``@jit(...)``.
 
     ``cache=False`` keeps its kernels out of the disk cache.  ``threads`` caps the threads
@@ -523,13 +600,21 @@ def jit(fn: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] =
     one thread from any other; see ``numfuse.threads``).  ``fastmath=True`` lets LLVM
     contract and reassociate float operations (results then differ from numpy's in the
     last bits); NaN and infinity checks keep working (``codegen.fastmath_flags``).
+    ``background=True`` never waits for the compiler: a call with a new signature traces
+    the function, starts compiling its kernels on a worker thread and runs the function
+    with numpy, as do later calls until the kernels are ready (``Jitted.wait()`` blocks
+    until then; ``numfuse.hooks.register_calls`` reports the path each call took).  The
+    default is ``NUMFUSE_BACKGROUND`` (off unless set to 1).
     """
     fastmath_flags(fastmath)  # refuse unknown or NaN-breaking flags now
-    if fn is None:
-        return lambda function: Jitted(function, static_argnums=static_argnums, cache=cache,
-                                       threads=threads, fastmath=fastmath)
-    return Jitted(fn, static_argnums=static_argnums, cache=cache, threads=threads,
-                  fastmath=fastmath)
+    if background is None:
+        background = background_default()
+
+    def decorate(function: Callable[..., Any]) -> Jitted:
+        return Jitted(function, static_argnums=static_argnums, cache=cache, threads=threads,
+                      fastmath=fastmath, background=background)
+
+    return decorate if fn is None else decorate(fn)
 
 
 def _example_signature(fn: Any, example_args: Sequence[Any]

@@ -82,3 +82,8 @@ class SignatureMismatchError(NumfuseError, TypeError):
 
 class UnsupportedDtypeError(NumfuseError, TypeError):
     """An argument's dtype has no numfuse kernel (object, string, datetime, float16...)."""
+
+
+class KernelCompileError(NumfuseError, RuntimeError):
+    """A kernel failed to compile (a bug of numfuse: please report it with the kernel's
+    source, ``Kernel.source``, which the message includes)."""

@@ -16,6 +16,12 @@ Two built-in behaviours read the environment at each compile:
 * ``NUMFUSE_DEBUG=1`` (any level >= 1) prints the graph, regions and kernel sources to
   stderr as they are built; level 2 adds each kernel's vectorisation report.
 
+A function jitted with ``background=True`` runs its first calls with numpy while its
+kernels compile on a worker thread (``numfuse.background``); its compile events are sent
+from that thread.  Hooks registered with ``register_calls`` receive a ``CallEvent`` for
+each of those calls (``path="numpy"``) and for the first call that runs the kernels
+(``path="kernels"``).
+
 >>> import numfuse
 >>> @numfuse.hooks.register
 ... def show(event):
@@ -88,9 +94,22 @@ class CompileEvent:
         return self.kernel.asm()
 
 
+@dataclasses.dataclass(frozen=True)
+class CallEvent:
+    """A call of a function whose kernels compile in the background, and which path ran
+    it: ``"numpy"`` (the kernels were not ready; the function ran with numpy) or
+    ``"kernels"`` (the first call on the compiled kernels)."""
+
+    function: str
+    path: str
+    signature: str
+
+
 Hook = Callable[[CompileEvent], object]
+CallHook = Callable[[CallEvent], object]
 
 _hooks: list[Hook] = []
+_call_hooks: list[CallHook] = []
 _lock = threading.Lock()
 
 
@@ -121,6 +140,43 @@ def recording() -> Iterator[list[CompileEvent]]:
         yield events
     finally:
         unregister(events.append)
+
+
+def register_calls(hook: CallHook) -> CallHook:
+    """Call ``hook(event)`` with a ``CallEvent`` for the calls of functions compiling in
+    the background; returns ``hook``."""
+    with _lock:
+        _call_hooks.append(hook)
+    return hook
+
+
+def unregister_calls(hook: CallHook) -> None:
+    with _lock, contextlib.suppress(ValueError):
+        _call_hooks.remove(hook)
+
+
+@contextlib.contextmanager
+def recording_calls() -> Iterator[list[CallEvent]]:
+    """Collect the call events of a ``with`` block into a list."""
+    events: list[CallEvent] = []
+    register_calls(events.append)
+    try:
+        yield events
+    finally:
+        unregister_calls(events.append)
+
+
+def emit_call(event: CallEvent) -> None:
+    """Run every call hook on ``event``; hooks never raise here."""
+    with _lock:
+        hooks = tuple(_call_hooks)
+    for hook in hooks:
+        try:
+            hook(event)
+        except Exception as error:
+            name = getattr(hook, "__qualname__", repr(hook))
+            warnings.warn(f"numfuse call hook {name} raised {error!r} for a call of "
+                          f"{event.function}", HookWarning, stacklevel=3)
 
 
 def emit(event: CompileEvent) -> None:
