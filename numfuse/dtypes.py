@@ -22,8 +22,9 @@ SUPPORTED_DTYPES: tuple[np.dtype, ...] = tuple(
         "float16", "float32", "float64", "complex64", "complex128",
     )
 )
-# float16 values are accepted, but no kernel computes with them: numba has no half type on
-# the CPU, so elementwise work touching float16 runs as numpy calls (see trace.elementwise).
+# float16 values are accepted, but no kernel computes with them (numpy computes float16 loops
+# through float32, which kernels do not reproduce): elementwise work touching float16 runs as
+# numpy calls (see trace.elementwise).
 KERNEL_DTYPES = frozenset(SUPPORTED_DTYPES) - {np.dtype(np.float16)}
 _SUPPORTED = frozenset(SUPPORTED_DTYPES)
 

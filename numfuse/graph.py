@@ -79,7 +79,7 @@ class Node:
     def ndim(self) -> int:
         return len(self.shape)
 
-    @property
+    @cached_property
     def ones(self) -> tuple[bool, ...]:
         """The loop shape: True for each length-1 dimension."""
         return tuple(size == 1 for size in self.shape)
@@ -228,6 +228,11 @@ class Graph:
             for source in node.inputs:
                 users[source].append(node)
         return users
+
+    @cached_property
+    def returned(self) -> frozenset[Node]:
+        """The nodes the function returns."""
+        return frozenset(self.outputs)
 
     def with_outputs(self, outputs: Sequence[Node]) -> Graph:
         return dataclasses.replace(self, outputs=tuple(outputs), region_of={}, layouts={})

@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from functools import cached_property
 
 from .calls import is_elementwise_call
 from .graph import CONST, ELEMENTWISE, INPUT, NUMPY, Graph, Node, toposort
@@ -61,7 +62,7 @@ class Region:
     # buffer, a temporary of an earlier kernel read by nothing else (see ``_donations``).
     donate: tuple[tuple[int, int], ...] = ()
 
-    @property
+    @cached_property
     def ones(self) -> tuple[bool, ...]:
         """The loop shape (True for each length-1 axis): that of its widest member; a
         member recomputed from smaller operands (``recompute``) broadcasts into it."""
@@ -181,7 +182,7 @@ class _Clusters:
         self.consumers: list[set[int]] = [set() for _ in range(size)]
         self.fusible = [node.kind == ELEMENTWISE for node in nodes]
         self.loop = [node.ones for node in nodes]  # each cluster's loop shape
-        classes = size_classes(nodes)
+        classes = self.classes = size_classes(nodes)
         self.size_class = [classes[node] for node in nodes]  # where its free sizes come from
         self.cost = [op_cost(node) for node in nodes]  # each cluster's work per element
         self.returned = set(graph.outputs)
@@ -220,8 +221,7 @@ class _Clusters:
             self.ancestors[index] |= self.ancestors[producer] | self.members[producer]
 
     def external_producers(self, clusters: set[int]) -> set[int]:
-        found = {self.find(p) for cluster in clusters for p in self.producers[cluster]}
-        return found - clusters
+        return self.roots(p for cluster in clusters for p in self.producers[cluster]) - clusters
 
     def is_convex(self, clusters: set[int]) -> bool:
         """True if merging ``clusters`` creates no path that leaves and re-enters them."""
@@ -233,17 +233,38 @@ class _Clusters:
             return False
         return all(not self.ancestors[p] & members for p in self.external_producers(clusters))
 
+    def roots(self, clusters: Iterable[int]) -> set[int]:
+        """``{find(cluster) for cluster in clusters}``, without a call per cluster when
+        the parent is a root (the common case after path compression)."""
+        parent = self.parent
+        found = set()
+        for cluster in clusters:
+            up = parent[cluster]
+            found.add(up if parent[up] == up else self.find(cluster))
+        return found
+
     def merge(self, clusters: set[int]) -> int:
         root = min(clusters)
         producers = self.external_producers(clusters)
-        consumers = {self.find(c) for cluster in clusters for c in self.consumers[cluster]}
-        consumers -= clusters
         members = 0
         for cluster in clusters:
             members |= self.members[cluster]
         ancestors = 0
         for producer in producers:
             ancestors |= self.ancestors[producer] | self.members[producer]
+        # Consumers of a part that already depended on all the merged cluster depends on
+        # gain nothing: only the others are updated (see _propagate).
+        updated = [consumer for cluster in clusters
+                   if ancestors & ~(self.ancestors[cluster] | self.members[cluster])
+                   for consumer in self.consumers[cluster]]
+        # The parts' consumer sets, joined into the largest: ids in it may be clusters
+        # merged since (find() gives their root) or, later, members of this one.
+        largest = max(clusters, key=lambda cluster: len(self.consumers[cluster]))
+        consumers = self.consumers[largest]
+        for cluster in clusters:
+            if cluster != largest:
+                consumers |= self.consumers[cluster]
+        consumers -= clusters
         after_loop = 0
         loop = max((self.loop[cluster] for cluster in clusters),
                    key=lambda ones: (len(ones), -sum(ones)))
@@ -261,11 +282,19 @@ class _Clusters:
         self.ancestors[root] = ancestors
         self.producers[root] = producers
         self.consumers[root] = consumers
-        self._propagate(consumers, ancestors | members)
+        if updated:
+            self._propagate(self.roots(updated) - {root}, ancestors)
         return root
 
     def _propagate(self, start: set[int], gained: int) -> None:
-        """Every cluster downstream of a merge now depends on all of the merged cluster."""
+        """Every cluster downstream of a merge now depends on everything the merged
+        cluster depends on.
+
+        Its members need not be added: a cluster downstream of it already holds a member
+        of one of its parts (``add`` gives a cluster its producers' members), and the
+        tests read ancestors only against whole clusters (``ancestors & members``), so one
+        member stands for the merged cluster.  Adding them would send every merge down
+        the whole cone of the cluster's consumers."""
         stack = list(start)
         while stack:
             cluster = self.find(stack.pop())
@@ -327,7 +356,7 @@ def _fuse_horizontally(clusters: _Clusters) -> None:
     for index, shared in enumerate(clusters.nodes):
         if clusters.find(index) != index:
             continue
-        siblings = sorted({clusters.find(user) for user in clusters.consumers[index]})
+        siblings = sorted(clusters.roots(clusters.consumers[index]) - {index})
         merged: list[int] = []
         for sibling in siblings:
             sibling = clusters.find(sibling)
@@ -354,37 +383,41 @@ def _same_size(shared: Node, loop: tuple[bool, ...]) -> bool:
 
 def _region_io(members: Sequence[Node], graph: Graph) -> tuple[tuple[Node, ...], tuple[Node, ...]]:
     member_set = set(members)
-    returned = set(graph.outputs)
+    returned = graph.returned
+    consumers = graph.consumers
     inputs: dict[Node, None] = {}
+    outputs = []
     for node in members:
         for source in node.inputs:
             if source not in member_set and is_kernel_input(source):
                 inputs[source] = None
-    outputs = tuple(
-        node for node in members
-        if node in returned or any(user not in member_set for user in graph.consumers[node])
-    )
-    return tuple(inputs), outputs
+        if node in returned or not member_set.issuperset(consumers[node]):
+            outputs.append(node)
+    return tuple(inputs), tuple(outputs)
 
 
-def _split(members: list[Node], graph: Graph) -> list[list[Node]]:
+Io = tuple[tuple[Node, ...], tuple[Node, ...]]  # a region's inputs and outputs
+
+
+def _split(members: list[Node], graph: Graph) -> list[tuple[list[Node], Io]]:
     """Split a region over the operand cap into topological prefix and suffix (both stay
-    convex: a path between them would be a path leaving and re-entering the region).
-    A fused reduction stays with its input: nothing in the region reads it."""
-    inputs, outputs = _region_io(members, graph)
-    if len(inputs) + len(outputs) <= MAX_OPERANDS or len(members) == 1:
-        return [members]
+    convex: a path between them would be a path leaving and re-entering the region), each
+    with its inputs and outputs.  A fused reduction stays with its input: nothing in the
+    region reads it."""
+    io = _region_io(members, graph)
+    if len(io[0]) + len(io[1]) <= MAX_OPERANDS or len(members) == 1:
+        return [(members, io)]
     loop = [node for node in members if node.kind == ELEMENTWISE]
     if len(loop) <= 1:
-        return [members]
+        return [(members, io)]
     half = len(loop) // 2
-    parts = [loop[:half], loop[half:]]
+    parts = [set(loop[:half]), set(loop[half:])]
     for node in members:
         if node.kind != ELEMENTWISE:
-            part = parts[1] if node.inputs[0] in set(parts[1]) else parts[0]
-            part.append(node)
+            part = parts[1] if node.inputs[0] in parts[1] else parts[0]
+            part.add(node)
     return [piece for part in parts
-            for piece in _split([node for node in members if node in set(part)], graph)]
+            for piece in _split([node for node in members if node in part], graph)]
 
 
 def _execution_order(groups: list[list[Node]]) -> list[list[Node]]:
@@ -446,14 +479,16 @@ def partition(graph: Graph, fuse_reductions: bool = True) -> Plan:
             grouped.setdefault(clusters.find(index), []).append(node)
     _lone_reductions(grouped)
     fused = {node for members in grouped.values() for node in members}
-    groups = [part for members in grouped.values() for part in _split(members, graph)]
+    parts = [part for members in grouped.values() for part in _split(members, graph)]
+    io = {id(members): part_io for members, part_io in parts}
+    groups = [members for members, _ in parts]
     groups += [[node] for node in nodes if node.kind == NUMPY and node not in fused]
     steps: list[Region | Node] = []
     for members in _execution_order(groups):
         if members[0].kind == NUMPY and members[0] not in fused:
             steps.append(members[0])
             continue
-        inputs, outputs = _region_io(members, graph)
+        inputs, outputs = io[id(members)]
         steps.append(Region(0, tuple(members), inputs, outputs))
     steps = _inline_scalar_regions(steps, graph)
     regions: list[Region] = []
@@ -462,10 +497,9 @@ def partition(graph: Graph, fuse_reductions: bool = True) -> Plan:
             steps[position] = dataclasses.replace(step, index=len(regions))
             regions.append(steps[position])  # type: ignore[arg-type]
     owner = {node: region.index for region in regions for node in region.nodes}
-    classes = size_classes(nodes)
     for position, step in enumerate(steps):
         if isinstance(step, Region):
-            donate = _donations(step, graph, owner, classes)
+            donate = _donations(step, graph, owner, clusters.classes)
             if donate:
                 steps[position] = regions[step.index] = dataclasses.replace(step, donate=donate)
     return Plan(graph, tuple(regions), tuple(steps))
@@ -490,21 +524,21 @@ def _donations(region: Region, graph: Graph, owner: dict[Node, int],
     reads every input at index ``i`` before it stores at ``i``, so writing over the input
     is safe.  ``w / w.sum()`` then needs no second array of ``w``'s size.
     """
-    returned = set(graph.outputs)
+    returned = graph.returned
+    temporaries = [
+        (position, source) for position, source in enumerate(region.inputs)
+        if source.kind == ELEMENTWISE and source not in returned and all(
+            owner.get(user, region.index + 1) <= region.index
+            for user in graph.consumers.get(source, ()))]
     pairs: list[tuple[int, int]] = []
-    used: set[int] = set()
     for out_position, output in enumerate(region.outputs):
         if output.kind != ELEMENTWISE or output.ones != region.ones:
             continue
-        for in_position, source in enumerate(region.inputs):
-            if in_position in used or source.kind != ELEMENTWISE or source in returned or \
-                    source.dtype != output.dtype or source.ones != output.ones or \
-                    classes.get(source) is not classes.get(output):
-                continue
-            if all(owner.get(user, region.index + 1) <= region.index
-                   for user in graph.consumers.get(source, ())):
+        for slot, (in_position, source) in enumerate(temporaries):
+            if source.dtype == output.dtype and source.ones == output.ones and \
+                    classes.get(source) is classes.get(output):
                 pairs.append((out_position, in_position))
-                used.add(in_position)
+                del temporaries[slot]
                 break
     return tuple(pairs)
 

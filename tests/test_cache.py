@@ -125,6 +125,34 @@ def test_a_second_process_loads_the_kernel_from_disk_without_compiling(cache_dir
     assert entry_files(cache_dir) == files
 
 
+INTEGER_POWER = """
+import json
+import numpy as np
+import numfuse
+from numfuse import hooks
+
+n = np.arange(-3, 9)
+with hooks.recording() as events:
+    result = numfuse.jit(lambda a, b: a ** b)(n, np.abs(n) % 4)
+try:
+    numfuse.jit(lambda a, b: a ** b)(n, n)
+    message = ""
+except ValueError as error:
+    message = str(error)
+print(json.dumps({"from_cache": [event.from_cache for event in events], "message": message,
+                  "correct": bool(np.array_equal(result, n ** (np.abs(n) % 4)))}))
+"""
+
+
+def test_a_kernel_that_reports_negative_integer_powers_is_cached(cache_dir):
+    """Its C callback is called by a symbol the JIT resolves when it loads the code."""
+    first = run_python(INTEGER_POWER, cache_dir)
+    second = run_python(INTEGER_POWER, cache_dir)
+    assert first["from_cache"] == [False] and second["from_cache"] == [True]
+    for result in (first, second):
+        assert result["correct"] and "negative integer powers" in result["message"]
+
+
 def test_numba_cache_dir_does_not_move_numfuse_kernels(cache_dir, monkeypatch):
     numba_cache = cache_dir.parent / "numba-cache"
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(numba_cache))

@@ -369,6 +369,11 @@ class Emitter:
         builder = self.builder
         result = self.truth(self.scalar(node.values[0]))
         for operand in node.values[1:]:
+            if not _calls(operand):  # nothing to skip: both computed, as LLVM would
+                other = self.truth(self.scalar(operand))
+                join = builder.and_ if isinstance(node.op, ast.And) else builder.or_
+                result = Value(BOOL, join(result.ir, other.ir))
+                continue
             start = builder.block
             rest = builder.append_basic_block("rest")
             done = builder.append_basic_block("done")
