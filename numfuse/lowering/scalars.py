@@ -905,20 +905,38 @@ def _folded(node: ast.UnaryOp) -> object | None:
     return None
 
 
-def _calls(node: ast.expr) -> bool:
-    """Whether computing ``node`` calls a function (other than a cast or a method)."""
-    for inner in ast.walk(node):
-        if isinstance(inner, ast.Call):
-            function = inner.func
-            if isinstance(function, ast.Attribute) and function.attr in _DTYPES:
-                continue
-            if isinstance(function, ast.Attribute) and function.attr == "view":
-                continue
-            if isinstance(function, ast.Name) and function.id in ("abs", "min", "max",
-                                                                  "bool", "complex"):
-                continue
-            return True
-    return False
+# Functions whose calls neither raise floating-point flags (beyond what their operands'
+# arithmetic would) nor do anything else observable: computing them where Python would
+# not is harmless.  By name, as ``np.<name>``/``x.<name>`` or as a builtin.
+_QUIET = frozenset({*_DTYPES, "view", "abs", "absolute", "fabs", "min", "max", "bool",
+                    "complex", "isinstance", "isnan", "isinf", "isfinite", "signbit",
+                    "copysign", "conjugate", "floor", "ceil", "trunc", "rint"})
+
+
+def _calls(node: ast.AST) -> bool:
+    """Whether computing ``node`` calls a function that may raise a floating-point flag
+    or call out of the kernel (a C library function, an external, a helper doing so):
+    such code runs only where Python would run it."""
+    return any(not _quiet_call(inner) for inner in ast.walk(node)
+               if isinstance(inner, ast.Call))
+
+
+def _quiet_call(call: ast.Call) -> bool:
+    function = call.func
+    if isinstance(function, ast.Attribute):
+        return function.attr in _QUIET
+    if not isinstance(function, ast.Name):
+        return False
+    if function.id in _QUIET:
+        return True
+    return function.id in kernel_lib.HELPERS and function.id not in kernel_lib.EXTERNAL \
+        and _quiet_helper(function.id)
+
+
+@cache
+def _quiet_helper(name: str) -> bool:
+    """A helper whose body calls only quiet functions and quiet helpers."""
+    return not _calls(_definition(name))
 
 
 @cache
