@@ -342,15 +342,20 @@ def _compile(kernel: KernelSource, caching: bool) -> tuple[Any, str]:
 def _optimise_once(library: Any) -> None:
     """Make numba's library run LLVM's optimisation pipeline once when it is finalised.
 
-    numba 0.68 (``CPUCodeLibrary._optimize_final_module``) runs a "cheap" pipeline before
-    the full one so that reference-count operations of its own code end up in one
-    function to be pruned; kernels have none, and the cheap pass took as long as the full
-    one (a third of a 1,000-operation compile)."""
+    numba 0.68 (``CPUCodeLibrary``) runs function passes on every module added, then a
+    "cheap" pipeline before the full one so that reference-count operations of its own
+    code end up in one function to be pruned; kernels have none, and the full pipeline
+    simplifies every function before inlining it anyway.  The cheap pass took as long as
+    the full one (a third of a 1,000-operation compile)."""
     def optimise() -> None:
         passes, builder = library._codegen._module_pass_manager()
         passes.run(library._final_module, builder)
 
+    def lay_out(module: Any) -> None:  # the per-function passes before linking, minus the passes
+        module.data_layout = library._codegen._data_layout
+
     library._optimize_final_module = optimise
+    library._optimize_functions = lay_out
 
 
 def _add_modules(library: Any, lowered: LoweredKernel) -> None:

@@ -279,11 +279,11 @@ def _program(region: Region, core_inputs: tuple[bool, ...]) -> KernelProgram:
         if node.kind == ELEMENTWISE:
             body.append(Assign(f"v{position}", expression(node, names), node.dtype))
             continue
-        fold = Fold(f"v{position}", node.param("reduction"))
+        reduction = node.param("reduction")
+        fold = Fold(f"v{position}", reduction,
+                    cast(names[node.inputs[0]], node.inputs[0].dtype, reduction.dtype))
         folds.append(fold)
-        value = cast(names[node.inputs[0]], node.inputs[0].dtype, fold.reduction.dtype)
-        body.append(Assign(fold.target, _combine(fold.reduction, fold.target, value),
-                           fold.reduction.dtype))
+        body.append(Assign(fold.target, fold.update(fold.value), reduction.dtype))
     stores = [(operand.name, names[node])
               for operand, node in zip(outputs, results, strict=True) if operand.core]
     stores += [(f"in{donated[position]}", names[node])
@@ -310,6 +310,7 @@ class Fold:
 
     name: str
     reduction: Reduction
+    value: str  # the expression of the element folded in, in the reduction's dtype
 
     @property
     def blocked(self) -> bool:
@@ -327,6 +328,19 @@ class Fold:
     @property
     def zero(self) -> str:
         return literal(0, self.reduction.dtype)
+
+    @property
+    def neutral(self) -> str:
+        """An element that leaves every accumulator as it is: the identity, and -0.0 for
+        float sums (``x + 0.0`` turns ``-0.0`` into ``0.0``)."""
+        if self.reduction.ufunc == "add" and self.reduction.dtype.kind in "fc":
+            return literal(complex(-0.0, -0.0) if self.reduction.dtype.kind == "c" else -0.0,
+                           self.reduction.dtype)
+        return self.identity
+
+    def update(self, value: str) -> str:
+        """The expression accumulating ``value`` into ``target``."""
+        return _combine(self.reduction, self.target, value)
 
     def start(self) -> list[str]:
         if self.blocked:

@@ -121,7 +121,8 @@ _row("absolute", np.absolute, 1, b="{0}", u="{0}", c="complex_abs({0})",
        "np.uint64(np.int64({0}) >> 63))",
      star="abs({0})")
 _row("fabs", np.fabs, 1, f="abs({0})")
-_row("sign", np.sign, 1, i="(({0} > 0) - ({0} < 0))", u="({0} > 0)", f="sign_float({0})",
+_row("sign", np.sign, 1, i="(np.int64({0} > 0) - np.int64({0} < 0))", u="({0} > 0)",
+     f="sign_float({0})",
      c="sign_complex({0})")
 _row("reciprocal", np.reciprocal, 1, b="{0}", i="reciprocal_int({0}, {recip_min})",
      u="reciprocal_uint({0})", c="complex_reciprocal({0})", star="({L}(1) / {0})")

@@ -9,7 +9,8 @@ imports numba: the backend optimises, links and loads the IR.
 
 from __future__ import annotations
 
-from .loops import LoweredKernel, lower, row_symbol
+from .loops import GRANULE, LoweredKernel, lower, row_symbol
 from .scalars import HELPERS, Fallback, LoweringError
 
-__all__ = ["HELPERS", "Fallback", "LoweredKernel", "LoweringError", "lower", "row_symbol"]
+__all__ = ["GRANULE", "HELPERS", "Fallback", "LoweredKernel", "LoweringError", "lower",
+           "row_symbol"]
