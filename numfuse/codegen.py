@@ -226,6 +226,9 @@ class KernelProgram:
         return self.inputs + self.outputs
 
 
+_CALLED = re.compile(r"\b([A-Za-z_]\w*)\(")  # the names a piece of source calls
+
+
 def emit(region: Region, fastmath: frozenset[str] = frozenset()) -> KernelSource:
     """Generate the kernel for ``region`` (pure: the same region and flags give the same
     source; the fast-math flags are named in it, so they are part of its hash)."""
@@ -236,7 +239,7 @@ def emit(region: Region, fastmath: frozenset[str] = frozenset()) -> KernelSource
     core_inputs = tuple(_varies_along(node, core_axis, ndim) for node in region.inputs)
     program = _program(region, core_inputs)
     code = render_statements(program)
-    helpers = tuple(sorted(name for name in HELPER_NAMES if re.search(rf"\b{name}\(", code)))
+    helpers = tuple(sorted(HELPER_NAMES.intersection(_CALLED.findall(code))))
     core_outputs = tuple(operand.core for operand in program.outputs)
     layout = ",".join("(n)" if core else "()" for core in core_inputs) + "->" + \
         ",".join("(n)" if core else "()" for core in core_outputs)

@@ -128,6 +128,9 @@ def toposort(outputs: Iterable[Node]) -> tuple[Node, ...]:
 
 def broadcast_shapes(*shapes: Shape) -> Shape:
     """numpy's broadcasting on shape patterns; raises ``ValueError`` like numpy."""
+    first = shapes[0] if shapes else ()
+    if all(shape == first for shape in shapes):
+        return first  # the common case: nothing to broadcast
     ndim = max((len(shape) for shape in shapes), default=0)
     result: list[int | None] = []
     for axis in range(-ndim, 0):

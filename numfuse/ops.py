@@ -16,6 +16,7 @@ is cast to the output dtype by the code generator.  Result dtypes come from nump
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -248,6 +249,12 @@ HELPER_NAMES: frozenset[str] = frozenset(kernel_lib.HELPERS)
 
 def template_for(op: OpDef, loop: Sequence[np.dtype]) -> str | None:
     """The filled-in scalar template, or None when numfuse has no code for this loop."""
+    return _filled(op.name, tuple(loop))
+
+
+@functools.cache
+def _filled(name: str, loop: tuple[np.dtype, ...]) -> str | None:
+    op = OPS[name]
     template = op.template(loop)
     if template is None:
         return None
