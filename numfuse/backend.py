@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import hashlib
 import json
 import os
@@ -212,17 +213,15 @@ def entry_path(directory: Path, name: str) -> Path:
     return directory / f"{name}.nfk"
 
 
-def _encode_entry(library: Any, symbol: str) -> bytes:
-    name, kind, (object_code, bitcode) = library.serialize_using_object_code()
-    assert kind == "object"
-    payload = bytes(object_code) + bytes(bitcode)
-    meta = {"library": name, "symbol": symbol, "object": len(object_code),
-            "bitcode": len(bitcode), "sha256": hashlib.sha256(payload).hexdigest()}
+def _encode_entry(code: ObjectCode) -> bytes:
+    payload = code.object + code.bitcode
+    meta = {"library": code.name, "symbol": code.symbol, "object": len(code.object),
+            "bitcode": len(code.bitcode), "sha256": hashlib.sha256(payload).hexdigest()}
     return _MAGIC + json.dumps(meta).encode() + b"\n" + payload
 
 
-def _decode_entry(data: bytes) -> tuple[dict[str, Any], bytes, bytes]:
-    """The entry's metadata, object code and bitcode; ValueError if it is damaged."""
+def _decode_entry(data: bytes, name: str) -> ObjectCode:
+    """The entry's compiled kernel; ValueError if it is damaged or holds another kernel."""
     if not data.startswith(_MAGIC):
         raise ValueError("not a numfuse kernel file")
     line, _, payload = data[len(_MAGIC):].partition(b"\n")
@@ -231,7 +230,10 @@ def _decode_entry(data: bytes) -> tuple[dict[str, Any], bytes, bytes]:
         raise ValueError("truncated")
     if hashlib.sha256(payload).hexdigest() != meta["sha256"]:
         raise ValueError("its content does not match its digest")
-    return meta, payload[:meta["object"]], payload[meta["object"]:]
+    if meta["library"] != name:
+        raise ValueError(f"it holds kernel {meta['library']}")
+    return ObjectCode(name, str(meta["symbol"]), payload[:meta["object"]],
+                      payload[meta["object"]:])
 
 
 # ------------------------------------------------------------------ compiling
@@ -241,14 +243,17 @@ class CompiledGufunc:
     """A compiled kernel: ``ufunc`` is the numpy gufunc (calling this object calls it);
     ``from_disk`` tells whether it was loaded from the disk cache."""
 
-    def __init__(self, ufunc: Any, library: Any, symbol: str, from_disk: bool,
+    def __init__(self, ufunc: Any, library: Any, code: ObjectCode, from_disk: bool,
                  source: KernelSource) -> None:
         self.ufunc = ufunc
-        self.library = library
-        self.symbol = symbol
+        self.library = library  # keeps the machine code alive
+        self.code = code
         self.from_disk = from_disk
         self.source = source
-        self._inspectable: Any = None
+
+    @property
+    def symbol(self) -> str:
+        return self.code.symbol
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.ufunc(*args, **kwargs)
@@ -287,7 +292,7 @@ def compile_gufunc(kernel: KernelSource, cache: bool = True) -> CompiledGufunc:
                     return _load_or_compile(kernel, directory)
             except OSError as error:
                 _warn_unusable(directory, error.strerror or repr(error))
-        return _gufunc(kernel, *_compile(kernel, caching=False), from_disk=False)
+        return _gufunc(kernel, compile_object(kernel), from_disk=False)
 
 
 def _load_or_compile(kernel: KernelSource, directory: Path) -> CompiledGufunc:
@@ -301,7 +306,7 @@ def _load_or_compile(kernel: KernelSource, directory: Path) -> CompiledGufunc:
         data = None
     if data is not None:
         try:
-            return _gufunc(kernel, *_load(data, kernel.name), from_disk=True)
+            return _gufunc(kernel, _decode_entry(data, kernel.name), from_disk=True)
         except Exception as error:  # a damaged entry must never stop the compile
             problem = str(error) or repr(error)
         warnings.warn(f"numfuse's cached kernel {kernel.name} in {directory} is damaged "
@@ -309,78 +314,85 @@ def _load_or_compile(kernel: KernelSource, directory: Path) -> CompiledGufunc:
                       stacklevel=5)
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
-    library, symbol = _compile(kernel, caching=True)
-    gufunc = _gufunc(kernel, library, symbol, from_disk=False)
-    _write_atomically(path, _encode_entry(library, symbol))
+    code = compile_object(kernel)
+    gufunc = _gufunc(kernel, code, from_disk=False)
+    _write_atomically(path, _encode_entry(code))
     return gufunc
 
 
-def _load(data: bytes, name: str) -> tuple[Any, str]:
-    meta, object_code, bitcode = _decode_entry(data)
-    if meta["library"] != name:
-        raise ValueError(f"it holds kernel {meta['library']}")
-    with global_compiler_lock:
-        library = _codegen().unserialize_library(
-            (meta["library"], "object", (object_code, bitcode)))
-    return library, str(meta["symbol"])
+@dataclasses.dataclass(frozen=True)
+class ObjectCode:
+    """A kernel compiled for this machine, not yet loaded: the object code of its
+    optimised module, that module's bitcode (for reading its IR and assembly) and the
+    symbol of the gufunc's loop function."""
+
+    name: str
+    symbol: str
+    object: bytes
+    bitcode: bytes
 
 
-def _compile(kernel: KernelSource, caching: bool) -> tuple[Any, str]:
-    """The kernel's LLVM library (optimised and loaded) and its loop function's symbol."""
+def compile_object(kernel: KernelSource) -> ObjectCode:
+    """Lower ``kernel``, link the helpers it calls, optimise it once with LLVM's O3
+    pipeline and emit its object code."""
     lowered = lowering.lower(kernel)
+    module = _linked(lowered)
+    passes, builder = _pipeline()
+    passes.run(module, builder)
+    machine = _codegen()._tm
+    return ObjectCode(kernel.name, lowered.symbol, bytes(machine.emit_object(module)),
+                      bytes(module.as_bitcode()))
+
+
+def _linked(lowered: LoweredKernel) -> Any:
+    """One LLVM module of the kernel, its helpers and its fallbacks, laid out for this
+    machine."""
     codegen = _codegen()
-    with global_compiler_lock:
-        library = codegen.create_library(kernel.name)
-        _optimise_once(library)
-        if caching:
-            library.enable_object_caching()
-        _add_modules(library, lowered)
-        library.finalize()
-    return library, lowered.symbol
-
-
-def _optimise_once(library: Any) -> None:
-    """Make numba's library run LLVM's optimisation pipeline once when it is finalised.
-
-    numba 0.68 (``CPUCodeLibrary``) runs function passes on every module added, then a
-    "cheap" pipeline before the full one so that reference-count operations of its own
-    code end up in one function to be pruned; kernels have none, and the full pipeline
-    simplifies every function before inlining it anyway.  The cheap pass took as long as
-    the full one (a third of a 1,000-operation compile)."""
-    def optimise() -> None:
-        passes, builder = library._codegen._module_pass_manager()
-        passes.run(library._final_module, builder)
-
-    def lay_out(module: Any) -> None:  # the per-function passes before linking, minus the passes
-        module.data_layout = library._codegen._data_layout
-
-    library._optimize_final_module = optimise
-    library._optimize_functions = lay_out
-
-
-def _add_modules(library: Any, lowered: LoweredKernel) -> None:
-    for text in lowered.modules:
-        module = llvm.parse_assembly(text)
-        module.verify()
-        library.add_llvm_module(module)
+    module = llvm.parse_assembly(lowered.modules[0])
+    for text in lowered.modules[1:]:
+        module.link_in(llvm.parse_assembly(text))
     for fallback in sorted(lowered.fallbacks, key=lambda needed: needed.symbol):
-        fallback_library, adapter = _fallback(fallback)
-        library.add_linking_library(fallback_library)
-        library.add_llvm_module(llvm.parse_assembly(adapter))
+        fallback_module, adapter = _fallback(fallback)
+        module.link_in(llvm.parse_bitcode(fallback_module))
+        module.link_in(llvm.parse_assembly(adapter))
+    module.triple = llvm.get_process_triple()
+    module.data_layout = codegen._data_layout
+    module.verify()
+    return module
 
 
-def _gufunc(kernel: KernelSource, library: Any, symbol: str, from_disk: bool) -> CompiledGufunc:
+def _pipeline() -> tuple[Any, Any]:
+    """LLVM's optimisation pipeline at numba's level (O3, loops vectorised), for this
+    machine.  Run once: numba's own libraries first run a cheaper pipeline for the
+    reference counts of its code, which kernels do not have."""
+    from numba.core.llvm_bindings import create_pass_builder
+
+    builder = create_pass_builder(_codegen()._tm, opt=_numba_setting("OPT"),
+                                  loop_vectorize=_numba_setting("LOOP_VECTORIZE"),
+                                  slp_vectorize=_numba_setting("SLP_VECTORIZE"))
+    return builder.getModulePassManager(), builder
+
+
+def _load(code: ObjectCode) -> Any:
+    """The kernel's object code loaded into numba's JIT engine (a numba code library)."""
     with global_compiler_lock:
-        address = library.get_pointer_to_function(symbol)
+        return _codegen().unserialize_library((code.name, "object", (code.object,
+                                                                     code.bitcode)))
+
+
+def _gufunc(kernel: KernelSource, code: ObjectCode, from_disk: bool) -> CompiledGufunc:
+    library = _load(code)
+    with global_compiler_lock:
+        address = library.get_pointer_to_function(code.symbol)
     if not address:  # pragma: no cover - a lowering bug
-        raise RuntimeError(f"kernel {kernel.name}: no function {symbol} in its code")
+        raise RuntimeError(f"kernel {kernel.name}: no function {code.symbol} in its code")
     program = kernel.program
     assert program is not None
     dtypes = [operand.dtype.num for operand in program.operands]
     ufunc = _internal.fromfunc(kernel.name, None, [address], [dtypes], len(program.inputs),
                                len(program.outputs), [None], [library], _internal.PyUFunc_None,
                                kernel.layout, ())
-    return CompiledGufunc(ufunc, library, symbol, from_disk, kernel)
+    return CompiledGufunc(ufunc, library, code, from_disk, kernel)
 
 
 def loaded_from_disk(gufunc: CompiledGufunc) -> bool:
@@ -397,7 +409,8 @@ def loaded_from_disk(gufunc: CompiledGufunc) -> bool:
 
 
 @cache
-def _fallback(needed: Fallback) -> tuple[Any, str]:
+def _fallback(needed: Fallback) -> tuple[bytes, str]:
+    """The bitcode of numba's compiled function and the IR of the adapter around it."""
     from numba.core.registry import cpu_target
 
     arguments = [f"a{position}" for position in range(len(needed.arguments))]
@@ -424,33 +437,22 @@ def _fallback(needed: Fallback) -> tuple[Any, str]:
     _, value = context.call_conv.call_function(builder, callee, restype, argtypes,
                                                list(adapter.args))
     builder.ret(value)
-    return result.library, str(module)
+    with global_compiler_lock:
+        bitcode = result.library._get_module_for_linking().as_bitcode()
+    return bytes(bitcode), str(module)
 
 
 # ------------------------------------------------------------------ LLVM IR and assembly
 
 
-def _inspectable(gufunc: CompiledGufunc) -> Any:
-    """The kernel's library, compiled again (once) if it came from the disk cache: a
-    library loaded as object code has no IR to show."""
-    if not gufunc.from_disk:
-        return gufunc.library
-    with _lock:
-        if gufunc._inspectable is None:
-            gufunc._inspectable = _compile(gufunc.source, caching=False)[0]
-        return gufunc._inspectable
-
-
 def llvm_ir(gufunc: CompiledGufunc) -> str:
     """The optimised LLVM IR of the module holding the kernel."""
-    with global_compiler_lock:
-        return str(_inspectable(gufunc).get_llvm_str())
+    return str(llvm.parse_bitcode(gufunc.code.bitcode))
 
 
 def asm(gufunc: CompiledGufunc) -> str:
     """The host machine's assembly for the kernel's module."""
-    with global_compiler_lock:
-        return str(_inspectable(gufunc).get_asm_str())
+    return str(_codegen()._tm.emit_assembly(llvm.parse_bitcode(gufunc.code.bitcode)))
 
 
 def kernel_symbol(gufunc: CompiledGufunc) -> str:

@@ -192,7 +192,8 @@ def test_two_processes_compiling_the_same_kernel_at_once(cache_dir):
     third = run_python(LOGP_GRAD, cache_dir)
     assert third["from_cache"] == [True] and third["correct"]
     directory = next((cache_dir / "kernels").iterdir())
-    backend._decode_entry(backend.entry_path(directory, third["names"][0]).read_bytes())
+    name = third["names"][0]
+    backend._decode_entry(backend.entry_path(directory, name).read_bytes(), name)
 
 
 # ------------------------------------------------------------------ damaged entries
