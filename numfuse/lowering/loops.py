@@ -273,25 +273,12 @@ class _LoopOverRows:
         """Element ``start + j`` of the operand to and from its buffer's element ``j``, for
         ``j < count`` (into the buffer: the row's last element past its end)."""
         builder = self.builder
-        memory = ir.PointerType(T.memory_type(self.program.operands[position].dtype))
-        stride = self.strides[position]
-        buffer = self.buffers[position]
+        dtype = self.program.operands[position].dtype
         total = count if isinstance(count, ir.Value) else ir.Constant(T.I64, count)
-
-        def element(j: ir.Value, carried: Names) -> Names:
-            index = builder.add(start, j)
-            if into:
-                index = builder.select(builder.icmp_signed(">", index, last), last, index)
-            outside = builder.bitcast(builder.gep(pointer, [builder.mul(index, stride)]),
-                                      memory)
-            inside = builder.gep(buffer, [ir.Constant(T.I64, 0), j])
-            if into:
-                builder.store(builder.load(outside), inside)
-            else:
-                builder.store(builder.load(inside), outside)
-            return carried
-
-        _counted(builder, total, {}, element, plain=True)
+        buffer = builder.bitcast(self.buffers[position], T.BYTES)
+        builder.call(_copier(builder.module, T.memory_type(dtype)),
+                     [pointer, self.strides[position], buffer, start, total, last,
+                      ir.Constant(T.I1, int(into))])
 
     def finish(self, values: Names, pointers: list[ir.Value]) -> None:
         """The fused reductions' results of the row, written to its ``()`` outputs."""
@@ -309,6 +296,43 @@ class _LoopOverRows:
             operand = self.program.operands[positions[name]]
             value = emitter.convert(_evaluate(emitter, text, operand.dtype), operand.dtype)
             _store_element(self.builder, pointers[positions[name]], operand.dtype, value)
+
+
+def _copier(module: ir.Module, memory: ir.Type) -> ir.Function:
+    """The module's function copying elements of type ``memory`` between an operand and
+    a buffer: ``copy(operand, stride, buffer, start, count, last, into)`` copies element
+    ``start + j`` of the operand (``stride`` bytes apart; into the buffer, at most element
+    ``last``) and element ``j`` of the buffer, for ``j < count``.  One function per element
+    type, however many operands use it, keeps the kernel's code small."""
+    symbol = f"numfuse.copy.{memory}"
+    try:
+        return module.get_global(symbol)
+    except KeyError:
+        pass
+    function = ir.Function(module, ir.FunctionType(ir.VoidType(), [
+        T.BYTES, T.I64, T.BYTES, T.I64, T.I64, T.I64, T.I1]), name=symbol)
+    function.linkage = "internal"
+    function.attributes.add("noinline")
+    function.attributes.add("nounwind")
+    operand, stride, buffer, start, count, last, into = function.args
+    builder = ir.IRBuilder(function.append_basic_block("entry"))
+    typed_buffer = builder.bitcast(buffer, ir.PointerType(memory))
+
+    def element(j: ir.Value, carried: Names) -> Names:
+        index = builder.add(start, j)
+        clamped = builder.select(builder.icmp_signed(">", index, last), last, index)
+        index = builder.select(into, clamped, index)
+        outside = builder.bitcast(builder.gep(operand, [builder.mul(index, stride)]),
+                                  ir.PointerType(memory))
+        inside = builder.gep(typed_buffer, [j])
+        source = builder.select(into, outside, inside)
+        target = builder.select(into, inside, outside)
+        builder.store(builder.load(source), target)
+        return carried
+
+    _counted(builder, count, {}, element, plain=True)
+    builder.ret_void()
+    return function
 
 
 def _evaluate(emitter: Emitter, text: str, dtype: np.dtype) -> Value:
