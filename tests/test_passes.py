@@ -16,7 +16,8 @@ from numfuse.passes import (
     fold_constants,
     simplify,
 )
-from numfuse.trace import const_node, elementwise, trace_graph
+from numfuse.trace import trace_graph
+from numfuse.trace.nodes import const_node, elementwise
 
 X = np.array([-2.0, -0.5, 0.0, 1.5, 4.0])
 

@@ -1,0 +1,76 @@
+"""Tracing: run the user's function once on ``Tracer`` values and record a ``Graph``.
+
+Tracers intercept Python operators, numpy ufuncs (``__array_ufunc__``) and the numpy
+functions numfuse supports (``__array_function__``).  Python code runs once: loops unroll
+and helper functions inline.  Whatever does not involve a tracer is computed by numpy at
+trace time, so constant subexpressions are exact numpy values.
+
+Constants: arrays, numpy scalars, lists and Python numbers the function uses become
+constants of the graph, *snapshotted when the function is traced*.  A closed-over array
+that is mutated afterwards keeps its traced value in the compiled function; pass it as an
+argument to see changes.
+
+A module per job: ``nodes`` builds graph nodes and resolves their dtypes, ``tracer`` is
+the ``Tracer`` class, ``ufuncs`` dispatches numpy ufuncs (``out=``, ``where=``, in-place
+operators), ``functions`` handles the numpy functions tracing computes itself,
+``probes`` records every other numpy call after learning its result from runs on
+stand-ins, ``registry`` lists the numpy functions by what they do, ``constants``
+evaluates work on constants with numpy, and ``patches`` replaces numpy's conversion and
+creation functions while a function is traced.  Those modules call one another while
+tracing; each imports the others' names at its end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..dtypes import ArgSpec
+from ..graph import Graph, Node, tree_flatten
+from .constants import _leaf_const
+from .functions import supported_functions
+from .nodes import input_node
+from .patches import _converting_tracers, _own_globals, _user_globals
+from .probes import _examples
+from .tracer import Tracer
+
+__all__ = ["Tracer", "supported_functions", "trace_graph"]
+
+
+# ------------------------------------------------------------------------------ trace
+
+
+def trace_graph(fn: Callable[..., Any], specs: Sequence[ArgSpec],
+                static: dict[int, Any] | None = None,
+                shapes: Sequence[tuple[int, ...]] | None = None) -> Graph:
+    """Run ``fn`` once on tracers for ``specs`` and return the recorded graph.
+
+    Arguments listed in ``static`` are passed through as concrete Python values.
+    ``shapes`` are the example arguments' shapes, used to work out the result shapes of
+    non-fusible numpy calls (the graph itself never depends on them).
+    """
+    static = static or {}
+    inputs = tuple(input_node(index, spec) for index, spec in enumerate(specs))
+    arguments = [static[index] if index in static else Tracer(node)
+                 for index, node in enumerate(inputs)]
+    examples: dict[Node, tuple[int, ...]] = {}
+    if shapes is not None:
+        examples.update((node, tuple(shape)) for node, shape in zip(inputs, shapes, strict=True)
+                        if len(shape) == node.ndim)
+    token = _examples.set(examples)
+    user = _user_globals.set(_own_globals(fn))
+    try:
+        with np.errstate(all="ignore"), _converting_tracers():
+            result = fn(*arguments)
+    finally:
+        _user_globals.reset(user)
+        _examples.reset(token)
+    leaves, treedef = tree_flatten(result)
+    outputs = tuple(leaf.node if isinstance(leaf, Tracer) else _leaf_const(leaf)
+                    for leaf in leaves)
+    first_position = {id(leaf): position for position, leaf in reversed(list(enumerate(leaves)))}
+    same_as = tuple(first_position[id(leaf)] for leaf in leaves)
+    return Graph(inputs, outputs, treedef, same_as=same_as)
+

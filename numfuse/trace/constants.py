@@ -1,0 +1,142 @@
+"""Work on constants alone, evaluated with numpy at once, and its results wrapped as
+constant tracers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..dtypes import check_dtype
+from ..graph import (
+    CONST,
+    Node,
+)
+from ..ops import OPS
+from .nodes import const_node, elementwise
+
+
+def _tracers_in(item: Any) -> Iterator[Tracer]:
+    if isinstance(item, Tracer):
+        yield item
+    elif isinstance(item, (tuple, list)):
+        for part in item:
+            yield from _tracers_in(part)
+    elif isinstance(item, dict):
+        for part in item.values():
+            yield from _tracers_in(part)
+
+
+def _constants_only(args: Any, kwargs: dict[str, Any]) -> bool:
+    """Whether the traced values among ``args`` and ``kwargs`` are all constants."""
+    found = [*_tracers_in(args), *_tracers_in(kwargs)]
+    return bool(found) and all(tracer.node.kind == CONST for tracer in found)
+
+
+def _eager(fn: Callable[..., Any], args: Any, kwargs: dict[str, Any]) -> Any:
+    """``fn`` on the values of constants, computed by numpy now as it would be without
+    numfuse; a write into a constant (``a[0] = 1``, ``np.add.at(a, i, 1)``, ``a.fill(0)``)
+    gives it the written value."""
+    copies: list[tuple[Tracer, np.ndarray]] = []
+
+    def unwrap(item: Any) -> Any:
+        if isinstance(item, Tracer):
+            value = item.node.param("value").value
+            if not isinstance(value, np.ndarray):
+                return value
+            copies.append((item, value.copy()))
+            return copies[-1][1]
+        if isinstance(item, list) or (isinstance(item, tuple) and not hasattr(item, "_fields")):
+            return type(item)(unwrap(part) for part in item)
+        return item
+
+    result = fn(*unwrap(tuple(args)), **{key: unwrap(value) for key, value in kwargs.items()})
+    for tracer, copy in copies:
+        if copy.tobytes() != tracer.node.param("value").value.tobytes():
+            if not tracer.writable:
+                _inplace("writing into a constant a view was taken of")
+            tracer.node = const_node(copy)
+    return _wrapped(result, copies)
+
+
+def _wrapped(value: Any, copies: Sequence[tuple[Tracer, np.ndarray]]) -> Any:
+    """numpy arrays in ``value`` as constant tracers (the tracer itself for an array written
+    in place); a view of a constant makes both unwritable, as a write would have to reach
+    the other."""
+    for tracer, copy in copies:
+        if value is copy:
+            return tracer
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind not in "biufc":
+            return value
+        shared = [tracer for tracer, copy in copies if np.may_share_memory(value, copy)]
+        result = Tracer(const_node(value), owned=True)
+        if shared:
+            _share(shared, result)
+        return result
+    if isinstance(value, list) or (isinstance(value, tuple) and not hasattr(value, "_fields")):
+        return type(value)(_wrapped(part, copies) for part in value)
+    if isinstance(value, tuple):
+        return type(value)(*(_wrapped(part, copies) for part in value))
+    return value
+
+
+def _as_array(name: str, original: Callable[..., Any], value: Tracer, args: tuple[Any, ...],
+              kwargs: dict[str, Any]) -> Any:
+    """``np.array(x)`` copies; ``np.asarray(x)`` is ``x`` itself (a numpy scalar or Python
+    number becomes a 0-d array); a dtype casts.  Other options run numpy."""
+    node = value.node
+    options = dict(zip(("dtype",), args, strict=False)) | kwargs
+    dtype = options.pop("dtype", None)
+    copy = options.pop("copy", True if name == "array" else None)
+    options.pop("order", None)  # the layout never changes a value
+    if options.get("ndmin", 0) == 0 and options.get("subok", False) is False:
+        options.pop("ndmin", None)
+        options.pop("subok", None)
+    if options or len(args) > 1 or (name in ("ascontiguousarray", "asfortranarray")
+                                    and node.ndim == 0):
+        return record_call(original, name, (value, *args), kwargs)
+    target = node.dtype if dtype is None else check_dtype(np.dtype(dtype), f"np.{name} dtype")
+    if copy is False and target != node.dtype:
+        raise ValueError("Unable to avoid copy while creating an array as requested.")
+    if copy or target != node.dtype or _immutable(node):
+        return Tracer(elementwise(OPS["astype"], [node], loop=((node.dtype,), target),
+                                  scalar=False), owned=True)
+    return value
+
+
+def _checked_array(name: str, original: Callable[..., Any], value: Tracer, dtype: Any = None,
+                   order: Any = None, requirements: Any = None, *, like: Any = None) -> Any:
+    """``np.asarray_chkfinite(x)`` (numpy checks the values when it runs) and
+    ``np.require(x, dtype)`` (the layout requirements hold for every value numfuse makes;
+    an argument is never written, whatever ``"W"`` asks)."""
+    options = {} if dtype is None else {"dtype": dtype}
+    converted = _as_array("asarray", _CONVERSIONS["asarray"], value, (), options)
+    if name == "asarray_chkfinite" and converted.node.dtype.kind in "fc":
+        return record_call(original, name, (converted,), {})
+    return converted
+
+
+def _leaf_const(value: Any) -> Node:
+    """A returned value that does not depend on the arguments: returned as numpy gave it."""
+    return Node("const", CONST, (), np.dtype(object), (), (("value", _Opaque(value)),))
+
+
+class _Opaque:
+    """A returned constant of any type, kept as is (copied on return if it is an array)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+# Imported last: these modules and this one use each other's functions at call time.
+from .functions import _share  # noqa: E402
+from .patches import _CONVERSIONS  # noqa: E402
+from .probes import record_call  # noqa: E402
+from .tracer import Tracer, _immutable, _inplace  # noqa: E402

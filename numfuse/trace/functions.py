@@ -1,0 +1,205 @@
+"""The named numpy functions tracing computes itself (``np.where``, ``astype``, ``clip``,
+``var``...), and the list of supported functions."""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .. import reductions
+from ..dtypes import check_dtype
+from ..errors import (
+    UnsupportedOperationError,
+)
+from ..ops import OPS
+from .nodes import elementwise
+from .registry import CALLS, DATA_DEPENDENT
+
+
+def _method(name: str, value: Any, target: Any = None) -> Tracer:
+    node = _node(value)
+    op = OPS[name]
+    if name == "astype":
+        dtype = check_dtype(np.dtype(target), "astype target")
+        return Tracer(elementwise(op, [node], loop=((dtype,), dtype), scalar=node.scalar),
+                      owned=True)
+    loop = op.loop_dtypes([node.dtype])
+    return Tracer(elementwise(op, [node], loop=loop, scalar=node.scalar))
+
+
+# ------------------------------------------------------------------ numpy functions
+
+
+def astype(value: Any, dtype: Any, casting: str = "unsafe") -> Tracer:
+    node = _node(value)
+    target = np.dtype(dtype)
+    if not np.can_cast(node.dtype, target, casting=casting):  # type: ignore[arg-type]
+        raise TypeError(
+            f"Cannot cast array data from {node.dtype} to {target} according to the rule "
+            f"'{casting}'"
+        )
+    return _method("astype", value, target)
+
+
+def where(condition: Any, x: Any = None, y: Any = None) -> Any:
+    if x is None and y is None:
+        return record_call(np.nonzero, "nonzero", (condition,), {})
+    if x is None or y is None:
+        raise ValueError("either both or neither of x and y should be given")
+    nodes = [_node(condition), _node(x), _node(y)]
+    return Tracer(elementwise(OPS["where"], nodes, scalar=False), owned=True)
+
+
+def clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None,
+         **kwargs: Any) -> Any:
+    a_min = kwargs.pop("min", a_min)
+    a_max = kwargs.pop("max", a_max)
+    if out is not None or kwargs:
+        raise UnsupportedOperationError("np.clip with out= or extra keywords",
+                                        "call np.clip(a, a_min, a_max) and use its result.")
+    if a_min is None and a_max is None:
+        return apply_ufunc(np.positive, (a,), {})
+    if a_min is None:
+        return apply_ufunc(np.minimum, (a, a_max), {})
+    if a_max is None:
+        return apply_ufunc(np.maximum, (a, a_min), {})
+    nodes = [_node(a), _node(a_min), _node(a_max)]
+    return Tracer(elementwise(OPS["clip"], nodes), owned=True)
+
+
+def round_(a: Any, decimals: int = 0, out: Any = None) -> Any:
+    """numpy's round: rint for decimals=0, else scale, rint and unscale like numpy."""
+    if out is not None:
+        raise UnsupportedOperationError("np.round(..., out=...)", "use the returned value.")
+    node = _node(a)
+    if node.dtype.kind in "biu":
+        if decimals >= 0:
+            return _copy(a)
+        scale = 10 ** (-decimals)
+        return apply_ufunc(np.multiply, (apply_ufunc(np.floor_divide, (a, scale), {}), scale), {})
+    if decimals == 0:
+        return apply_ufunc(np.rint, (a,), {})
+    factor = node.dtype.type(10.0 ** abs(decimals)) if node.dtype.kind == "f" else \
+        np.float64(10.0 ** abs(decimals))
+    if decimals > 0:
+        scaled = apply_ufunc(np.multiply, (a, factor), {})
+        return apply_ufunc(np.true_divide, (apply_ufunc(np.rint, (scaled,), {}), factor), {})
+    scaled = apply_ufunc(np.true_divide, (a, factor), {})
+    return apply_ufunc(np.multiply, (apply_ufunc(np.rint, (scaled,), {}), factor), {})
+
+
+def _ufunc_alias(ufunc: np.ufunc) -> Callable[..., Any]:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return apply_ufunc(ufunc, args, kwargs)
+    return call
+
+
+def _real(value: Any) -> Any:
+    result = _method("real", value)
+    _share(value, result)  # numpy's real and imag are views of their operand
+    return result
+
+
+def _imag(value: Any) -> Any:
+    result = _method("imag", value)
+    _share(value, result)
+    return result
+
+
+def _share(values: Any, result: Any) -> None:
+    """Note that ``result`` (a tracer, or a container of them) may share memory with the
+    tracers among ``values`` and their bases: none may be written while it is alive, and
+    it is never written itself."""
+    bases = list(dict.fromkeys(
+        base for value in _tracers_in(values) for base in (value, *value.bases)))
+    for view in _tracers_in(result):
+        view.owned = False
+        view.bases = (*view.bases, *bases)
+        for base in bases:
+            base.views.append(weakref.ref(view))
+
+
+def _copy(value: Any, order: str = "K", subok: bool = False) -> Any:
+    node = _node(value)
+    return Tracer(elementwise(OPS["astype"], [node], loop=((node.dtype,), node.dtype),
+                              scalar=False), owned=True)
+
+
+def var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any = 0,
+        keepdims: bool = False, **kwargs: Any) -> Any:
+    """numpy's ``var`` split into a mean, fusible elementwise work and a sum over the
+    count, so both reductions can run inside kernels (see ``reductions``)."""
+    node = _node(a)
+    if out is not None or kwargs or not isinstance(ddof, (int, np.integer)) or \
+            node.dtype.kind not in "biufc":
+        return record_call(np.var, "var", (a,), dict(axis=axis, dtype=dtype, out=out,
+                                                     ddof=ddof, keepdims=keepdims, **kwargs))
+    if dtype is None and node.dtype.kind in "biu":
+        dtype = np.dtype("f8")
+    value = Tracer(node)
+    mean = record_call(reductions.mean_of, "mean_of", (value,),
+                       {"axis": axis, "dtype": dtype, "keepdims": True})
+    deviation = value - mean
+    if deviation.dtype.kind == "c":
+        squares = np.square(deviation.real) + np.square(deviation.imag)
+    else:
+        squares = np.square(deviation)
+    return record_call(reductions.sum_over_count, "sum_over_count", (squares,),
+                       {"axis": axis, "dtype": dtype, "keepdims": keepdims, "ddof": int(ddof)})
+
+
+def std(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any = 0,
+        keepdims: bool = False, **kwargs: Any) -> Any:
+    """``sqrt(var)``, as numpy computes it."""
+    if out is not None or kwargs:
+        return record_call(np.std, "std", (a,), dict(axis=axis, dtype=dtype, out=out,
+                                                     ddof=ddof, keepdims=keepdims, **kwargs))
+    return np.sqrt(var(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims))
+
+
+def _dtype_or_value(value: Any) -> Any:
+    """What ``np.result_type`` and friends need of a traced value: its dtype (or, for a
+    Python scalar argument, a Python scalar of its type, which numpy treats as weak)."""
+    if not isinstance(value, Tracer):
+        return value
+    return value.node.dtype.type(0).item() if value.node.weak else value.node.dtype
+
+
+FUNCTIONS: dict[Any, Callable[..., Any]] = {
+    np.iscomplexobj: lambda x: _node(x).dtype.kind == "c",
+    np.isrealobj: lambda x: _node(x).dtype.kind != "c",
+    np.ndim: lambda a: _node(a).ndim,
+    np.shape: lambda a: a.shape if isinstance(a, Tracer) else np.shape(a),
+    np.size: lambda a, axis=None: (a.size if axis is None else a.shape[axis])
+    if isinstance(a, Tracer) else np.size(a, axis),
+    np.result_type: lambda *values: np.result_type(*(_dtype_or_value(v) for v in values)),
+    np.var: var,
+    np.std: std,
+    np.where: where,
+    np.clip: clip,
+    np.round: round_,
+    np.around: round_,
+    np.real: _real,
+    np.imag: _imag,
+    np.copy: _copy,
+    np.fix: lambda x, out=None: apply_ufunc(np.trunc, (x,), {}) if _node(x).dtype.kind in "fc"
+    else _copy(x),
+}
+
+
+def supported_functions() -> list[str]:
+    """The numpy functions numfuse knows by name (besides the ufuncs), as ``np.<name>``;
+    any other numpy function that dispatches on its arguments runs as a numpy call learnt
+    from stand-ins (see ``record_call``), but for those in ``REFUSED``."""
+    return sorted({f"np.{name}" for name in (*CALLS.values(), *DATA_DEPENDENT.values())} |
+                  {f"np.{getattr(func, '__name__', func)}" for func in FUNCTIONS})
+
+
+# Imported last: these modules and this one use each other's functions at call time.
+from .constants import _tracers_in  # noqa: E402
+from .probes import record_call  # noqa: E402
+from .tracer import Tracer  # noqa: E402
+from .ufuncs import _node, apply_ufunc  # noqa: E402

@@ -1,0 +1,245 @@
+"""numpy's attributes replaced while a function is traced (``np.asarray``, array creation,
+``np.random``, ``np.vectorize``), and telling the user's own code from library code."""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dis
+import functools
+import inspect
+import sys
+import threading
+import types
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from ..errors import (
+    UnsupportedOperationError,
+)
+from ..graph import (
+    CONST,
+    ELEMENTWISE,
+    Node,
+    broadcast_shapes,
+)
+from .nodes import const_node
+
+# ------------------------------------------------------- np.asarray and friends on tracers
+#
+# ``np.asarray(x)`` does not dispatch to ``__array_function__``; it asks for ``__array__``,
+# which a traced value cannot give.  While a function is traced, these numpy attributes are
+# wrappers that handle traced values and hand everything else to numpy unchanged, so code
+# starting with ``x = np.asarray(x, dtype=float)`` traces.  (A name imported with
+# ``from numpy import asarray`` is not wrapped.)
+
+_CONVERSIONS = {name: getattr(np, name) for name in (
+    "array", "asarray", "asanyarray", "ascontiguousarray", "asfortranarray",
+    "asarray_chkfinite", "require")}
+# Array creation: in the traced function's own code these give constants that behave as
+# traced values (owned, so they may be written; indexable by traced values); np.empty gives
+# zeros so that a constant never holds arbitrary bytes.
+_CREATIONS = {name: getattr(np, name) for name in (
+    "zeros", "ones", "empty", "full", "eye", "identity", "arange", "linspace", "logspace",
+    "geomspace", "tri", "zeros_like", "ones_like", "empty_like", "full_like")}
+_WRAPPED = {**_CONVERSIONS, **_CREATIONS}
+_conversion_lock = threading.Lock()
+_conversion_depth = 0
+# The globals of the function being traced: calls from its module's code make constants.
+_user_globals: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+    "numfuse_user_globals", default=None)
+
+
+@contextlib.contextmanager
+def _converting_tracers() -> Iterator[None]:
+    global _conversion_depth
+    with _conversion_lock:
+        if _conversion_depth == 0:
+            for name, original in _CONVERSIONS.items():
+                setattr(np, name, _converter(name, original))
+            for name, original in _CREATIONS.items():
+                setattr(np, name, _creator(name, original))
+            for name, original in _RANDOM.items():
+                setattr(np.random, name, _random_draw(name, original))
+            np.vectorize.__call__ = _vectorized_call  # type: ignore[method-assign]
+            np.isscalar = _isscalar  # type: ignore[assignment]
+        _conversion_depth += 1
+    try:
+        yield
+    finally:
+        with _conversion_lock:
+            _conversion_depth -= 1
+            if _conversion_depth == 0:
+                for name, original in _WRAPPED.items():
+                    setattr(np, name, original)
+                for name, original in _RANDOM.items():
+                    setattr(np.random, name, original)
+                np.vectorize.__call__ = _VECTORIZE_CALL  # type: ignore[method-assign]
+                np.isscalar = _ISSCALAR
+
+
+# np.random's functions drawing from the global generator: the traced function's own code
+# calling one would draw once, while tracing, and return those numbers at every call.
+_RANDOM = {name: getattr(np.random, name) for name in dir(np.random)
+           if not name.startswith("_") and name not in ("seed", "get_state", "set_state")
+           and isinstance(getattr(getattr(np.random, name), "__self__", None),
+                          np.random.RandomState)}
+# A generator made without a seed draws other numbers at every call of the function too.
+_RANDOM["default_rng"] = np.random.default_rng
+
+
+_VECTORIZE_CALL = np.vectorize.__call__
+_ISSCALAR = np.isscalar
+
+
+def _isscalar(element: Any) -> bool:
+    """``np.isscalar``: a traced numpy scalar or Python number is one, an array is not."""
+    if isinstance(element, Tracer):
+        return element.node.ndim == 0 and (element.node.scalar or element.node.weak)
+    return _ISSCALAR(element)
+
+
+def _vectorized_call(self: np.vectorize, *args: Any, **kwargs: Any) -> Any:
+    """``np.vectorize(f)(x)`` on traced values: ``f`` applied to the whole arrays, which is
+    the same when everything ``f`` does is elementwise (checked: anything else raises).
+    Like numpy, the operands are arrays first (Python numbers become strong), and the
+    results are arrays of the broadcast shape (``otypes`` cast them)."""
+    if not _has_tracer((args, tuple(kwargs.values()))):
+        return _VECTORIZE_CALL(self, *args, **kwargs)
+    if self.signature is not None or self.excluded or kwargs:
+        raise UnsupportedOperationError(
+            "np.vectorize with signature=, excluded= or keyword arguments on traced values",
+            "numfuse applies a vectorized function to whole arrays only when it is called "
+            "with positional arrays; compute this part outside the jitted function.")
+    operands: list[Any] = [
+        np.asanyarray(value) if isinstance(value, Tracer)
+        else Tracer(const_node(np.asanyarray(value)), owned=True) for value in args]
+    sources = {operand.node for operand in operands}
+    results = self.pyfunc(*operands)
+    items = list(results) if isinstance(results, tuple) else [results]
+    target = broadcast_shapes(*(operand.node.shape for operand in operands))
+    done = []
+    for position, item in enumerate(items):
+        if not isinstance(item, Tracer) or not _elementwise_from(item.node, sources):
+            if isinstance(item, Tracer) or not np.isscalar(item):
+                raise UnsupportedOperationError(
+                    f"np.vectorize({getattr(self.pyfunc, '__name__', 'f')}) on traced values",
+                    "the function does more than elementwise work on its arguments, so "
+                    "applying it to whole arrays would differ from numpy's per-element calls; "
+                    "compute this part outside the jitted function.")
+            item = Tracer(const_node(np.asarray(item)), owned=True)
+        if self.otypes:
+            item = item.astype(np.dtype(self.otypes[position]))
+        if item.node.shape != target:
+            item = np.broadcast_to(item, np.broadcast_shapes(
+                *(np.shape(operand) for operand in operands))).copy()
+        done.append(np.asarray(item) if item.node.ndim == 0 else item)
+    return tuple(done) if isinstance(results, tuple) else done[0]
+
+
+def _elementwise_from(node: Node, sources: set[Node]) -> bool:
+    """Whether ``node`` is computed from ``sources`` by elementwise work and constants only."""
+    seen: set[Node] = set()
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if item in seen or item in sources or item.kind == CONST:
+            continue
+        seen.add(item)
+        if item.kind != ELEMENTWISE:
+            return False
+        stack.extend(item.inputs)
+    return True
+
+
+def _random_draw(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    def draw(*args: Any, **kwargs: Any) -> Any:
+        seed = args[0] if args else kwargs.get("seed")
+        if _from_user_code(name) and (name != "default_rng" or seed is None):
+            raise UnsupportedOperationError(
+                f"np.random.{name} inside a traced function",
+                "numfuse traces the function once, so the numbers drawn then would come back "
+                "at every call; draw them outside and pass them as an argument.")
+        return original(*args, **kwargs)
+
+    return functools.wraps(original)(draw)
+
+
+def _converter(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    def convert(*args: Any, **kwargs: Any) -> Any:
+        obj = args[0] if args else None
+        if isinstance(obj, Tracer) and name in ("asarray_chkfinite", "require"):
+            return _checked_array(name, original, obj, *args[1:], **kwargs)
+        if isinstance(obj, Tracer):
+            return _as_array(name, original, obj, args[1:], kwargs)
+        if isinstance(obj, (tuple, list)) and _has_tracer(obj):  # np.array([x, y])
+            if _constants_only(args, kwargs):
+                return _eager(original, args, kwargs)
+            return record_call(original, name, args, kwargs)
+        result = original(*args, **kwargs)
+        return _wrapped(result, []) if _from_user_code(name) else result
+
+    return functools.wraps(original)(convert)
+
+
+def _creator(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    zeros: Callable[..., Any] = _CREATIONS.get(
+        {"empty": "zeros", "empty_like": "zeros_like"}.get(name, name), original)
+
+    def create(*args: Any, **kwargs: Any) -> Any:
+        if name in ("full", "full_like") and _has_tracer((args, tuple(kwargs.values()))):
+            if _constants_only(args, kwargs):
+                return _eager(original, args, kwargs)
+            return record_call(original, name, args, kwargs)  # a traced fill value
+        if not _from_user_code(name):
+            return original(*args, **kwargs)
+        return _wrapped(zeros(*args, **kwargs), [])
+
+    return functools.wraps(original)(create)
+
+
+def _own_globals(fn: Callable[..., Any]) -> dict[str, Any] | None:
+    """The globals of the module ``fn`` was written in, whose calls of ``np.zeros`` & co.
+    make constants; None for numpy's and numfuse's own functions (``jit(np.sinc)``), whose
+    internal calls must get numpy's arrays."""
+    function = inspect.unwrap(fn)
+    module = getattr(function, "__module__", None) or ""
+    if module.split(".")[0] in ("numpy", "numfuse"):
+        return None
+    return getattr(function, "__globals__", None)
+
+
+def _from_user_code(name: str) -> bool:
+    """Whether the numpy function ``name`` being wrapped was called by the traced
+    function's module (not by numpy or numfuse internals, nor by another thread) itself:
+    compiled code it calls (``rng.random(4)`` runs Cython that calls ``np.empty``) makes no
+    Python frame, so the statement running in the caller's frame must name ``name``."""
+    user = _user_globals.get()
+    if user is None:
+        return False
+    frame = sys._getframe(2)
+    return frame.f_globals is user and name in _names_before(frame.f_code, frame.f_lasti)
+
+
+@functools.lru_cache(maxsize=4096)
+def _names_before(code: types.CodeType, offset: int) -> frozenset[str]:
+    """The names the statement running at ``offset`` of ``code`` loads up to there."""
+    names: set[str] = set()
+    for instruction in reversed([item for item in dis.get_instructions(code)
+                                 if item.offset <= offset]):
+        if instruction.offset < offset and instruction.opname.startswith(_STATEMENT_ENDS):
+            break
+        if instruction.opname.startswith("LOAD_") and isinstance(instruction.argval, str):
+            names.add(instruction.argval)
+    return frozenset(names)
+
+
+_STATEMENT_ENDS = ("STORE_", "POP_TOP", "RETURN_", "JUMP", "POP_JUMP")
+
+
+# Imported last: these modules and this one use each other's functions at call time.
+from .constants import _as_array, _checked_array, _constants_only, _eager, _wrapped  # noqa: E402
+from .probes import _has_tracer, record_call  # noqa: E402
+from .tracer import Tracer  # noqa: E402

@@ -1,0 +1,436 @@
+"""Non-fusible numpy calls: run on stand-ins to learn their results' shapes and dtypes,
+then recorded as numpy nodes."""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import itertools
+import operator
+import os
+import sys
+import threading
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from .. import reductions
+from ..calls import (
+    TRACED,
+    CallOutput,
+    NumpyCall,
+    PythonComplexOperator,
+    PythonNumber,
+    Written,
+    is_elementwise_call,
+)
+from ..dtypes import KERNEL_DTYPES
+from ..errors import (
+    SizeDependentError,
+    StaticArgumentError,
+    UnsupportedOperationError,
+)
+from ..graph import (
+    CONST,
+    ELEMENTWISE,
+    NUMPY,
+    Node,
+    toposort,
+)
+from .nodes import _advice_for
+from .registry import DATA_DEPENDENT, FRESH_CALLS
+
+# ------------------------------------------------------- non-fusible numpy operations
+
+# numpy itself gives a call's result dtype and shape: the call runs on zero-stride stand-ins
+# twice, once with the sizes of the arguments being traced and once with every free size
+# doubled.  A result dimension that differs between the runs depends on the inputs' sizes
+# and stays free; one that agrees is fixed.  If the doubled run fails (the call fixes a
+# size, as reshape(3, 8) does), the first run alone decides.
+_examples: contextvars.ContextVar[dict[Node, tuple[int, ...]] | None] = contextvars.ContextVar(
+    "numfuse_example_shapes", default=None)
+_DEFAULT_SIZE = 6
+
+
+def _example_shape(node: Node) -> tuple[int, ...]:
+    """The concrete shape ``node`` has for the arguments being traced."""
+    memo = _examples.get()
+    if memo is None:
+        memo = {}
+    for item in toposort([node]):
+        if item in memo:
+            continue
+        if _acts_elementwise(item):
+            try:
+                memo[item] = np.broadcast_shapes(*(memo[source] for source in item.inputs))
+            except ValueError:  # a data-dependent size meets an argument's: take the latter
+                memo[item] = _known_broadcast(item, [memo[source] for source in item.inputs])
+        else:
+            memo[item] = tuple(_DEFAULT_SIZE if size is None else size for size in item.shape)
+    return memo[node]
+
+
+def _acts_elementwise(node: Node) -> bool:
+    """An elementwise node, or elementwise work numpy computes (float16): its sizes are
+    the broadcast of its operands'."""
+    return node.kind == ELEMENTWISE or is_elementwise_call(node)
+
+
+def _known_broadcast(node: Node, shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
+    """The broadcast of ``node``'s operand shapes where a data-dependent axis (whose
+    example size is arbitrary) gives way to the size of an axis that is not."""
+    result = []
+    for axis in range(-node.ndim, 0):
+        known: set[int] = set()
+        guessed: set[int] = set()
+        for source, shape in zip(node.inputs, shapes, strict=True):
+            if -axis > len(shape) or shape[axis] == 1:
+                continue
+            moving = source.ndim + axis in _moving_axes(source)
+            (guessed if moving else known).add(shape[axis])
+        sizes = known or guessed
+        if len(sizes) > 1:
+            raise ValueError(f"operands could not be broadcast together with shapes "
+                             f"{' '.join(str(shape) for shape in shapes)}")
+        result.append(sizes.pop() if sizes else 1)
+    return tuple(result)
+
+
+LINALG_UFUNCS = frozenset(
+    ufunc for ufunc in (np.matmul, getattr(np, "vecdot", None), getattr(np, "matvec", None),
+                        getattr(np, "vecmat", None)) if ufunc is not None
+)
+
+
+def _has_tracer(item: Any) -> bool:
+    if isinstance(item, Tracer):
+        return True
+    if isinstance(item, (tuple, list)):
+        return any(_has_tracer(part) for part in item)
+    return False
+
+
+def _strip(item: Any, nodes: list[Node]) -> Any:
+    """Replace tracers by ``TRACED`` (collecting their nodes), keep everything else."""
+    if isinstance(item, Tracer):
+        nodes.append(item.node)
+        return TRACED
+    if isinstance(item, (tuple, list)) and _has_tracer(item):
+        return type(item)(_strip(part, nodes) for part in item)
+    return item
+
+
+def _probe(node: Node, scale: int, varied: bool) -> Any:
+    """A stand-in for ``node``, its free sizes multiplied by ``scale``: zero-stride zeros,
+    or (``varied``) seeded values in [0.5, 1.5) for calls that reject zeros (``inv``),
+    stacks of square matrices made symmetric positive definite (``cholesky``)."""
+    if node.kind == CONST:
+        return node.param("value").value
+    if node.weak:
+        return node.dtype.type(1).item()
+    example = _example_shape(node)
+    shape = tuple(size * scale if free is None else size
+                  for size, free in zip(example, node.shape, strict=True))
+    if varied:
+        values = np.random.default_rng(0).random(shape) + 0.5
+        if len(shape) >= 2 and shape[-1] == shape[-2]:
+            values = values + np.swapaxes(values, -1, -2) + np.eye(shape[-1]) * 2 * shape[-1]
+        stand_in = values.astype(node.dtype) if node.dtype.kind != "b" else values > 1
+    else:
+        stand_in = np.broadcast_to(np.zeros((), node.dtype), shape)
+    return stand_in[()] if node.scalar and not shape else stand_in
+
+
+def _filled(node: Node, fill: str, seed: int) -> Any:
+    """A stand-in for ``node`` holding ``fill`` data: ``ones``, ``distinct`` values (none
+    shared with another operand) or seeded ``random`` values (small integers, normal
+    floats, a mix of True and False)."""
+    if node.kind == CONST:
+        return _probe(node, 1, varied=False)
+    if node.weak:  # a Python number: 1 or 0 (True or False as a mask)
+        return node.dtype.type(fill == "ones").item()
+    shape = _example_shape(node)
+    if fill == "ones":
+        return np.ones(shape, node.dtype)
+    if fill == "distinct":
+        count = int(np.prod(shape))
+        return (np.arange(count) % 2 == 1 if node.dtype.kind == "b" else
+                np.arange(seed * count, (seed + 1) * count)).astype(node.dtype).reshape(shape)
+    rng = np.random.default_rng(seed)
+    if node.dtype.kind == "b":
+        return rng.random(shape) < 0.5
+    if node.dtype.kind in "iu":
+        return rng.integers(0, 4, shape).astype(node.dtype)
+    values = rng.standard_normal(shape) * 3
+    if node.dtype.kind == "c":
+        values = values + 1j * rng.standard_normal(shape)
+    return values.astype(node.dtype)
+
+
+def _run_on_data(call: NumpyCall, nodes: Sequence[Node]) -> list[Any]:
+    """What ``call`` returns on stand-ins holding other data than the zero probes (all
+    ones, distinct values, random values): its sizes may depend on them."""
+    results = []
+    for fill in ("ones", "distinct", "random"):
+        try:
+            results.append(call.invoke([_filled(node, fill, seed)
+                                        for seed, node in enumerate(nodes)]))
+        except Exception:  # numpy rejects these values; the other stand-ins decide
+            continue
+    return results
+
+
+def _moving_axes(node: Node) -> frozenset[int]:
+    """The axes of ``node`` whose size depends on the values: those of a data-dependent
+    call (its ``moving`` param) and, through elementwise work, of its operands."""
+    found: dict[Node, frozenset[int]] = {}
+    stack = [node]
+    while stack:
+        item = stack[-1]
+        pending = [source for source in item.inputs if source not in found] \
+            if _acts_elementwise(item) else []
+        if pending:
+            stack.extend(pending)
+            continue
+        stack.pop()
+        if _acts_elementwise(item):
+            found[item] = frozenset(axis + item.ndim - source.ndim for source in item.inputs
+                                    for axis in found[source])
+        else:
+            found[item] = item.param("moving", frozenset())
+    return found[node]
+
+
+def _run_resized(call: NumpyCall, nodes: Sequence[Node]) -> list[Any]:
+    """What ``call`` returns when the data-dependent sizes of its operands are 0 to 3
+    instead of the examples' (``x[mask][:3]`` has a size that moves with them), filled
+    with zeros and with ones, the other operands with zeros and with ones (``n[m]`` for a
+    data-dependent ``n`` and a mask ``m`` of one element)."""
+    results = []
+    for size, (fill, others) in itertools.product((0, 1, 2, 3), ((0, 0), (1, 0), (1, 1))):
+        stand_ins = []
+        for node in nodes:
+            moving = _moving_axes(node)
+            if node.kind == CONST or node.weak or (not moving and others == 0):
+                stand_ins.append(_probe(node, 1, varied=False))
+                continue
+            shape = tuple(size if axis in moving else example
+                          for axis, example in enumerate(_example_shape(node)))
+            value = np.broadcast_to(np.asarray(fill if moving else others, node.dtype), shape)
+            stand_ins.append(value[()] if node.scalar and not shape else value)
+        try:
+            results.append(call.invoke(stand_ins))
+        except Exception:  # numpy rejects these sizes; the other stand-ins decide
+            continue
+    return results
+
+
+def _run_probe(call: NumpyCall, nodes: Sequence[Node], scale: int) -> Any:
+    try:
+        return call.invoke([_probe(node, scale, varied=False) for node in nodes])
+    except Exception as error:
+        try:
+            return call.invoke([_probe(node, scale, varied=True) for node in nodes])
+        except Exception:
+            raise error from None
+
+
+def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
+                kwargs: dict[str, Any], unlisted: bool = False) -> Any:
+    """Record a non-fusible numpy call; numpy itself gives its result dtype and shape.
+
+    An ``unlisted`` function (one numfuse knows nothing about) also runs on stand-ins
+    holding other data, so that sizes depending on the values are found, and its result is
+    taken to be a possible view of its operands."""
+    nodes: list[Node] = []
+    static_args = tuple(_strip(item, nodes) for item in args)
+    static_kwargs = {key: _strip(item, nodes) for key, item in kwargs.items()}
+    if "out" in static_kwargs and static_kwargs["out"] is not None:
+        raise UnsupportedOperationError(
+            f"np.{name}(..., out=...) inside a traced function",
+            "numfuse allocates results itself; return the value instead of writing into out=.",
+        )
+    if nodes and all(node.kind == CONST for node in nodes):
+        return _eager(fn, args, kwargs)
+    if not isinstance(fn, (np.ufunc, PythonComplexOperator, Written)) \
+            and fn not in _SCALAR_DATA:
+        # a scalar argument as axis=, n=, q=...: the value may decide the result's shape
+        # (the first argument is the data: np.sum(s), np.stack([s, t]) stay traced; what
+        # a write stores is data too)
+        options = nodes[len(list(_tracers_in(args[0]))) if args else 0:]
+        arguments = sorted({index for node in options for index in _scalar_arguments(node)})
+        if arguments:
+            raise StaticArgumentError(f"np.{name} with a scalar argument",
+                                      _advice_for(f"np.{name} with a scalar argument"),
+                                      tuple(arguments))
+    call = NumpyCall(fn, name, static_args, static_kwargs)
+    quiet = _quiet_libraries() if unlisted or name.startswith(("linalg.", "poly")) \
+        else contextlib.nullcontext()
+    with np.errstate(all="ignore"), warnings.catch_warnings(), quiet:
+        warnings.simplefilter("ignore")
+        moves = any(_moving_axes(node) for node in nodes)
+        masked = fn is operator.getitem and any(node.dtype.kind == "b" for node in nodes[1:])
+        variants = _run_on_data(call, nodes) if fn in DATA_DEPENDENT or masked or unlisted \
+            else []
+        variants += _run_resized(call, nodes) if moves else []
+        try:
+            first = _run_probe(call, nodes, 1)
+        except Exception as error:
+            if not variants:
+                if unlisted:
+                    _failed_on_stand_ins(name, error)
+                raise
+            first = variants[0]  # works for some values or sizes only (x[mask] of 1)
+        try:
+            second = _run_probe(call, nodes, 2)
+        except Exception:
+            second = first
+    if _is_python_number(first):  # np.allclose: a Python bool, weak in later arithmetic
+        tracer = _call_tracer(NumpyCall(PythonNumber(fn), name, static_args, static_kwargs),
+                              nodes, np.asarray(first), np.asarray(second), True)
+        tracer.node = dataclasses.replace(tracer.node, weak=True)
+        return tracer
+    fresh = fn in FRESH_CALLS or isinstance(fn, (np.ufunc, Written)) or (
+        fn is operator.getitem and _advanced_index(static_args[1]))
+    if isinstance(first, (tuple, list)) and isinstance(second, (tuple, list)) \
+            and len(first) != len(second):
+        raise SizeDependentError(  # np.unstack, np.split into pieces of a given size
+            f"np.{name} returns as many values as an argument's size",
+            "numfuse compiles such functions once per argument shape.")
+    if isinstance(first, (tuple, list)) and first and len(first) == len(second):
+        # several results (np.linalg.eigh, np.meshgrid, np.frexp): one call per item
+        parts = [_call_tracer(NumpyCall(CallOutput(fn, index), f"{name}[{index}]",
+                                        static_args, static_kwargs), nodes, item,
+                              second[index], fresh,
+                              [variant[index] for variant in variants])
+                 for index, item in enumerate(first)]
+        if not fresh:
+            _share((args, tuple(kwargs.values())), parts)
+        return type(first)(*parts) if hasattr(first, "_fields") else type(first)(parts)
+    tracer = _call_tracer(call, nodes, first, second, fresh, variants)
+    if not tracer.owned:
+        _share((args, tuple(kwargs.values())), tracer)
+    return tracer
+
+
+_quiet_lock = threading.Lock()
+_quiet_state: list[Any] = [0, None]  # how many threads are inside; the saved descriptors
+
+
+@contextlib.contextmanager
+def _quiet_libraries() -> Iterator[None]:
+    """Silence what C and Fortran libraries print while numpy runs on stand-ins (LAPACK
+    reports "On entry to DLASCL parameter number 4 had an illegal value" for the NaNs
+    ``np.polyfit`` makes of zeros).  The first thread in redirects the descriptors and the
+    last one out restores them; only calls that may reach LAPACK (unlisted functions,
+    ``linalg``, polynomials) are silenced, as other threads' output is lost meanwhile."""
+    with _quiet_lock:
+        if _quiet_state[0] == 0:
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                saved = [os.dup(1), os.dup(2)]
+                with open(os.devnull, "wb") as sink:
+                    os.dup2(sink.fileno(), 1)
+                    os.dup2(sink.fileno(), 2)
+                _quiet_state[1] = saved
+            except (OSError, ValueError, AttributeError):  # no descriptors to redirect
+                _quiet_state[1] = None
+        _quiet_state[0] += 1
+    try:
+        yield
+    finally:
+        with _quiet_lock:
+            _quiet_state[0] -= 1
+            if _quiet_state[0] == 0 and _quiet_state[1] is not None:
+                for fd, copy in zip((1, 2), _quiet_state[1], strict=True):
+                    os.dup2(copy, fd)
+                    os.close(copy)
+                _quiet_state[1] = None
+
+
+def _failed_on_stand_ins(name: str, error: Exception) -> Any:
+    raise UnsupportedOperationError(
+        f"np.{name} failed on stand-in arrays ({type(error).__name__}: {error})",
+        "numfuse learns the result of a numpy function it does not list by running it on "
+        "stand-ins of the arguments' dtypes and shapes; if the arguments are right, compute "
+        "this call outside the jitted function.") from error
+
+
+def _is_python_number(value: Any) -> bool:
+    return isinstance(value, (bool, int, float, complex)) and not isinstance(value, np.generic)
+
+
+# Calls that take a traced scalar as data (an index, a fill value), not as a parameter.
+_SCALAR_DATA = frozenset({operator.getitem, np.full, np.full_like})
+
+
+def _call_tracer(call: NumpyCall, nodes: Sequence[Node], first: Any, second: Any,
+                 fresh: bool, variants: Sequence[Any] = ()) -> Tracer:
+    """The node of ``call``, whose probes returned ``first`` and ``second`` (and, for a
+    call whose sizes depend on the values, ``variants`` on other data)."""
+    name = call.name
+    if isinstance(call.fn, CallOutput):  # CallOutput turns a Python number into a scalar
+        first, second = np.asarray(first)[()], np.asarray(second)[()]
+    if any(np.ndim(variant) != np.ndim(first) or np.asarray(variant).dtype !=
+           np.asarray(first).dtype for variant in variants):
+        raise UnsupportedOperationError(
+            f"np.{name} with these arguments",
+            "the number of dimensions or the dtype of its result depends on the values, "
+            "which numfuse cannot trace; compute it outside the jitted function.",
+        )
+    moving = {axis for variant in variants
+              for axis, (size, other) in enumerate(zip(np.shape(first), np.shape(variant),
+                                                       strict=True))
+              if size != other}
+    if not isinstance(first, (np.ndarray, np.generic)) or np.ndim(first) != np.ndim(second):
+        raise UnsupportedOperationError(
+            f"np.{name} returns {type(first).__name__}",
+            "numfuse traces numpy functions that return arrays; compute this part outside "
+            "the jitted function.",
+        )
+    dtype = np.asarray(first).dtype
+    if dtype.kind not in "biufc":
+        raise UnsupportedOperationError(
+            f"np.{name} returns dtype {dtype}",
+            "numfuse handles bool, integer, float and complex results; cast the input.",
+        )
+    shape = tuple(a if a == b and axis not in moving else None
+                  for axis, (a, b) in enumerate(zip(np.shape(first), np.shape(second),
+                                                    strict=True)))
+    if any(size is None and example == 1 and axis not in moving
+           for axis, (size, example) in enumerate(zip(shape, np.shape(first), strict=True))):
+        # A free size is never 1 (broadcasting relies on it): compile per shape instead.
+        raise SizeDependentError(
+            f"np.{name} gives a size-1 axis for these argument sizes",
+            "numfuse compiles such functions once per argument shape.")
+    params: tuple[tuple[str, Any], ...] = (("call", call),)
+    if moving:
+        params += (("moving", frozenset(moving)),)
+    reduction = reductions.recognise(call.fn, name, call.args, call.kwargs, nodes[0].ndim,
+                                     dtype) if len(nodes) == 1 and \
+        nodes[0].dtype in KERNEL_DTYPES and dtype in KERNEL_DTYPES else None
+    if reduction is not None:
+        params += (("reduction", reduction),)
+    node = Node(name, NUMPY, tuple(nodes), dtype, shape, params,
+                scalar=isinstance(first, np.generic))
+    memo = _examples.get()
+    if memo is not None:
+        memo[node] = tuple(_DEFAULT_SIZE if axis in moving else size
+                           for axis, size in enumerate(np.shape(first)))
+    return Tracer(node, owned=fresh or reduction is not None or isinstance(first, np.generic))
+
+
+def _advanced_index(key: Any) -> bool:
+    """Whether indexing with ``key`` copies (numpy's advanced indexing)."""
+    parts = key if isinstance(key, tuple) else (key,)
+    return any(part is TRACED or isinstance(part, (list, np.ndarray)) for part in parts)
+
+
+# Imported last: these modules and this one use each other's functions at call time.
+from .constants import _eager, _tracers_in  # noqa: E402
+from .functions import _share  # noqa: E402
+from .tracer import Tracer, _scalar_arguments  # noqa: E402

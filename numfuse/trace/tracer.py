@@ -1,0 +1,498 @@
+"""The ``Tracer``: a traced value standing in for an array while the function runs."""
+
+from __future__ import annotations
+
+import operator
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..calls import (
+    Written,
+)
+from ..errors import (
+    ConcretizationError,
+    SizeDependentError,
+    StaticArgumentError,
+    UnsupportedOperationError,
+)
+from ..graph import (
+    CONST,
+    INPUT,
+    Node,
+    toposort,
+)
+from ..ops import OPS
+from .nodes import _advice_for, elementwise
+from .registry import CALLS, DATA_DEPENDENT, METHODS, REFUSED, WRITERS, WRITING_METHODS, numpy_name
+
+
+class Tracer:
+    """A traced value: records every operation applied to it into the graph."""
+
+    __array_priority__ = 1000
+    __slots__ = ("__weakref__", "bases", "node", "owned", "views")
+
+    def __init__(self, node: Node, owned: bool = False) -> None:
+        self.node = node
+        # True when this tracer stands for a fresh array (not an argument, not a view).
+        # It may be written in place while no view of it is alive (``writable``).
+        self.owned = owned
+        self.views: list[weakref.ref[Tracer]] = []  # values that may share its memory
+        self.bases: tuple[Tracer, ...] = ()  # the arrays whose memory this one may share
+
+    @property
+    def writable(self) -> bool:
+        """Whether a write into this array is numpy's write: it is fresh and no value
+        that may share its memory is still alive (a temporary view, as in
+        ``y[1:] = y[1:] - y[:-1]``, is gone by the time of the write)."""
+        return self.owned and all(view() is None for view in self.views)
+
+    # --- static facts --------------------------------------------------------
+    @property
+    def dtype(self) -> np.dtype:
+        return self.node.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self.node.ndim
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._sizes("x.shape of a traced array")
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self._sizes("x.size of a traced array")))
+
+    def __len__(self) -> int:
+        if not self.node.ndim:
+            return _concrete("len() of a 0-d traced value")
+        first = self.node.shape[0]
+        return first if first is not None else self._sizes("len() of a traced array")[0]
+
+    def _sizes(self, operation: str) -> tuple[int, ...]:
+        """The concrete shape, or a ``SizeDependentError`` (which makes ``jit`` retry
+        with one compilation per shape)."""
+        shape = self.node.shape
+        if all(size is not None for size in shape):
+            return tuple(size for size in shape if size is not None)
+        raise SizeDependentError(
+            operation,
+            "array sizes are not fixed when numfuse compiles (a new size does not "
+            "recompile); use x.ndim, or broadcasting, instead of reading sizes.",
+        )
+
+    def __repr__(self) -> str:
+        return f"Tracer<{self.node.type_str()}>"
+
+    # --- conversions that need a value ---------------------------------------
+    def __bool__(self) -> bool:
+        return _concrete("bool() of a traced value (an `if`, `while`, `and`/`or` on arrays)",
+                         self.node, bool)
+
+    def __float__(self) -> float:
+        return _concrete("float() of a traced value", self.node, float)
+
+    def __int__(self) -> int:
+        return _concrete("int() of a traced value", self.node, int)
+
+    def __index__(self) -> int:
+        return _concrete("using a traced value as an index", self.node, operator.index)
+
+    def __complex__(self) -> complex:
+        return _concrete("complex() of a traced value", self.node, complex)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        if self.node.kind == CONST:  # a constant made in the function (np.eye(3))
+            return np.array(self.node.param("value").value, dtype=dtype, copy=copy is not False)
+        operation = "np.asarray()/np.array() of a traced value"
+        arguments = _scalar_arguments(self.node)
+        if arguments:
+            raise StaticArgumentError(operation, _advice_for(operation), arguments)
+        raise ConcretizationError(operation, _advice_for(operation) + (
+            " Storing a traced value into a numpy array (a[...] = x) converts it too: make "
+            "the array from a traced value instead (np.zeros_like(x), np.empty_like(x)); "
+            "indexing a numpy array with a traced value (table[i]) too: use "
+            "np.take(table, i)."))
+
+    def __iter__(self) -> Any:
+        """``a, b = x``: one item per index of a first axis whose length is known when
+        tracing (a free length makes ``jit`` compile per shape)."""
+        if not self.node.ndim:
+            return _concrete("iterating over a 0-d traced value", self.node)
+        count = self.node.shape[0]
+        if count is None:
+            count = self._sizes("iterating over a traced array")[0]
+        return iter([self[index] for index in range(count)])
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def tolist(self) -> Any:
+        return _concrete("x.tolist() of a traced value", self.node, lambda value: value.tolist())
+
+    def item(self, *index: Any) -> Any:
+        return _concrete("x.item() of a traced value", self.node,
+                         lambda value: value.item(*index))
+
+    # --- numpy protocols ------------------------------------------------------
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        if _constants_only(inputs, kwargs):
+            return _eager(getattr(ufunc, method) if method != "__call__" else ufunc, inputs,
+                          kwargs)
+        if method in ("reduce", "accumulate", "reduceat", "outer"):
+            return record_call(getattr(ufunc, method), f"{ufunc.__name__}.{method}",
+                               inputs, kwargs)
+        if method == "at" and isinstance(self, Tracer) and inputs and inputs[0] is self:
+            self._write(ufunc.at, f"{ufunc.__name__}.at", inputs[1:], {})
+            return None
+        if method != "__call__":
+            raise UnsupportedOperationError(
+                f"np.{ufunc.__name__}.{method}",
+                "it writes into its operand in place; build the result with np.where or "
+                "compute it outside the jitted function.",
+            )
+        if ufunc in LINALG_UFUNCS:
+            return record_call(ufunc, ufunc.__name__, inputs, kwargs)
+        return apply_ufunc(ufunc, inputs, kwargs)
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        if _constants_only(args, kwargs):
+            return _eager(func, args, kwargs)
+        handler = FUNCTIONS.get(func)
+        if handler is not None:
+            return handler(*args, **kwargs)
+        if func in CALLS or func in DATA_DEPENDENT:
+            return record_call(func, CALLS.get(func) or DATA_DEPENDENT[func], args, kwargs)
+        name = numpy_name(func)
+        if func in WRITERS:
+            if not args or not isinstance(args[0], Tracer):
+                _inplace(f"np.{name} into an array the function did not make")
+            args[0]._write(func, name, args[1:], kwargs)
+            return None
+        if func in REFUSED:
+            raise UnsupportedOperationError(
+                f"np.{name} is not supported by numfuse",
+                f"{REFUSED[func]}; compute this part outside the jitted function.")
+        return record_call(func, name, args, kwargs, unlisted=True)
+
+    # --- operators -------------------------------------------------------------
+    def __add__(self, other: Any) -> Any:
+        return _operator(np.add, self, other)
+
+    def __radd__(self, other: Any) -> Any:
+        return _operator(np.add, other, self)
+
+    def __sub__(self, other: Any) -> Any:
+        return _operator(np.subtract, self, other)
+
+    def __rsub__(self, other: Any) -> Any:
+        return _operator(np.subtract, other, self)
+
+    def __mul__(self, other: Any) -> Any:
+        return _operator(np.multiply, self, other)
+
+    def __rmul__(self, other: Any) -> Any:
+        return _operator(np.multiply, other, self)
+
+    def __truediv__(self, other: Any) -> Any:
+        return _operator(np.true_divide, self, other)
+
+    def __rtruediv__(self, other: Any) -> Any:
+        return _operator(np.true_divide, other, self)
+
+    def __floordiv__(self, other: Any) -> Any:
+        return _operator(np.floor_divide, self, other)
+
+    def __rfloordiv__(self, other: Any) -> Any:
+        return _operator(np.floor_divide, other, self)
+
+    def __mod__(self, other: Any) -> Any:
+        return _operator(np.remainder, self, other)
+
+    def __rmod__(self, other: Any) -> Any:
+        return _operator(np.remainder, other, self)
+
+    def __divmod__(self, other: Any) -> Any:
+        return (_operator(np.floor_divide, self, other), _operator(np.remainder, self, other))
+
+    def __rdivmod__(self, other: Any) -> Any:
+        return (_operator(np.floor_divide, other, self), _operator(np.remainder, other, self))
+
+    def __pow__(self, other: Any) -> Any:
+        fast = _fast_power(self, other)
+        return fast if fast is not None else _operator(np.power, self, other)
+
+    def __rpow__(self, other: Any) -> Any:
+        return _operator(np.power, other, self)
+
+    def __and__(self, other: Any) -> Any:
+        return _operator(np.bitwise_and, self, other)
+
+    def __rand__(self, other: Any) -> Any:
+        return _operator(np.bitwise_and, other, self)
+
+    def __or__(self, other: Any) -> Any:
+        return _operator(np.bitwise_or, self, other)
+
+    def __ror__(self, other: Any) -> Any:
+        return _operator(np.bitwise_or, other, self)
+
+    def __xor__(self, other: Any) -> Any:
+        return _operator(np.bitwise_xor, self, other)
+
+    def __rxor__(self, other: Any) -> Any:
+        return _operator(np.bitwise_xor, other, self)
+
+    def __lshift__(self, other: Any) -> Any:
+        return _operator(np.left_shift, self, other)
+
+    def __rlshift__(self, other: Any) -> Any:
+        return _operator(np.left_shift, other, self)
+
+    def __rshift__(self, other: Any) -> Any:
+        return _operator(np.right_shift, self, other)
+
+    def __rrshift__(self, other: Any) -> Any:
+        return _operator(np.right_shift, other, self)
+
+    def __lt__(self, other: Any) -> Any:
+        return _operator(np.less, self, other)
+
+    def __le__(self, other: Any) -> Any:
+        return _operator(np.less_equal, self, other)
+
+    def __gt__(self, other: Any) -> Any:
+        return _operator(np.greater, self, other)
+
+    def __ge__(self, other: Any) -> Any:
+        return _operator(np.greater_equal, self, other)
+
+    def __eq__(self, other: Any) -> Any:  # type: ignore[override]
+        return _operator(np.equal, self, other)
+
+    def __ne__(self, other: Any) -> Any:  # type: ignore[override]
+        return _operator(np.not_equal, self, other)
+
+    def __neg__(self) -> Any:
+        return _operator(np.negative, self)
+
+    def __pos__(self) -> Any:
+        return _operator(np.positive, self)
+
+    def __abs__(self) -> Any:
+        return _operator(np.absolute, self)
+
+    def __invert__(self) -> Any:
+        return _operator(np.invert, self)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        if _immutable(self.node):
+            raise TypeError(f"'{_scalar_type_name(self.node)}' object does not support item "
+                            "assignment")
+        if not self.writable:
+            _inplace("item assignment (x[...] = v)")
+        if _constants_only((self, key, value), {}):
+            _eager(operator.setitem, (self, key, value), {})
+            return
+        self.node = assign_item(self.node, key, value)
+
+    def _write(self, fn: Callable[..., Any], name: str, operands: Sequence[Any],
+               kwargs: dict[str, Any]) -> None:
+        """``fn(self, *operands, **kwargs)`` writing into this array (``np.add.at``,
+        ``np.put``, ``np.copyto``...): numpy applies it to a copy at run time."""
+        if not self.writable:
+            _inplace(f"np.{name}")
+        written = record_call(Written(fn), name, (self, *operands), kwargs)
+        if written.node.dtype != self.node.dtype or written.node.ndim != self.node.ndim:
+            raise UnsupportedOperationError(  # a function that is not a write after all
+                f"np.{name} changes the dtype or the dimensions of the array it writes",
+                "compute it outside the jitted function.")
+        self.node = written.node
+
+    def __getitem__(self, key: Any) -> Any:
+        return record_call(operator.getitem, "getitem", (self, key), {})
+
+    def __matmul__(self, other: Any) -> Any:
+        return record_call(np.matmul, "matmul", (self, other), {})
+
+    def __rmatmul__(self, other: Any) -> Any:
+        return record_call(np.matmul, "matmul", (other, self), {})
+
+    @property
+    def T(self) -> Any:
+        return record_call(np.transpose, "transpose", (self,), {})
+
+    @property
+    def mT(self) -> Any:
+        return record_call(np.matrix_transpose, "matrix_transpose", (self,), {})
+
+    def reshape(self, *shape: Any, **kwargs: Any) -> Any:
+        target = shape[0] if len(shape) == 1 else shape
+        return record_call(np.reshape, "reshape", (self, target), kwargs)
+
+    def transpose(self, *axes: Any) -> Any:
+        arguments = (self,) if not axes else (self, axes[0] if len(axes) == 1 else axes)
+        return record_call(np.transpose, "transpose", arguments, {})
+
+    def flatten(self, order: str = "C") -> Any:
+        return _copy(record_call(np.ravel, "ravel", (self,), {"order": order}))
+
+    def compress(self, condition: Any, axis: int | None = None) -> Any:
+        return np.compress(condition, self, axis=axis)
+
+    @property
+    def flat(self) -> _Flat:
+        return _Flat(self)
+
+    @property
+    def itemsize(self) -> int:
+        return self.node.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.node.dtype.itemsize
+
+    def nonzero(self) -> Any:
+        return record_call(np.nonzero, "nonzero", (self,), {})
+
+    def view(self, dtype: Any = None) -> Any:
+        """``x.view(dtype)``: a view reinterpreting the bytes (numpy runs it)."""
+        return record_call(np.ndarray.view, "view", (self,) if dtype is None else (self, dtype),
+                           {})
+
+    def __getattr__(self, name: str) -> Any:
+        function = METHODS.get(name)
+        if name in WRITING_METHODS:  # x.sort(), x.fill(0): written into a copy
+            return lambda *args, **kwargs: self._write(
+                WRITING_METHODS[name], f"ndarray.{name}", args, kwargs)
+        if self.node.kind == CONST and not name.startswith("__") and \
+                hasattr(np.ndarray, name):  # a constant has every ndarray attribute
+            attribute = getattr(np.ndarray, name)
+            if not callable(attribute):
+                return getattr(self.node.param("value").value, name)
+            return lambda *args, **kwargs: _eager(attribute, (self, *args), kwargs)
+        if function is None or name.startswith("__"):
+            raise AttributeError(
+                f"traced arrays have no attribute {name!r}; numfuse supports the array "
+                f"methods {', '.join(sorted(METHODS))} and the numpy functions in the README"
+            )
+
+        def method(*args: Any, **kwargs: Any) -> Any:
+            if function in FUNCTIONS:
+                return FUNCTIONS[function](self, *args, **kwargs)
+            return record_call(function, name, (self, *args), kwargs)
+
+        return method
+
+    # --- array methods ----------------------------------------------------------
+    def astype(self, dtype: Any, order: str = "K", casting: str = "unsafe",
+               subok: bool = True, copy: bool = True) -> Tracer:
+        return astype(self, dtype, casting=casting)
+
+    @property
+    def real(self) -> Tracer:
+        return _method("real", self)
+
+    @property
+    def imag(self) -> Tracer:
+        return _method("imag", self)
+
+    def conj(self) -> Any:
+        return apply_ufunc(np.conjugate, (self,), {})
+
+    conjugate = conj
+
+    def clip(self, min: Any = None, max: Any = None, **kwargs: Any) -> Any:
+        return clip(self, min, max, **kwargs)
+
+    def round(self, decimals: int = 0) -> Any:
+        return round_(self, decimals)
+
+    def copy(self, order: str = "K") -> Any:
+        # ndarray.copy keeps a 0-d array an array; a numpy scalar's copy is a scalar
+        node = self.node
+        return Tracer(elementwise(OPS["astype"], [node], loop=((node.dtype,), node.dtype),
+                                  scalar=node.scalar), owned=True)
+
+    def __round__(self, ndigits: int | None = None) -> Any:
+        # numpy arrays have no __round__; a numpy scalar rounds to a Python int without
+        # ndigits, to a numpy scalar with them
+        if self.node.ndim != 0 or not (self.node.scalar or self.node.weak):
+            raise TypeError("type numpy.ndarray doesn't define __round__ method")
+        if ndigits is None:
+            return _concrete("round() of a traced value", self.node, lambda value: round(value))
+        return round_(self, ndigits)
+
+
+class _Flat:
+    """``x.flat``: indexing it indexes ``x.ravel()``; writing through it is refused."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array: Tracer) -> None:
+        self.array = array
+
+    def __getitem__(self, key: Any) -> Any:
+        return self.array.ravel()[key]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        _inplace("x.flat[...] = v (write x.ravel() into a new array instead)")
+
+    def __len__(self) -> int:
+        return self.array.size
+
+
+def _concrete(operation: str, node: Node | None = None,
+              convert: Callable[[Any], Any] | None = None) -> Any:
+    """``convert`` of a constant's value; for anything else a ``ConcretizationError`` (a
+    ``StaticArgumentError`` naming the scalar arguments the value comes from, if any)."""
+    if node is not None and node.kind == CONST and convert is not None:
+        return convert(np.asarray(node.param("value").value))
+    arguments = _scalar_arguments(node) if node is not None else ()
+    if arguments:
+        raise StaticArgumentError(operation, _advice_for(operation), arguments)
+    raise ConcretizationError(operation, _advice_for(operation))
+
+
+def _scalar_arguments(node: Node) -> tuple[int, ...]:
+    """The arguments ``node`` is computed from when they are all scalars (Python or numpy
+    numbers, whose values could be passed as constants), else ``()``."""
+    found = []
+    for item in toposort([node]):
+        if item.kind == INPUT:
+            if item.ndim or not item.scalar:
+                return ()
+            found.append(item.param("index"))
+    return tuple(found)
+
+
+def _inplace(operation: str) -> Any:
+    raise UnsupportedOperationError(
+        f"in-place {operation} on an argument or a view of one",
+        "numfuse never writes into its arguments or into arrays that share their memory "
+        "with another value; write `x = x + 1` instead of `x += 1`, or copy first "
+        "(`x = x.copy()`).",
+    )
+
+
+def _immutable(node: Node) -> bool:
+    """A numpy scalar or a Python number: ``+=`` rebinds, item assignment fails."""
+    return node.weak or (node.scalar and node.ndim == 0)
+
+
+def _scalar_type_name(node: Node) -> str:
+    """``float`` for a Python number, ``numpy.float64`` for a numpy scalar."""
+    if node.weak:
+        return type(node.dtype.type(0).item()).__name__
+    return f"numpy.{node.dtype.type.__name__}"
+
+
+# Imported last: these modules and this one use each other's functions at call time.
+from .constants import _constants_only, _eager  # noqa: E402
+from .functions import FUNCTIONS, _copy, _method, astype, clip, round_  # noqa: E402
+from .probes import LINALG_UFUNCS, record_call  # noqa: E402
+from .ufuncs import _fast_power, _operator, apply_ufunc, assign_item  # noqa: E402

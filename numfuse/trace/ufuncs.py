@@ -1,0 +1,291 @@
+"""numpy ufuncs on traced values: dispatch, ``out=`` and ``where=``, in-place operators."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import operator
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..calls import (
+    TRACED,
+    NumpyCall,
+    PythonComplexOperator,
+    Written,
+)
+from ..errors import (
+    UnsupportedOperationError,
+)
+from ..graph import (
+    CONST,
+    NUMPY,
+    Node,
+    Shape,
+    shape_text,
+)
+from ..ops import BY_UFUNC, MULTI_OUTPUT, OPS, OpDef
+from .nodes import NoKernelCodeError, _fits, _operand_type, _sample, const_node, elementwise
+
+
+def _in_place(ufunc: np.ufunc, forward: Callable[[Any, Any], Any],
+              symbol: str) -> Callable[..., Any]:
+    """``x op= y``: numpy computes ``x op y`` into ``x`` (casting same_kind to x's dtype,
+    never changing its shape); numpy scalars and Python numbers just rebind."""
+
+    def method(self: Tracer, other: Any) -> Any:
+        result = forward(self, other)
+        if _immutable(self.node):
+            return result
+        if not self.writable:
+            return _inplace(symbol)
+        return _store(ufunc, (self, other), result, self)
+
+    return method
+
+
+def _store(ufunc: np.ufunc, operands: Sequence[Any], result: Any, out: Any,
+           mask: Any = True) -> Tracer:
+    """``ufunc(*operands, out=out)`` given ``result = ufunc(*operands)``: ``out``, a fresh
+    traced array, takes the result cast (same_kind) to its dtype, keeping its shape."""
+    if isinstance(out, Tracer):
+        if not out.writable or _immutable(out.node):
+            return _inplace(f"np.{ufunc.__name__}(..., out=x) or an augmented assignment")
+        target_dtype, target_shape = out.node.dtype, out.node.shape
+    elif isinstance(out, np.ndarray):
+        raise UnsupportedOperationError(
+            f"np.{ufunc.__name__}(..., out=<numpy array>) or `+=` into a numpy array",
+            "numfuse cannot write into an array it does not trace; make the array from a "
+            "traced value (np.zeros_like(x), np.empty_like(x), x.copy()) or return the value.",
+        )
+    else:
+        raise TypeError(f"return arrays must be of ArrayType, not {type(out).__name__}")
+    node = _node(result)
+    if not _fits_into(node.shape, tuple(target_shape)):
+        raise ValueError(
+            f"non-broadcastable output operand with shape {shape_text(target_shape)} "
+            f"doesn't match the broadcast shape {shape_text(node.shape)}")
+    if node.dtype != target_dtype and ufunc.nout == 1:
+        with np.errstate(all="ignore"):  # numpy's own casting error, if any
+            probe = np.zeros((), target_dtype)
+            ufunc(*(_sample(_node(operand)) for operand in operands), out=probe)
+    elif not np.can_cast(node.dtype, target_dtype, "same_kind"):
+        raise TypeError(f"Cannot cast ufunc '{ufunc.__name__}' output from {node.dtype!r} to "
+                        f"{np.dtype(target_dtype)!r} with casting rule 'same_kind'")
+    stored = elementwise(OPS["astype"], [node], loop=((target_dtype,), target_dtype),
+                         scalar=False)
+    if mask is not True:
+        # LLVM would simplify ``where(m, f(where(m, x, q)), out)`` to ``where(m, f(x), out)``
+        # and compute f on the masked-off elements.  An array constant reaches the kernel as
+        # an argument, so ``m ^ zeros`` is a condition from which LLVM cannot infer ``m``.
+        ndim = max(_node(mask).ndim, len(target_shape))
+        opaque = np.zeros((1,) * ndim, bool) if ndim else np.False_
+        keep = apply_ufunc(np.logical_xor, (mask, opaque), {})
+        stored = elementwise(OPS["where"], [_node(keep), stored, _node(out)], scalar=False)
+    out.node = stored
+    return out
+
+
+def _fits_into(shape: Shape, target: Shape) -> bool:
+    """Whether a result of ``shape`` can be stored into an array of ``target``'s shape
+    (a free size matches any size but 1, which is always known when tracing)."""
+    return len(shape) == len(target) and all(
+        size == goal or (None in (size, goal) and 1 not in (size, goal))
+        for size, goal in zip(shape, target, strict=True))
+
+
+def assign_item(target: Node, key: Any, value: Any) -> Node:
+    """``x[key] = value`` on a fresh array: ``where(mask, value, x)`` for a traced boolean
+    mask of x's shape and a scalar value of a kind x holds; otherwise numpy assigns into a
+    copy at run time (its casting, broadcasting and errors)."""
+    if isinstance(key, Tracer) and key.node.dtype == bool and key.node.shape == target.shape \
+            and _fills_exactly(_node(value), target.dtype):
+        filled = elementwise(OPS["astype"], [_node(value)],
+                             loop=((_node(value).dtype,), target.dtype))
+        return elementwise(OPS["where"], [key.node, filled, target], scalar=False)
+    nodes = [target]
+    static = (TRACED, _strip(key, nodes), _strip(value, nodes))
+    call = NumpyCall(Written(operator.setitem), "setitem", static, {})
+    return Node("setitem", NUMPY, tuple(nodes), target.dtype, target.shape,
+                (("call", call),), scalar=False)
+
+
+def _fills_exactly(value: Node, dtype: np.dtype) -> bool:
+    """Whether storing the 0-d ``value`` into an array of ``dtype`` is a plain cast
+    (no out-of-range Python int, no NaN into an integer...)."""
+    if value.ndim != 0:
+        return False
+    if value.kind == CONST and value.weak:
+        constant = value.param("value").value
+        if isinstance(constant, bool) or (dtype.kind in "fc" and isinstance(constant, int)):
+            return dtype.kind != "b" or isinstance(constant, bool)
+        if isinstance(constant, int):
+            return dtype.kind in "iu" and _fits(constant, dtype)
+        return dtype.kind in "fc" and (dtype.itemsize >= 8 or not math.isfinite(constant)
+                                       or abs(constant) <= float(np.finfo(dtype).max))
+    return bool(np.can_cast(value.dtype, dtype, "safe"))
+
+
+def _node(value: Any) -> Node:
+    return value.node if isinstance(value, Tracer) else const_node(value)
+
+
+def _fast_power(base: Tracer, exponent: Any) -> Tracer | None:
+    """``ndarray ** scalar`` takes numpy's operator fast paths (square, sqrt, reciprocal)."""
+    node = base.node
+    if (node.scalar and node.ndim == 0) or node.dtype.kind not in "fc":
+        return None
+    ufunc: np.ufunc
+    if type(exponent) is int and exponent in (-1, 2):
+        ufunc = np.reciprocal if exponent == -1 else np.square
+    elif type(exponent) is float and exponent == 0.5:
+        ufunc = np.sqrt
+    else:
+        return None
+    return apply_ufunc(ufunc, (base,), {})
+
+
+# Operators a Python complex computes itself when a numpy float64 scalar (a subclass of
+# Python float) is on its right: numpy is never asked.
+_PYTHON_COMPLEX: dict[np.ufunc, Callable[[Any, Any], Any]] = {
+    np.add: operator.add, np.subtract: operator.sub, np.multiply: operator.mul,
+    np.true_divide: operator.truediv, np.power: operator.pow, np.equal: operator.eq,
+    np.not_equal: operator.ne,
+}
+
+
+def _operator(ufunc: np.ufunc, *operands: Any) -> Any:
+    """A Python operator: like the ufunc, but Python-scalar-only results stay weak."""
+    if _constants_only(operands, {}):
+        return _eager(ufunc, operands, {})
+    nodes = [_node(operand) for operand in operands]
+    left, right = nodes[0], nodes[-1]
+    if ufunc in _PYTHON_COMPLEX and left.weak and left.dtype.kind == "c" and \
+            not right.weak and right.scalar and right.ndim == 0 and right.dtype == np.float64:
+        result = record_call(PythonComplexOperator(_PYTHON_COMPLEX[ufunc]),
+                             f"complex.{ufunc.__name__}", operands, {})
+        result.node = dataclasses.replace(result.node, weak=True)
+        return result
+    row = BY_UFUNC[ufunc]
+    if ufunc in _ORDERINGS and len(nodes) == 2 and _complex_scalar_math(row, nodes):
+        return _lexicographic(ufunc, nodes, row.loop_dtypes(
+            [_operand_type(node) for node in nodes])[0][0])
+    weak = all(node.weak for node in nodes)
+    return Tracer(elementwise(row, nodes, weak=weak), owned=True)
+
+
+_ORDERINGS = (np.less, np.less_equal, np.greater, np.greater_equal)
+
+
+def _complex_scalar_math(row: OpDef, nodes: Sequence[Node]) -> bool:
+    """Whether numpy compares these operands with its complex scalar math: numpy scalars
+    or Python numbers (not 0-d arrays), one a complex numpy scalar of the loop's dtype."""
+    if any(node.ndim or not (node.scalar or node.weak) for node in nodes) or \
+            all(node.weak for node in nodes):
+        return False
+    loop = row.loop_dtypes([_operand_type(node) for node in nodes])[0][0]
+    return loop.kind == "c" and any(not node.weak and node.dtype == loop for node in nodes)
+
+
+def _lexicographic(ufunc: np.ufunc, nodes: Sequence[Node], loop: np.dtype) -> Tracer:
+    """numpy's complex scalar comparison: the real parts, then the imaginary parts on a
+    tie, with no NaN test (``np.complex64(3+nanj) > 0`` is True, as an array it is
+    False)."""
+    first, second = (Tracer(node) for node in nodes)
+    if ufunc in (np.greater, np.greater_equal):
+        first, second = second, first
+    first, second = astype(first, loop), astype(second, loop)
+    tie = np.less if ufunc in (np.less, np.greater) else np.less_equal
+    return (first.real < second.real) | ((first.real == second.real) &
+                                         tie(first.imag, second.imag))
+
+
+def apply_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+    """``ufunc(*inputs, **kwargs)``, including ``out=`` (see ``_store``) and ``where=`` with
+    ``out=`` (the masked-off elements keep ``out``'s values and raise no warnings)."""
+    kwargs = dict(kwargs)
+    out = kwargs.pop("out", None)
+    where = kwargs.pop("where", True)
+    outs = out if isinstance(out, tuple) else (out,) * ufunc.nout
+    if where is not True:
+        if any(target is None for target in outs):
+            raise UnsupportedOperationError(
+                f"np.{ufunc.__name__}(..., where=...) without out=",
+                "numpy leaves the masked-off elements uninitialised; pass out= (for example "
+                "out=np.zeros_like(x)) or use np.where(mask, value, other).",
+            )
+        inputs = _quiet_where(ufunc, inputs, where)
+    results = _compute_ufunc(ufunc, inputs, kwargs)
+    if all(target is None for target in outs):
+        return results
+    listed = (results,) if ufunc.nout == 1 else tuple(results)
+    stored = tuple(result if target is None else _store(ufunc, inputs, result, target, where)
+                   for result, target in zip(listed, outs, strict=True))
+    return stored[0] if ufunc.nout == 1 else stored
+
+
+def _quiet_where(ufunc: np.ufunc, inputs: Sequence[Any], mask: Any) -> list[Any]:
+    """The operands with masked-off elements replaced by a value on which ``ufunc`` raises
+    no floating-point error, as numpy never computes those elements."""
+    arrays = [operand for operand in inputs if isinstance(operand, (Tracer, np.ndarray))]
+    dtypes = [_node(operand).dtype for operand in arrays]
+    for candidate in (1, 2, 0, 3):
+        quiet = [dtype.type(candidate) for dtype in dtypes]
+        samples = iter(quiet)
+        try:
+            with np.errstate(all="raise"), warnings.catch_warnings():
+                warnings.simplefilter("error")
+                ufunc(*(next(samples) if isinstance(operand, (Tracer, np.ndarray)) else operand
+                        for operand in inputs))
+        except Exception:
+            continue
+        break
+    replacements = iter(quiet)
+    return [where(mask, operand, next(replacements))
+            if isinstance(operand, (Tracer, np.ndarray)) else operand for operand in inputs]
+
+
+def _compute_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+    if (ufunc not in BY_UFUNC and ufunc not in MULTI_OUTPUT) or \
+            kwargs.get("casting", "same_kind") != "same_kind":
+        # numpy casts the operands as the casting rule allows: a numpy call
+        return record_call(ufunc, ufunc.__name__, inputs, kwargs)
+    out_dtype = kwargs.pop("dtype", None)
+    signature = kwargs.pop("signature", None)
+    if signature is not None and out_dtype is None:
+        out_dtype = signature[-1] if isinstance(signature, tuple) else None
+    kwargs.pop("casting", None)
+    if kwargs:
+        raise UnsupportedOperationError(
+            f"np.{ufunc.__name__}(..., {', '.join(kwargs)}=...)",
+            "numfuse supports the dtype=, out= and where= keywords of ufuncs.",
+        )
+    nodes = [_node(value) for value in inputs]
+    if ufunc in MULTI_OUTPUT:
+        return tuple(Tracer(elementwise(OPS[name], nodes, out_dtype=out_dtype), owned=True)
+                     for name in MULTI_OUTPUT[ufunc])
+    try:
+        return Tracer(elementwise(BY_UFUNC[ufunc], nodes, out_dtype=out_dtype), owned=True)
+    except NoKernelCodeError:
+        # no kernel code for these dtypes: numpy runs the ufunc as a call
+        return record_call(ufunc, ufunc.__name__, inputs,
+                           {} if out_dtype is None else {"dtype": out_dtype})
+
+
+# Imported last: these modules and this one use each other's functions at call time.
+from .constants import _constants_only, _eager  # noqa: E402
+from .functions import astype, where  # noqa: E402
+from .probes import _strip, record_call  # noqa: E402
+from .tracer import Tracer, _immutable, _inplace  # noqa: E402
+
+for _name, _ufunc, _symbol in (
+        ("add", np.add, "+="), ("sub", np.subtract, "-="), ("mul", np.multiply, "*="),
+        ("truediv", np.true_divide, "/="), ("floordiv", np.floor_divide, "//="),
+        ("mod", np.remainder, "%="), ("pow", np.power, "**="), ("and", np.bitwise_and, "&="),
+        ("or", np.bitwise_or, "|="), ("xor", np.bitwise_xor, "^="),
+        ("lshift", np.left_shift, "<<="), ("rshift", np.right_shift, ">>=")):
+    setattr(Tracer, f"__i{_name}__",
+            _in_place(_ufunc, getattr(Tracer, f"__{_name}__"), _symbol))
