@@ -16,7 +16,8 @@ import pytest
 from conftest import assert_same, check
 
 import numfuse
-from numfuse.ops import OPS, OpDef
+from numfuse import vector_math
+from numfuse.ops import CATEGORIES, COMPARISON, OPS, Exactness, OpDef
 
 DTYPES = [np.dtype(name) for name in (
     "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
@@ -24,13 +25,6 @@ DTYPES = [np.dtype(name) for name in (
 )]
 
 # Rows whose results are within a few ulp rather than exact (libm differences).
-INEXACT = frozenset({
-    "sqrt", "cbrt", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "logaddexp",
-    "logaddexp2", "sin", "cos", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh",
-    "arcsinh", "arccosh", "arctanh", "arctan2", "hypot", "power", "float_power", "true_divide",
-    "reciprocal", "deg2rad", "rad2deg", "sign", "absolute",
-})
-EXACT_FOR_REAL = frozenset({"true_divide", "reciprocal", "sign", "absolute", "sqrt"})
 # numpy raises ValueError for negative integer exponents (tested on its own below).
 NON_NEGATIVE_EXPONENT = frozenset({"power"})
 
@@ -83,7 +77,10 @@ def assert_matches(name: str, actual: np.ndarray, expected: np.ndarray, operands
     assert actual.dtype == expected.dtype, f"{label}: dtype {actual.dtype} != {expected.dtype}"
     assert actual.shape == expected.shape, f"{label}: shape {actual.shape} != {expected.shape}"
     complex_in = any(np.asarray(operand).dtype.kind == "c" for operand in operands)
-    inexact = name in INEXACT and not (name in EXACT_FOR_REAL and not complex_in)
+    row = OPS.get(name)  # a row, or the label of an exact check (astype, divmod...)
+    exactness = row.exactness if row is not None else Exactness.EXACT
+    inexact = exactness is Exactness.ULPS or (exactness is Exactness.EXACT_FOR_REAL
+                                              and complex_in)
     if expected.dtype.kind in "fc" and inexact:
         _assert_close(name, actual, expected, operands)
         return
@@ -464,3 +461,29 @@ def test_float32_and_float64_of_one_function_in_one_kernel(name):
     in float64, float32 results then rounded."""
     wide, narrow = np.linspace(0.5, 2.0, 9), np.linspace(0.5, 2.0, 9, dtype=np.float32)
     check(MIXED_WIDTHS[name], wide, narrow, rtol=5e-7)
+
+
+# ------------------------------------------------------------------ the rows' facts
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_every_row_has_every_fact(name: str) -> None:
+    row = OPS[name]
+    assert row.category in CATEGORIES and isinstance(row.exactness, Exactness)
+    assert isinstance(row.cost, int) and row.cost >= 1
+    assert row.arity in (1, 2, 3) and row.code
+    if row.transcendental:
+        assert row.cost >= 20 and row.exactness is Exactness.ULPS
+    assert row.vector_math == (vector_math.ENABLED and name in vector_math.FUNCTIONS)
+    if row.comparison:
+        _, out = row.loop_dtypes((np.dtype(np.float64),) * row.arity)
+        assert out == np.dtype(bool)
+
+
+def test_the_comparisons_are_the_six_orderings_and_equalities() -> None:
+    assert {name for name, row in OPS.items() if row.category is COMPARISON} == {
+        "equal", "not_equal", "less", "less_equal", "greater", "greater_equal"}
+
+
+def test_every_vectorisable_function_has_a_row() -> None:
+    assert set(vector_math.FUNCTIONS) <= set(OPS)

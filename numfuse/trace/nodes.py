@@ -29,10 +29,6 @@ from ..graph import (
 )
 from ..ops import OPS, DtypeOrWeak, OpDef, evaluate, template_for
 
-_COMPARISONS = frozenset({"equal", "not_equal", "less", "less_equal", "greater",
-                          "greater_equal"})
-
-
 def input_node(index: int, spec: ArgSpec) -> Node:
     shape: Shape = spec.sizes if spec.sizes is not None else \
         tuple(1 if one else None for one in spec.ones)
@@ -86,7 +82,7 @@ def _widen_comparison(op: OpDef, operands: Sequence[Node],
                       loop: tuple[np.dtype, ...]) -> tuple[np.dtype, ...]:
     """numpy compares an integer array with an out-of-range Python int exactly; widen the
     loop to 64 bits (mixed signed/unsigned loops are exact) so the constant fits."""
-    if op.name not in _COMPARISONS:
+    if not op.comparison:
         return loop
     widened = list(loop)
     for position, node in enumerate(operands):
