@@ -25,15 +25,15 @@ from typing import Any
 import numpy as np
 
 from .calls import TRACED
+from .registry import REGISTRY
 
-# numpy function or method name -> the ufunc whose reduce it is.
+# Call name -> the ufunc whose reduce it is: the registry's reductions, the ufuncs' own
+# ``reduce`` and the halves tracing splits ``np.var`` into.
 _BY_NAME = {
-    "sum": "add", "prod": "multiply", "max": "maximum", "amax": "maximum",
-    "min": "minimum", "amin": "minimum", "any": "logical_or", "all": "logical_and",
-    "mean": "add",
-    "add.reduce": "add", "multiply.reduce": "multiply", "maximum.reduce": "maximum",
-    "minimum.reduce": "minimum", "logical_or.reduce": "logical_or",
-    "logical_and.reduce": "logical_and", "mean_of": "add", "sum_over_count": "add",
+    **{record.name: record.reduces for record in REGISTRY.values() if record.reduces},
+    **{f"{ufunc}.reduce": ufunc for ufunc in (
+        "add", "multiply", "maximum", "minimum", "logical_or", "logical_and")},
+    "mean_of": "add", "sum_over_count": "add",
 }
 # How a completed sum is divided by the element count (see ``divide_by_count``).
 _DIVIDE = {"mean": "mean", "mean_of": "quiet", "sum_over_count": "ddof"}

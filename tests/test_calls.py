@@ -425,7 +425,7 @@ def test_libraries_printing_on_stand_ins_are_silenced(capfd):
 
 
 def test_the_numpy_names_of_functions():
-    from numfuse.trace.registry import numpy_name
+    from numfuse.registry import numpy_name
     assert numpy_name(np.choose) == "choose"
     assert numpy_name(np.linalg.eigvals) == "linalg.eigvals"
     assert numpy_name(np.fft.rfftn) == "fft.rfftn"

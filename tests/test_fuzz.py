@@ -36,10 +36,10 @@ from conftest import assert_same
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, seed, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-from test_ops import EXACT_FOR_REAL, INEXACT, edge_values  # noqa: E402
+from test_ops import edge_values  # noqa: E402
 
 import numfuse  # noqa: E402
-from numfuse.ops import OPS  # noqa: E402
+from numfuse.ops import OPS, Exactness  # noqa: E402
 
 EXAMPLES = int(os.environ.get("NUMFUSE_FUZZ_EXAMPLES", "25"))
 
@@ -326,7 +326,9 @@ def _status(step: Step, statuses: Sequence[str], pool: Sequence[Any]) -> str:
     if step.kind == "op" and step.name in ("fmax", "fmin") and _zero_tie(*operands):
         return TIE
     name = {"/": "true_divide", "**": "power", "abs": "absolute"}.get(step.name, step.name)
-    if name in INEXACT and not (name in EXACT_FOR_REAL and not complex_in):
+    row = OPS.get(name)
+    exactness = row.exactness if row is not None else Exactness.EXACT
+    if exactness is Exactness.ULPS or (exactness is Exactness.EXACT_FOR_REAL and complex_in):
         return ULP
     if step.kind in ("op", "scalar", "operator") and complex_in and name in (
             "multiply", "square", "sign", "absolute", "reciprocal", "true_divide"):

@@ -14,7 +14,7 @@ A module per job: ``nodes`` builds graph nodes and resolves their dtypes, ``trac
 the ``Tracer`` class, ``ufuncs`` dispatches numpy ufuncs (``out=``, ``where=``, in-place
 operators), ``functions`` handles the numpy functions tracing computes itself,
 ``probes`` records every other numpy call after learning its result from runs on
-stand-ins, ``registry`` lists the numpy functions by what they do, ``constants``
+stand-ins (what each numpy function is: ``numfuse.registry``), ``constants``
 evaluates work on constants with numpy, and ``patches`` replaces numpy's conversion and
 creation functions while a function is traced.  Those modules call one another while
 tracing; each imports the others' names at its end.

@@ -15,8 +15,8 @@ from ..errors import (
     UnsupportedOperationError,
 )
 from ..ops import OPS
+from ..registry import REGISTRY, Kind
 from .nodes import elementwise
-from .registry import CALLS, DATA_DEPENDENT
 
 
 def _method(name: str, value: Any, target: Any = None) -> Tracer:
@@ -193,9 +193,11 @@ FUNCTIONS: dict[Any, Callable[..., Any]] = {
 def supported_functions() -> list[str]:
     """The numpy functions numfuse knows by name (besides the ufuncs), as ``np.<name>``;
     any other numpy function that dispatches on its arguments runs as a numpy call learnt
-    from stand-ins (see ``record_call``), but for those in ``REFUSED``."""
-    return sorted({f"np.{name}" for name in (*CALLS.values(), *DATA_DEPENDENT.values())} |
-                  {f"np.{getattr(func, '__name__', func)}" for func in FUNCTIONS})
+    from stand-ins (see ``record_call``), but for the refused ones (``registry``)."""
+    listed = {f"np.{record.name}" for record in REGISTRY.values()
+              if record.kind in (Kind.CALL, Kind.DATA_DEPENDENT)
+              and not record.name.startswith("ndarray.")}
+    return sorted(listed | {f"np.{getattr(func, '__name__', func)}" for func in FUNCTIONS})
 
 
 # Imported last: these modules and this one use each other's functions at call time.

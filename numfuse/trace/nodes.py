@@ -29,6 +29,7 @@ from ..graph import (
 )
 from ..ops import OPS, DtypeOrWeak, OpDef, evaluate, template_for
 
+
 def input_node(index: int, spec: ArgSpec) -> Node:
     shape: Shape = spec.sizes if spec.sizes is not None else \
         tuple(1 if one else None for one in spec.ones)

@@ -40,8 +40,8 @@ from ..graph import (
     Node,
     toposort,
 )
+from ..registry import FRESH_FUNCTIONS, Kind, lookup
 from .nodes import _advice_for
-from .registry import DATA_DEPENDENT, FRESH_CALLS
 
 # ------------------------------------------------------- non-fusible numpy operations
 
@@ -273,7 +273,7 @@ def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
         warnings.simplefilter("ignore")
         moves = any(_moving_axes(node) for node in nodes)
         masked = fn is operator.getitem and any(node.dtype.kind == "b" for node in nodes[1:])
-        variants = _run_on_data(call, nodes) if fn in DATA_DEPENDENT or masked or unlisted \
+        variants = _run_on_data(call, nodes) if _data_dependent(fn) or masked or unlisted \
             else []
         variants += _run_resized(call, nodes) if moves else []
         try:
@@ -293,7 +293,7 @@ def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
                               nodes, np.asarray(first), np.asarray(second), True)
         tracer.node = dataclasses.replace(tracer.node, weak=True)
         return tracer
-    fresh = fn in FRESH_CALLS or isinstance(fn, (np.ufunc, Written)) or (
+    fresh = fn in FRESH_FUNCTIONS or isinstance(fn, (np.ufunc, Written)) or (
         fn is operator.getitem and _advanced_index(static_args[1]))
     if isinstance(first, (tuple, list)) and isinstance(second, (tuple, list)) \
             and len(first) != len(second):
@@ -422,6 +422,11 @@ def _call_tracer(call: NumpyCall, nodes: Sequence[Node], first: Any, second: Any
         memo[node] = tuple(_DEFAULT_SIZE if axis in moving else size
                            for axis, size in enumerate(np.shape(first)))
     return Tracer(node, owned=fresh or reduction is not None or isinstance(first, np.generic))
+
+
+def _data_dependent(fn: Any) -> bool:
+    record = lookup(fn)
+    return record is not None and record.kind is Kind.DATA_DEPENDENT
 
 
 def _advanced_index(key: Any) -> bool:

@@ -25,8 +25,8 @@ from ..graph import (
     toposort,
 )
 from ..ops import OPS
+from ..registry import METHODS, Kind, lookup, numpy_name
 from .nodes import _advice_for, elementwise
-from .registry import CALLS, DATA_DEPENDENT, METHODS, REFUSED, WRITERS, WRITING_METHODS, numpy_name
 
 
 class Tracer:
@@ -165,18 +165,19 @@ class Tracer:
         handler = FUNCTIONS.get(func)
         if handler is not None:
             return handler(*args, **kwargs)
-        if func in CALLS or func in DATA_DEPENDENT:
-            return record_call(func, CALLS.get(func) or DATA_DEPENDENT[func], args, kwargs)
+        record = lookup(func)
+        if record is not None and record.kind in (Kind.CALL, Kind.DATA_DEPENDENT):
+            return record_call(func, record.name, args, kwargs)
         name = numpy_name(func)
-        if func in WRITERS:
+        if record is not None and record.kind is Kind.WRITER:
             if not args or not isinstance(args[0], Tracer):
                 _inplace(f"np.{name} into an array the function did not make")
             args[0]._write(func, name, args[1:], kwargs)
             return None
-        if func in REFUSED:
+        if record is not None and record.kind is Kind.REFUSED:
             raise UnsupportedOperationError(
                 f"np.{name} is not supported by numfuse",
-                f"{REFUSED[func]}; compute this part outside the jitted function.")
+                f"{record.refused}; compute this part outside the jitted function.")
         return record_call(func, name, args, kwargs, unlisted=True)
 
     # --- operators -------------------------------------------------------------
@@ -365,10 +366,11 @@ class Tracer:
                            {})
 
     def __getattr__(self, name: str) -> Any:
-        function = METHODS.get(name)
-        if name in WRITING_METHODS:  # x.sort(), x.fill(0): written into a copy
-            return lambda *args, **kwargs: self._write(
-                WRITING_METHODS[name], f"ndarray.{name}", args, kwargs)
+        record = METHODS.get(name)
+        function = None if record is None else record.function
+        if record is not None and record.kind is Kind.WRITER:  # x.sort(): into a copy
+            return lambda *args, **kwargs: self._write(record.function, record.name, args,
+                                                       kwargs)
         if self.node.kind == CONST and not name.startswith("__") and \
                 hasattr(np.ndarray, name):  # a constant has every ndarray attribute
             attribute = getattr(np.ndarray, name)
