@@ -26,7 +26,8 @@ import pytest
 from conftest import assert_same
 
 import numfuse
-from numfuse import backend, hooks
+from numfuse import backend, hooks, vector_math
+from numfuse.backend import store
 from numfuse.cache import CacheInfo, CacheWarning
 
 REPO = Path(numfuse.__file__).resolve().parent.parent
@@ -38,10 +39,10 @@ def cache_dir(tmp_path, monkeypatch):
     """A cache directory of the test's own, read again by the backend."""
     directory = tmp_path / "cache"
     monkeypatch.setenv("NUMFUSE_CACHE_DIR", str(directory))
-    backend.reset_cache_settings()
+    store.reset_cache_settings()
     yield directory
     monkeypatch.undo()
-    backend.reset_cache_settings()
+    store.reset_cache_settings()
 
 
 def unique_constant() -> float:
@@ -193,7 +194,7 @@ def test_two_processes_compiling_the_same_kernel_at_once(cache_dir):
     assert third["from_cache"] == [True] and third["correct"]
     directory = next((cache_dir / "kernels").iterdir())
     name = third["names"][0]
-    backend._decode_entry(backend.entry_path(directory, name).read_bytes(), name)
+    store.decode(store.entry_path(directory, name).read_bytes(), name)
 
 
 # ------------------------------------------------------------------ damaged entries
@@ -229,7 +230,7 @@ DAMAGE = {  # what happens to kernel {name}'s entry
 def test_a_damaged_entry_is_detected_recompiled_and_replaced(damage):
     constant = unique_constant()
     source = kernel_of(scaled(constant), X, N)            # compiled and saved
-    DAMAGE[damage](backend.entry_path(backend.cache_directory(), source.name))
+    DAMAGE[damage](store.entry_path(store.cache_directory(), source.name))
 
     with pytest.warns(CacheWarning, match=f"{source.name}.*damaged"):
         gufunc = backend.compile_gufunc(source)
@@ -248,9 +249,9 @@ def test_the_entry_of_another_kernel_under_this_name_is_refused():
     first = kernel_of(scaled(unique_constant()), X, N)
     constant = unique_constant()
     second = kernel_of(scaled(constant), X, N)
-    directory = backend.cache_directory()
-    shutil.copyfile(backend.entry_path(directory, first.name),
-                    backend.entry_path(directory, second.name))
+    directory = store.cache_directory()
+    shutil.copyfile(store.entry_path(directory, first.name),
+                    store.entry_path(directory, second.name))
     with pytest.warns(CacheWarning, match="holds kernel"):
         gufunc = backend.compile_gufunc(second)
     assert not backend.loaded_from_disk(gufunc)
@@ -275,7 +276,7 @@ def test_a_directory_that_cannot_be_created_works_without_the_cache_and_warns_on
     blocker = cache_dir.parent / "a file"
     blocker.write_text("")
     monkeypatch.setenv("NUMFUSE_CACHE_DIR", str(blocker / "cache"))
-    backend.reset_cache_settings()
+    store.reset_cache_settings()
     caught = _compile_two_new_kernels()
     assert len(caught) == 1
     assert "cannot use its kernel cache" in str(caught[0].message)
@@ -288,7 +289,7 @@ def test_a_directory_removed_while_running_is_created_again(cache_dir):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         source = kernel_of(scaled(unique_constant()), X, N)
-    assert backend.entry_path(backend.cache_directory(), source.name).exists()
+    assert store.entry_path(store.cache_directory(), source.name).exists()
 
 
 READ_ONLY = """
@@ -369,7 +370,7 @@ def test_cache_false_does_not_load_from_the_cache_either(cache_dir):
 
 
 def test_the_key_holds_every_version_and_the_code_kernels_are_made_of():
-    material = backend.cache_key_material()
+    material = store.cache_key_material()
     assert material["numba"] == numba.__version__
     assert material["numpy"] == np.__version__
     assert {"llvmlite", "code", "numfuse", "cpu", "python"} <= set(material)
@@ -378,30 +379,30 @@ def test_the_key_holds_every_version_and_the_code_kernels_are_made_of():
 def test_a_changed_kernel_library_selects_another_directory(tmp_path, monkeypatch):
     from numfuse import kernel_lib
 
-    before = backend.cache_directory()
+    before = store.cache_directory()
     changed = tmp_path / "kernel_lib.py"
     changed.write_bytes(Path(kernel_lib.__file__).read_bytes() + b"\n# changed\n")
     monkeypatch.setattr(kernel_lib, "__file__", str(changed))
-    backend._fixed_key_material.cache_clear()
+    store._fixed_key_material.cache_clear()
     try:
-        assert backend.cache_directory() != before
+        assert store.cache_directory() != before
     finally:
         monkeypatch.undo()
-        backend._fixed_key_material.cache_clear()
-    assert backend.cache_directory() == before
+        store._fixed_key_material.cache_clear()
+    assert store.cache_directory() == before
 
 
 def test_extra_key_material_selects_another_directory(monkeypatch):
-    before = backend.cache_directory()
-    monkeypatch.setattr(backend, "extra_key_material", lambda: {"vector library": "libmvec"})
-    assert backend.cache_directory() != before
+    before = store.cache_directory()
+    monkeypatch.setattr(store, "extra_key_material", lambda: {"vector library": "libmvec"})
+    assert store.cache_directory() != before
 
 
 def test_the_vector_math_mode_selects_another_directory(monkeypatch):
-    before = backend.cache_directory()
-    assert backend.cache_key_material()["vector_math"] in ("on", "off")
-    monkeypatch.setattr(backend, "VECTOR_MATH", not backend.VECTOR_MATH)
-    assert backend.cache_directory() != before
+    before = store.cache_directory()
+    assert store.cache_key_material()["vector_math"] in ("on", "off")
+    monkeypatch.setattr(vector_math, "ENABLED", not vector_math.ENABLED)
+    assert store.cache_directory() != before
 
 
 # ------------------------------------------------------------------ cached kernels are whole
@@ -434,7 +435,7 @@ def test_info_and_clear(cache_dir):
     report = numfuse.cache.info()
     assert report.kernels == 2 and report.size > 0
     assert (report.stale, report.stale_size) == (1, 6)
-    assert report.current == backend.cache_directory()
+    assert report.current == store.cache_directory()
     assert str(cache_dir / "kernels") in repr(report) and "2 kernels" in repr(report)
     assert "1 stale directory (6 bytes)" in repr(report)
 

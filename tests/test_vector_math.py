@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 import numfuse
-from numfuse import backend, inspection, vector_math
+from numfuse import inspection, vector_math
+from numfuse.backend import store
 
 FUNCTIONS = vector_math.FUNCTIONS
 DTYPES = (np.float32, np.float64)
@@ -211,7 +212,7 @@ def test_plain_python_versions_agree_with_numpy(function: str) -> None:
 
 
 def test_codegen_options_key_names_the_mode() -> None:
-    key = backend.codegen_options_key()
+    key = store.vector_math_key()
     assert key["vector_math"] == "on"
     assert len(key["vector_math_source"]) == 64
 
@@ -220,11 +221,11 @@ def test_environment_switch_keeps_libm_calls(tmp_path) -> None:
     script = textwrap.dedent("""
         import numpy as np
         import numfuse
-        from numfuse import backend
+        from numfuse.backend import store
 
         x = np.linspace(-3.0, 3.0, 101)
         compiled = numfuse.compile(lambda x: np.exp(x) + np.log1p(x * x), x)
-        print(backend.codegen_options_key()["vector_math"])
+        print(store.vector_math_key()["vector_math"])
         print("np.exp(" in compiled.kernels[0].source, "exp_f64" in compiled.kernels[0].source)
         print(np.allclose(compiled(x), np.exp(x) + np.log1p(x * x), rtol=1e-15, atol=0))
     """)

@@ -14,7 +14,7 @@ function's kernels out of the cache.
 >>> numfuse.cache.clear()       # doctest: +SKIP
 
 From a shell: ``python -m numfuse.cache info`` or ``python -m numfuse.cache clear``.
-This module only does file work; the backend decides the paths.
+This module only reports and removes; ``backend.store`` decides the paths.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import dataclasses
 import shutil
 from pathlib import Path
 
-from .. import backend
-from ..backend import CacheWarning
+from ..backend import store
+from ..backend.store import CacheWarning
 
 __all__ = ["CacheInfo", "CacheWarning", "clear", "info"]
 
@@ -74,7 +74,7 @@ def _size(directory: Path) -> int:
 
 def _key_directories() -> tuple[Path, Path, list[Path]]:
     """The kernels directory, this process's key directory and the stale ones."""
-    current = backend.cache_directory()
+    current = store.cache_directory()
     directory = current.parent
     try:
         stale = sorted(path for path in directory.iterdir()
@@ -105,5 +105,5 @@ def clear(*, stale_only: bool = False) -> int:
         if path.is_dir():
             freed += _size(path)
             shutil.rmtree(path, ignore_errors=True)
-    backend.reset_cache_settings()
+    store.reset_cache_settings()
     return freed

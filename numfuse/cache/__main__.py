@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from .. import backend
+from ..backend import store
 from . import _readable, clear, info
 
 
@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
         report = info()
         print(report)
         print(f"this process's key directory: {report.current}")
-        print(json.dumps(backend.cache_key_material(), indent=1, sort_keys=True))
+        print(json.dumps(store.cache_key_material(), indent=1, sort_keys=True))
         return 0
     freed = clear(stale_only=arguments.stale)
     print(f"removed {_readable(freed)} from {info().directory}")
