@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from . import backend, hooks
+from . import backend, hooks, pytree
 from .background import default as background_default
 from .background import submit as compile_later
 from .codegen import KernelSource, emit, fastmath_flags
@@ -293,22 +293,20 @@ class Jitted:
         if compiled is None:
             try:
                 compiled = self._compile(key, operands, wait or not self.background)
-            except SizeDependentError:
-                if self.per_shape:
-                    raise
-                self.per_shape = True
-                self._by_key.clear()
-                _log.info("%s reads array sizes: compiling it per shape", _name(self.fn))
-                return self._specialize(args, {}, wait)
-            except StaticArgumentError as error:
-                if not set(error.arguments) - self.auto_static:
-                    raise
-                self.auto_static |= frozenset(error.arguments)
-                self._by_key.clear()
-                _log.info("%s uses the value of argument(s) %s: compiling per value",
-                          _name(self.fn), ", ".join(map(str, sorted(error.arguments))))
+            except (SizeDependentError, StaticArgumentError) as error:
+                self._adapt(error)
                 return self._specialize(args, {}, wait)
         return compiled, operands
+
+    def _adapt(self, error: SizeDependentError | StaticArgumentError | CallShapeError) -> None:
+        """Specialise further as ``retry_policy`` says after ``error`` (or raise it)."""
+        self.per_shape, self.auto_static = retry_policy(error, self.per_shape,
+                                                        self.auto_static)
+        self._by_key.clear()
+        detail = (f" (argument(s) {', '.join(map(str, sorted(error.arguments)))})"
+                  if isinstance(error, StaticArgumentError) else "")
+        reason = next(text for kind, text in _ADAPTED.items() if isinstance(error, kind))
+        _log.info("%s %s%s", _name(self.fn), reason, detail)
 
     def _describe(self, index: int) -> str:
         names = list(self._signature.parameters)
@@ -381,8 +379,8 @@ class Jitted:
                         return self._with_numpy(args, {})
                     self._by_key[key] = found
                     return found.run(operands)
-            except CallShapeError:
-                return self._per_shape(args, kwargs)
+            except CallShapeError as error:
+                return self._per_shape(args, kwargs, error)
         if any(isinstance(value, Tracer) for value in (*args, *kwargs.values())):
             return self.fn(*args, **kwargs)  # called while tracing: inline it
         if _holds_dask_array(args, kwargs):
@@ -397,10 +395,8 @@ class Jitted:
             return self.fn(*args, **kwargs)
         try:
             return self._run(args, kwargs)
-        except CallShapeError:
-            if self.per_shape:
-                raise
-            return self._per_shape(args, kwargs)
+        except CallShapeError as error:
+            return self._per_shape(args, kwargs, error)
 
     def _with_dicts(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Dict arguments (``params={"w": w, "b": b}``): their values are arguments of a
@@ -444,13 +440,11 @@ class Jitted:
             for value in args)))
         return self.fn(*args, **kwargs)
 
-    def _per_shape(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def _per_shape(self, args: tuple[Any, ...], kwargs: dict[str, Any],
+                   error: CallShapeError) -> Any:
         """A numpy call's result size did not follow the argument sizes as tracing found
         (``x[:3]`` of a shorter ``x``): compile per shape from now on and run again."""
-        self.per_shape = True
-        self._by_key.clear()
-        _log.info("%s has a result size tracing did not foresee: compiling it per shape",
-                  _name(self.fn))
+        self._adapt(error)
         return self._run(args, kwargs)
 
     def __reduce__(self) -> Any:
@@ -516,40 +510,25 @@ def _holds_dask_array(args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
 
 
 def _flatten_dicts(values: Sequence[Any]) -> tuple[tuple[Any, ...], list[Any]]:
-    """(structure, leaves) of arguments: a dict's structure is its (key, structure) pairs
-    in order, anything else a leaf (None)."""
-    leaves: list[Any] = []
-
-    def walk(value: Any) -> Any:
-        if isinstance(value, dict):
-            return tuple((key, walk(item)) for key, item in value.items())
-        leaves.append(value)
-        return None
-
-    return tuple(walk(value) for value in values), leaves
+    """(structure, leaves) of arguments: the treedef of each argument, flattening dicts
+    only (anything else is a leaf), and all their leaves in order."""
+    flat = [pytree.flatten(value, pytree.is_not_dict) for value in values]
+    return tuple(treedef for _, treedef in flat), [leaf for leaves, _ in flat for leaf in leaves]
 
 
 def _unflatten_dicts(structure: tuple[Any, ...], leaves: Sequence[Any]) -> list[Any]:
     supply = iter(leaves)
-
-    def build(part: Any) -> Any:
-        return next(supply) if part is None else {key: build(item) for key, item in part}
-
-    return [build(part) for part in structure]
+    return [pytree.unflatten(treedef, supply) for treedef in structure]
 
 
 def _leaf_positions(structure: tuple[Any, ...]) -> dict[int, int]:
     """Where each argument that is not a dict lands among the leaves."""
     positions: dict[int, int] = {}
     count = 0
-
-    def size(part: Any) -> int:
-        return 1 if part is None else sum(size(item) for _, item in part)
-
-    for index, part in enumerate(structure):
-        if part is None:
+    for index, treedef in enumerate(structure):
+        if treedef is pytree.LEAF:
             positions[index] = count
-        count += size(part)
+        count += pytree.size(treedef)
     return positions
 
 
@@ -662,23 +641,41 @@ def trace(fn: Callable[..., Any], *example_args: Any) -> Graph:
     return plan.graph
 
 
+def retry_policy(error: SizeDependentError | StaticArgumentError | CallShapeError,
+                 per_shape: bool, static: frozenset[int]) -> tuple[bool, frozenset[int]]:
+    """What to compile for after ``error``: (per shape?, arguments static by value).
+
+    The function read array sizes while tracing, or a numpy call's result size did not
+    follow the argument sizes as tracing found: compile per shape.  It used a scalar
+    argument's value (``axis=n``): make that argument static.  The error is raised again
+    when this specialisation already had what it asks for."""
+    if isinstance(error, (SizeDependentError, CallShapeError)) and not per_shape:
+        return True, static
+    if isinstance(error, StaticArgumentError) and set(error.arguments) - static:
+        return per_shape, static | frozenset(error.arguments)
+    raise error
+
+
+_ADAPTED = {
+    SizeDependentError: "reads array sizes: compiling it per shape",
+    CallShapeError: "has a result size tracing did not foresee: compiling it per shape",
+    StaticArgumentError: "uses the value of a scalar argument: compiling per value",
+}
+
+
 def _retrying(build: Callable[[list[ArgSpec], dict[int, Any]], _T], specs: list[ArgSpec],
               static: dict[int, Any], shapes: Sequence[tuple[int, ...]],
               example_args: Sequence[Any]) -> _T:
-    """``build(specs, static)``; again for the exact shapes if the function reads sizes,
-    and with the scalar arguments it uses as Python values made static."""
-    sized = False
+    """``build(specs, static)``, specialised further as ``retry_policy`` says until it
+    succeeds."""
+    per_shape, fixed = False, frozenset(static)
     while True:
         try:
-            return build(_with_sizes(specs, shapes) if sized else specs, static)
-        except SizeDependentError:
-            if sized:
-                raise
-            sized = True
-        except StaticArgumentError as error:
-            if not set(error.arguments) - set(static):
-                raise
-            static = {**static, **{index: example_args[index] for index in error.arguments}}
+            return build(_with_sizes(specs, shapes) if per_shape else specs,
+                         {**static, **{index: example_args[index] for index in fixed
+                                       if index not in static}})
+        except (SizeDependentError, StaticArgumentError) as error:
+            per_shape, fixed = retry_policy(error, per_shape, fixed)
 
 
 def _sized(spec: ArgSpec, value: Any, per_shape: bool) -> ArgSpec:

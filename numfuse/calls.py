@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from . import pytree
+
 # A traced argument's position in the flattened (args, kwargs) of a call.
 TRACED = object()
 
@@ -20,7 +22,7 @@ TRACED = object()
 class NumpyCall:
     """``fn(*args, **kwargs)`` with traced leaves replaced by run-time values."""
 
-    __slots__ = ("_key", "args", "fn", "kwargs", "name")
+    __slots__ = ("_key", "_leaves", "_slots", "_treedef", "args", "fn", "kwargs", "name")
 
     def __init__(self, fn: Callable[..., Any], name: str, args: tuple[Any, ...],
                  kwargs: dict[str, Any]) -> None:
@@ -29,11 +31,15 @@ class NumpyCall:
         self.args = args      # with TRACED where a traced value goes, in input order
         self.kwargs = kwargs
         self._key = (fn, name, _freeze(args), _freeze(kwargs))
+        self._leaves, self._treedef = pytree.flatten((args, kwargs))
+        self._slots = [position for position, leaf in enumerate(self._leaves)
+                       if leaf is TRACED]
 
     def invoke(self, values: Sequence[Any]) -> Any:
-        supply = iter(values)
-        args = [_fill(item, supply) for item in self.args]
-        kwargs = {key: _fill(item, supply) for key, item in self.kwargs.items()}
+        leaves = list(self._leaves)
+        for position, value in zip(self._slots, values, strict=True):
+            leaves[position] = value
+        args, kwargs = pytree.unflatten(self._treedef, leaves)
         return self.fn(*args, **kwargs)
 
     def __eq__(self, other: object) -> bool:
@@ -53,7 +59,7 @@ class NumpyCall:
         return f"{self.name}({', '.join(shown)})"
 
     def count(self) -> int:
-        return sum(1 for _ in _traced(self.args)) + sum(1 for _ in _traced(self.kwargs))
+        return len(self._slots)
 
 
 class CallOutput:
@@ -176,27 +182,6 @@ def is_elementwise_call(node: Any) -> bool:
     """Whether graph node ``node`` is elementwise work numpy computes (an
     ``ElementwiseCall``: float16), whose sizes are the broadcast of its operands'."""
     return isinstance(getattr(node.param("call"), "fn", None), ElementwiseCall)
-
-
-def _fill(item: Any, supply: Any) -> Any:
-    if item is TRACED:
-        return next(supply)
-    if isinstance(item, tuple):
-        return tuple(_fill(part, supply) for part in item)
-    if isinstance(item, list):
-        return [_fill(part, supply) for part in item]
-    return item
-
-
-def _traced(item: Any) -> Any:
-    if item is TRACED:
-        yield item
-    elif isinstance(item, (tuple, list)):
-        for part in item:
-            yield from _traced(part)
-    elif isinstance(item, dict):
-        for part in item.values():
-            yield from _traced(part)
 
 
 def _show(item: Any, supply: Any) -> str:

@@ -46,9 +46,9 @@ except ImportError as error:  # pragma: no cover - exercised in a subprocess by 
         "`pip install 'numfuse[dask]'` (dask[array], distributed and xarray)."
     ) from error
 
-from . import reductions
+from . import pytree, reductions
 from .errors import UnsupportedOperationError
-from .graph import CONST, ELEMENTWISE, Node, tree_unflatten
+from .graph import CONST, ELEMENTWISE, Node
 from .kernel import Kernel
 from .reductions import Reduction
 from .runtime import _check_int_arguments, _returned, block_runner, kernel_runner
@@ -103,7 +103,7 @@ def run(compiled: Any, operands: Sequence[Any]) -> Any:
             values.update(zip(step.outputs, _kernel_call(kernel_of[step], inputs),
                               strict=True))
     leaves = [_returned(values.get(node), node) for node in graph.outputs]
-    return tree_unflatten(graph.treedef, leaves)
+    return pytree.unflatten(graph.treedef, leaves)
 
 
 def _value(values: dict[Node, Any], node: Node) -> Any:

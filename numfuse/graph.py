@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from .dtypes import short_name
+from .pytree import LEAF
 
 Shape = tuple[int | None, ...]
 
@@ -148,46 +149,6 @@ def broadcast_shapes(*shapes: Shape) -> Shape:
     return tuple(result)
 
 
-# ---------------------------------------------------------------------------- pytrees
-
-Leaf = object()
-
-
-def tree_flatten(tree: Any) -> tuple[list[Any], Any]:
-    """Flatten tuples, lists, dicts and namedtuples; everything else is a leaf."""
-    leaves: list[Any] = []
-
-    def walk(value: Any) -> Any:
-        if isinstance(value, tuple) and hasattr(value, "_fields"):
-            return (type(value), tuple(walk(item) for item in value))
-        if isinstance(value, (tuple, list)):
-            return (type(value), tuple(walk(item) for item in value))
-        if isinstance(value, dict):
-            return (dict, tuple((key, walk(item)) for key, item in value.items()))
-        leaves.append(value)
-        return Leaf
-
-    return leaves, walk(tree)
-
-
-def tree_unflatten(treedef: Any, leaves: Sequence[Any]) -> Any:
-    return _build(treedef, iter(leaves))
-
-
-def _build(spec: Any, leaves: Any) -> Any:
-    if spec is Leaf:
-        return next(leaves)
-    container, items = spec
-    if container is dict:
-        return {key: _build(item, leaves) for key, item in items}
-    built = [_build(item, leaves) for item in items]
-    if container is list:
-        return built
-    if container is tuple:
-        return tuple(built)
-    return container(*built)  # namedtuple
-
-
 # ---------------------------------------------------------------------------- Graph
 
 
@@ -214,7 +175,7 @@ class Graph:
 
     inputs: tuple[Node, ...]
     outputs: tuple[Node, ...]
-    treedef: Any = Leaf
+    treedef: Any = LEAF
     same_as: tuple[int, ...] = ()
     region_of: Mapping[Node, int] = dataclasses.field(default_factory=dict)
     layouts: Mapping[int, str] = dataclasses.field(default_factory=dict)

@@ -14,8 +14,9 @@ import types
 from typing import Any, Protocol
 
 from .codegen import KernelSource
-from .graph import INPUT, Graph, Leaf, Node
+from .graph import INPUT, Graph, Node
 from .partition import Region
+from .pytree import LEAF
 
 
 class Inspector(Protocol):
@@ -133,7 +134,7 @@ def region_graph(region: Region) -> Graph:
         inputs = tuple(replaced.get(source, source) for source in node.inputs)
         replaced[node] = dataclasses.replace(node, inputs=inputs)
     outputs = tuple(replaced[node] for node in region.outputs)
-    return Graph(tuple(arguments), outputs, treedef=(tuple, (Leaf,) * len(outputs)))
+    return Graph(tuple(arguments), outputs, treedef=(tuple, (LEAF,) * len(outputs)))
 
 
 # Kernels unpickled in this process, by source name: each source compiles once.

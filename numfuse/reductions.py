@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from . import pytree
 from .calls import TRACED
 from .registry import REGISTRY
 
@@ -99,7 +100,8 @@ def recognise(fn: Any, name: str, args: Sequence[Any], kwargs: dict[str, Any],
     arguments.pop(next(iter(signature.parameters)))
     if arguments.pop("out", None) is not None:
         return None
-    if any(key not in _UNDERSTOOD for key in arguments) or _has_traced(arguments):
+    if any(key not in _UNDERSTOOD for key in arguments) \
+            or pytree.any_leaf(lambda leaf: leaf is TRACED, arguments):
         return None
     default_axis = 0 if name.endswith(".reduce") else None
     axis = arguments.get("axis", default_axis)
@@ -112,16 +114,6 @@ def recognise(fn: Any, name: str, args: Sequence[Any], kwargs: dict[str, Any],
         accumulate = np.dtype(bool)
     return Reduction(ufunc, axes, bool(arguments.get("keepdims", False)), accumulate,
                      _DIVIDE.get(name), int(arguments.get("ddof", 0)))
-
-
-def _has_traced(item: Any) -> bool:
-    if item is TRACED:
-        return True
-    if isinstance(item, (tuple, list)):
-        return any(_has_traced(part) for part in item)
-    if isinstance(item, dict):
-        return any(_has_traced(part) for part in item.values())
-    return False
 
 
 def _normalise(axis: Any, ndim: int) -> tuple[int, ...]:

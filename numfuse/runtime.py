@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from . import kernel_lib, reductions, threads
+from . import kernel_lib, pytree, reductions, threads
 from .calls import NumpyCall
 from .errors import CallShapeError
-from .graph import CONST, ELEMENTWISE, INPUT, NUMPY, Leaf, Node, shape_text, tree_unflatten
+from .graph import CONST, ELEMENTWISE, INPUT, NUMPY, Node, shape_text
 from .kernel import Kernel
 from .partition import Plan
 from .reductions import Reduction
@@ -430,8 +430,8 @@ class Program:
             and node in graph.outputs[:position]
         )
         self.treedef = graph.treedef
-        self.single = graph.treedef is Leaf
-        self.flat_tuple = _is_flat_tuple(graph.treedef, len(graph.outputs))
+        self.single = graph.treedef is pytree.LEAF
+        self.flat_tuple = pytree.is_flat_tuple(graph.treedef, len(graph.outputs))
         self.int_guards = _int_guards(graph)
         # Returned leaves a kernel can write straight into a caller's out= array.
         self.writable = {
@@ -466,7 +466,7 @@ class Program:
             return leaves[0]
         if self.flat_tuple:
             return tuple(leaves)
-        return tree_unflatten(self.treedef, leaves)
+        return pytree.unflatten(self.treedef, leaves)
 
 
     def _into(self, args: Sequence[Any], out: Any) -> Any:
@@ -625,11 +625,6 @@ def _raise_broadcast_error(operands: Sequence[Any]) -> None:
         raise ValueError(
             f"operands could not be broadcast together with shapes {described}"
         ) from None
-
-
-def _is_flat_tuple(treedef: Any, count: int) -> bool:
-    return (isinstance(treedef, tuple) and treedef[0] is tuple
-            and all(item is Leaf for item in treedef[1]) and len(treedef[1]) == count)
 
 
 def _returned(value: Any, node: Node) -> Any:

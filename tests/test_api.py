@@ -645,3 +645,36 @@ def test_eight_threads_calling_a_cold_function_compile_it_once():
         assert_same(result[0], expected[0])
         assert_same(result[1], expected[1], rtol=1e-13)
         assert_same(result[1], results[0][1])
+
+
+# ------------------------------------------------------------------ the retry policy
+
+
+def test_one_retry_policy_for_jit_and_compile():
+    from numfuse.api import retry_policy
+    from numfuse.errors import CallShapeError, SizeDependentError, StaticArgumentError
+
+    sizes = SizeDependentError("x.shape", "advice")
+    assert retry_policy(sizes, False, frozenset()) == (True, frozenset())
+    with pytest.raises(SizeDependentError):
+        retry_policy(sizes, True, frozenset())          # already per shape: no help
+    shape = CallShapeError("a size tracing did not foresee")
+    assert retry_policy(shape, False, frozenset({2})) == (True, frozenset({2}))
+    with pytest.raises(CallShapeError):
+        retry_policy(shape, True, frozenset())
+    value = StaticArgumentError("np.sum with a scalar argument", "advice", (1, 2))
+    assert retry_policy(value, True, frozenset({1})) == (True, frozenset({1, 2}))
+    with pytest.raises(StaticArgumentError):
+        retry_policy(value, False, frozenset({1, 2}))    # already static: no help
+
+
+def test_compile_and_jit_specialise_alike():
+    def fn(x, n):
+        return np.sum(x.reshape(len(x) // n, n), axis=1) * 2.0
+
+    x = np.arange(12.0)
+    jitted = numfuse.jit(fn)
+    np.testing.assert_array_equal(jitted(x, 3), fn(x, 3))
+    compiled = numfuse.compile(fn, x, 3)
+    np.testing.assert_array_equal(compiled(x, 3), fn(x, 3))
+    assert jitted.per_shape and jitted.auto_static == {1}

@@ -1,8 +1,6 @@
-"""The IR: nodes, Graph, toposort, broadcasting of shape patterns, verify, str(), pytrees."""
+"""The IR: nodes, Graph, toposort, broadcasting of shape patterns, verify, str()."""
 
 from __future__ import annotations
-
-import collections
 
 import numpy as np
 import pytest
@@ -19,8 +17,6 @@ from numfuse.graph import (
     Node,
     broadcast_shapes,
     toposort,
-    tree_flatten,
-    tree_unflatten,
     verify,
 )
 from numfuse.trace import trace_graph
@@ -210,37 +206,3 @@ def test_const_node_kind():
     constants = [node for node in graph.nodes if node.kind == CONST]
     assert len(constants) == 1
     assert constants[0].shape == (3,)
-
-
-# ------------------------------------------------------------------------------ pytrees
-
-Point = collections.namedtuple("Point", "x y")
-
-TREES = [
-    1,
-    (1, 2),
-    [1, [2, 3], (4,)],
-    {"b": 1, "a": (2, [3])},
-    Point(1, (2, 3)),
-    {"p": Point([1], {"q": 2})},
-    (),
-    [],
-    {},
-    ((),),
-    None,
-]
-
-
-@pytest.mark.parametrize("tree", TREES, ids=[repr(tree) for tree in TREES])
-def test_tree_flatten_unflatten_round_trip(tree):
-    leaves, treedef = tree_flatten(tree)
-    rebuilt = tree_unflatten(treedef, leaves)
-    assert rebuilt == tree
-    assert type(rebuilt) is type(tree)
-    if isinstance(tree, dict):
-        assert list(rebuilt) == list(tree)
-
-
-def test_tree_flatten_leaves_in_order():
-    leaves, _ = tree_flatten({"b": (1, 2), "a": [3, Point(4, 5)]})
-    assert leaves == [1, 2, 3, 4, 5]

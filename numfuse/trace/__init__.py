@@ -27,8 +27,9 @@ from typing import Any
 
 import numpy as np
 
+from .. import pytree
 from ..dtypes import ArgSpec
-from ..graph import Graph, Node, tree_flatten
+from ..graph import Graph, Node
 from .constants import _leaf_const
 from .functions import supported_functions
 from .nodes import input_node
@@ -67,7 +68,7 @@ def trace_graph(fn: Callable[..., Any], specs: Sequence[ArgSpec],
     finally:
         _user_globals.reset(user)
         _examples.reset(token)
-    leaves, treedef = tree_flatten(result)
+    leaves, treedef = pytree.flatten(result)
     outputs = tuple(leaf.node if isinstance(leaf, Tracer) else _leaf_const(leaf)
                     for leaf in leaves)
     first_position = {id(leaf): position for position, leaf in reversed(list(enumerate(leaves)))}

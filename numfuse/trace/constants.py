@@ -3,7 +3,7 @@ constant tracers."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -17,20 +17,9 @@ from ..ops import OPS
 from .nodes import const_node, elementwise
 
 
-def _tracers_in(item: Any) -> Iterator[Tracer]:
-    if isinstance(item, Tracer):
-        yield item
-    elif isinstance(item, (tuple, list)):
-        for part in item:
-            yield from _tracers_in(part)
-    elif isinstance(item, dict):
-        for part in item.values():
-            yield from _tracers_in(part)
-
-
 def _constants_only(args: Any, kwargs: dict[str, Any]) -> bool:
     """Whether the traced values among ``args`` and ``kwargs`` are all constants."""
-    found = [*_tracers_in(args), *_tracers_in(kwargs)]
+    found = tracers_in((args, kwargs))
     return bool(found) and all(tracer.node.kind == CONST for tracer in found)
 
 
@@ -139,4 +128,4 @@ class _Opaque:
 from .functions import _share  # noqa: E402
 from .patches import _CONVERSIONS  # noqa: E402
 from .probes import record_call  # noqa: E402
-from .tracer import Tracer, _immutable, _inplace  # noqa: E402
+from .tracer import Tracer, _immutable, _inplace, tracers_in  # noqa: E402

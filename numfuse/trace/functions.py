@@ -114,8 +114,8 @@ def _share(values: Any, result: Any) -> None:
     tracers among ``values`` and their bases: none may be written while it is alive, and
     it is never written itself."""
     bases = list(dict.fromkeys(
-        base for value in _tracers_in(values) for base in (value, *value.bases)))
-    for view in _tracers_in(result):
+        base for value in tracers_in(values) for base in (value, *value.bases)))
+    for view in tracers_in(result):
         view.owned = False
         view.bases = (*view.bases, *bases)
         for base in bases:
@@ -201,7 +201,6 @@ def supported_functions() -> list[str]:
 
 
 # Imported last: these modules and this one use each other's functions at call time.
-from .constants import _tracers_in  # noqa: E402
 from .probes import record_call  # noqa: E402
-from .tracer import Tracer  # noqa: E402
+from .tracer import Tracer, tracers_in  # noqa: E402
 from .ufuncs import _node, apply_ufunc  # noqa: E402

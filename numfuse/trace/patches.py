@@ -106,7 +106,7 @@ def _vectorized_call(self: np.vectorize, *args: Any, **kwargs: Any) -> Any:
     the same when everything ``f`` does is elementwise (checked: anything else raises).
     Like numpy, the operands are arrays first (Python numbers become strong), and the
     results are arrays of the broadcast shape (``otypes`` cast them)."""
-    if not _has_tracer((args, tuple(kwargs.values()))):
+    if not has_tracer((args, tuple(kwargs.values()))):
         return _VECTORIZE_CALL(self, *args, **kwargs)
     if self.signature is not None or self.excluded or kwargs:
         raise UnsupportedOperationError(
@@ -174,7 +174,7 @@ def _converter(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
             return _checked_array(name, original, obj, *args[1:], **kwargs)
         if isinstance(obj, Tracer):
             return _as_array(name, original, obj, args[1:], kwargs)
-        if isinstance(obj, (tuple, list)) and _has_tracer(obj):  # np.array([x, y])
+        if isinstance(obj, (tuple, list)) and has_tracer(obj):  # np.array([x, y])
             if _constants_only(args, kwargs):
                 return _eager(original, args, kwargs)
             return record_call(original, name, args, kwargs)
@@ -189,7 +189,7 @@ def _creator(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         {"empty": "zeros", "empty_like": "zeros_like"}.get(name, name), original)
 
     def create(*args: Any, **kwargs: Any) -> Any:
-        if name in ("full", "full_like") and _has_tracer((args, tuple(kwargs.values()))):
+        if name in ("full", "full_like") and has_tracer((args, tuple(kwargs.values()))):
             if _constants_only(args, kwargs):
                 return _eager(original, args, kwargs)
             return record_call(original, name, args, kwargs)  # a traced fill value
@@ -241,5 +241,5 @@ _STATEMENT_ENDS = ("STORE_", "POP_TOP", "RETURN_", "JUMP", "POP_JUMP")
 
 # Imported last: these modules and this one use each other's functions at call time.
 from .constants import _as_array, _checked_array, _constants_only, _eager, _wrapped  # noqa: E402
-from .probes import _has_tracer, record_call  # noqa: E402
-from .tracer import Tracer  # noqa: E402
+from .probes import record_call  # noqa: E402
+from .tracer import Tracer, has_tracer  # noqa: E402

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import reductions
+from .. import pytree, reductions
 from ..calls import (
     TRACED,
     CallOutput,
@@ -105,22 +105,18 @@ LINALG_UFUNCS = frozenset(
 )
 
 
-def _has_tracer(item: Any) -> bool:
-    if isinstance(item, Tracer):
-        return True
-    if isinstance(item, (tuple, list)):
-        return any(_has_tracer(part) for part in item)
-    return False
-
-
 def _strip(item: Any, nodes: list[Node]) -> Any:
     """Replace tracers by ``TRACED`` (collecting their nodes), keep everything else."""
-    if isinstance(item, Tracer):
-        nodes.append(item.node)
-        return TRACED
-    if isinstance(item, (tuple, list)) and _has_tracer(item):
-        return type(item)(_strip(part, nodes) for part in item)
-    return item
+    if not has_tracer(item):
+        return item
+
+    def strip(leaf: Any) -> Any:
+        if isinstance(leaf, Tracer):
+            nodes.append(leaf.node)
+            return TRACED
+        return leaf
+
+    return pytree.map_leaves(strip, item)
 
 
 def _probe(node: Node, scale: int, varied: bool) -> Any:
@@ -260,7 +256,7 @@ def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
         # a scalar argument as axis=, n=, q=...: the value may decide the result's shape
         # (the first argument is the data: np.sum(s), np.stack([s, t]) stay traced; what
         # a write stores is data too)
-        options = nodes[len(list(_tracers_in(args[0]))) if args else 0:]
+        options = nodes[len(tracers_in(args[0])) if args else 0:]
         arguments = sorted({index for node in options for index in _scalar_arguments(node)})
         if arguments:
             raise StaticArgumentError(f"np.{name} with a scalar argument",
@@ -436,6 +432,6 @@ def _advanced_index(key: Any) -> bool:
 
 
 # Imported last: these modules and this one use each other's functions at call time.
-from .constants import _eager, _tracers_in  # noqa: E402
+from .constants import _eager  # noqa: E402
 from .functions import _share  # noqa: E402
-from .tracer import Tracer, _scalar_arguments  # noqa: E402
+from .tracer import Tracer, _scalar_arguments, has_tracer, tracers_in  # noqa: E402

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import pytree
 from ..calls import (
     Written,
 )
@@ -428,6 +429,16 @@ class Tracer:
         if ndigits is None:
             return _concrete("round() of a traced value", self.node, lambda value: round(value))
         return round_(self, ndigits)
+
+
+def tracers_in(item: Any) -> list[Tracer]:
+    """The tracers in ``item`` (a tracer, or a tuple, list or dict holding some)."""
+    return [leaf for leaf in pytree.leaves(item) if isinstance(leaf, Tracer)]
+
+
+def has_tracer(item: Any) -> bool:
+    """Whether ``item`` is a tracer or a container holding one."""
+    return pytree.any_leaf(lambda leaf: isinstance(leaf, Tracer), item)
 
 
 class _Flat:

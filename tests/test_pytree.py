@@ -1,0 +1,157 @@
+"""Nested containers: flatten and unflatten round trips, leaf order, the ``leaf``
+predicate, the helpers built on them, and the places of numfuse that walk containers."""
+
+from __future__ import annotations
+
+import collections
+import pickle
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import numfuse
+from numfuse import pytree
+from numfuse.pytree import LEAF
+
+Point = collections.namedtuple("Point", "x y")
+
+
+class Row(list):
+    pass
+
+
+TREES = [
+    1,
+    (1, 2),
+    [1, [2, 3], (4,)],
+    {"b": 1, "a": (2, [3])},
+    Point(1, (2, 3)),
+    {"p": Point([1], {"q": 2})},
+    Row([1, (2, 3)]),
+    (),
+    [],
+    {},
+    ((),),
+    None,
+]
+
+
+@pytest.mark.parametrize("tree", TREES, ids=[repr(tree) for tree in TREES])
+def test_flatten_unflatten_round_trip(tree):
+    leaves, treedef = pytree.flatten(tree)
+    rebuilt = pytree.unflatten(treedef, leaves)
+    assert rebuilt == tree
+    assert type(rebuilt) is type(tree)
+    assert pytree.size(treedef) == len(leaves)
+    if isinstance(tree, dict):
+        assert list(rebuilt) == list(tree)
+
+
+trees = st.recursive(
+    st.integers() | st.none() | st.text(max_size=3),
+    lambda children: (st.lists(children, max_size=4)
+                      | st.lists(children, max_size=4).map(tuple)
+                      | st.dictionaries(st.text(max_size=2), children, max_size=4)),
+    max_leaves=20)
+
+
+@given(trees)
+def test_round_trip_of_any_tree(tree):
+    leaves, treedef = pytree.flatten(tree)
+    assert pytree.unflatten(treedef, leaves) == tree
+    assert pytree.size(treedef) == len(leaves)
+    assert pytree.map_leaves(lambda leaf: leaf, tree) == tree
+    hash(treedef)  # treedefs key caches
+
+
+def test_leaves_in_order():
+    assert pytree.leaves({"b": (1, 2), "a": [3, Point(4, 5)]}) == [1, 2, 3, 4, 5]
+
+
+def test_the_leaf_predicate_stops_the_descent():
+    tree = ({"w": [1, 2], "b": {"c": (3,)}}, [4])
+    leaves, treedef = pytree.flatten(tree[0], pytree.is_not_dict)
+    assert leaves == [[1, 2], (3,)]
+    assert pytree.unflatten(treedef, ["W", "C"]) == {"w": "W", "b": {"c": "C"}}
+    assert pytree.leaves([4], pytree.is_not_dict) == [[4]]
+
+
+def test_map_leaves_and_any_leaf():
+    tree = {"a": [1, (2, 3)], "b": Point(4, 5)}
+    assert pytree.map_leaves(lambda leaf: leaf * 10, tree) == {
+        "a": [10, (20, 30)], "b": Point(40, 50)}
+    assert pytree.any_leaf(lambda leaf: leaf == 5, tree)
+    assert not pytree.any_leaf(lambda leaf: leaf == 6, tree)
+
+
+def test_is_flat_tuple():
+    assert pytree.is_flat_tuple(pytree.flatten((1, 2))[1], 2)
+    assert not pytree.is_flat_tuple(pytree.flatten((1, 2))[1], 3)
+    assert not pytree.is_flat_tuple(pytree.flatten([1, 2])[1], 2)
+    assert not pytree.is_flat_tuple(pytree.flatten((1, (2,)))[1], 2)
+    assert not pytree.is_flat_tuple(LEAF, 1)
+
+
+def test_treedefs_pickle_with_their_leaf_marker():
+    _, treedef = pytree.flatten({"a": (1, [2])})
+    again = pickle.loads(pickle.dumps(treedef))
+    assert again == treedef
+    assert pickle.loads(pickle.dumps(LEAF)) is LEAF
+    assert pytree.unflatten(again, [5, 6]) == {"a": (5, [6])}
+
+
+# ------------------------------------------------------------------ numfuse's uses
+
+
+def test_results_keep_their_structure():
+    @numfuse.jit
+    def fn(x):
+        return {"sum": x + 1.0, "pair": Point(x * 2.0, [x - 1.0])}
+
+    x = np.linspace(0.0, 1.0, 7)
+    result = fn(x)
+    assert list(result) == ["sum", "pair"] and type(result["pair"]) is Point
+    np.testing.assert_array_equal(result["pair"].y[0], x - 1.0)
+
+
+def test_dict_arguments_holding_lists_keep_the_lists_as_arrays():
+    @numfuse.jit
+    def fn(params, x):
+        return params["w"] * x + params["b"]["c"]
+
+    x = np.arange(3.0)
+    expected = np.asarray([1.0, 2.0, 3.0]) * x + 0.5
+    np.testing.assert_array_equal(fn({"w": [1.0, 2.0, 3.0], "b": {"c": 0.5}}, x), expected)
+
+
+def test_numpy_calls_fill_traced_values_inside_dicts_and_lists():
+    @numfuse.jit
+    def fn(x, y):
+        return np.concatenate([x, y * 2.0]) + 1.0, np.einsum("i,i->", x, y)
+
+    x, y = np.arange(3.0), np.arange(3.0, 6.0)
+    first, second = fn(x, y)
+    np.testing.assert_array_equal(first, np.concatenate([x, y * 2.0]) + 1.0)
+    assert second == np.einsum("i,i->", x, y)
+
+
+def test_flattening_keeps_no_reference_to_the_leaves():
+    import gc
+    import weakref
+
+    class Value:
+        pass
+
+    value = Value()
+    alive = weakref.ref(value)
+    gc.disable()
+    try:
+        pytree.flatten({"a": [value]})
+        pytree.map_leaves(lambda leaf: leaf, ([value],))
+        assert pytree.any_leaf(lambda leaf: isinstance(leaf, Value), (value,))
+        del value
+        assert alive() is None   # freed by reference counting, no collection needed
+    finally:
+        gc.enable()
