@@ -297,3 +297,53 @@ def test_float_product_multiplies_in_numpys_order():
     x = np.zeros((2, 5))
     x[0, 3], x[1, 2] = 1e300, 1.8e8
     check(lambda x: (np.prod(x), np.abs(x)), x)
+
+
+# ------------------------------------------------------------------ every reduction x dtype
+
+
+def _registry_reductions() -> list[tuple[str, object]]:
+    from numfuse.registry import REGISTRY
+
+    return sorted(((record.name, function) for function, record in REGISTRY.items()
+                   if record.reduction), key=lambda item: item[0])
+
+
+ALL_DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+              "uint64", "float32", "float64", "complex64", "complex128"]
+FOLDED = {"sum", "prod", "mean", "min", "max", "amin", "amax", "any", "all", "std", "var"}
+
+
+def _every_reduction_case(name: str, function, dtype: str, axis) -> None:
+    def fn(x, mask):
+        return function(np.where(mask, x, x), axis=axis)  # an elementwise value of dtype
+
+    x = _data(dtype, (4, 7))
+    mask = RNG.random((4, 7)) > 0.5
+    try:
+        expected = numpy_result(fn, x, mask)
+    except Exception as error:  # numpy refuses (complex median...): so must numfuse
+        with pytest.raises(type(error)):
+            numfuse.jit(fn)(x, mask)
+        return
+    with np.errstate(all="ignore"):
+        actual = numfuse.jit(fn)(x, mask)
+    assert_same(actual, expected, rtol=_tolerance(np.asarray(expected).dtype),
+                path=f"np.{name} of {dtype}, axis={axis}")
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+@pytest.mark.parametrize("name,function", [item for item in _registry_reductions()
+                                           if item[0] in FOLDED],
+                         ids=lambda item: item if isinstance(item, str) else "")
+def test_every_folded_reduction_keeps_numpys_result_dtype(name, function, dtype):
+    _every_reduction_case(name, function, dtype, -1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("axis", [None, 0, -1])
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+@pytest.mark.parametrize("name,function", _registry_reductions(),
+                         ids=lambda item: item if isinstance(item, str) else "")
+def test_every_reduction_over_every_dtype_and_axis(name, function, dtype, axis):
+    _every_reduction_case(name, function, dtype, axis)

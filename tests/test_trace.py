@@ -1022,3 +1022,26 @@ def test_numpy_compiled_code_creating_arrays_gets_arrays():
 def test_conversions_are_numpys_own_outside_tracing():
     numfuse.jit(lambda x: np.asarray(x) + 1)(X)
     assert not hasattr(np.asarray, "__wrapped__")
+
+
+def test_bool_squared_takes_numpys_square_fast_path():
+    """``bool_array ** 2`` is numpy's ``square`` (int8), not ``power`` (int64), and min/max
+    keep int8; other exponents and numpy-scalar exponents are ``power``."""
+    b = np.array([True, False, True])
+    check(lambda b: b ** 2, b)
+    check(lambda b: np.max(b ** 2), b)
+    check(lambda b: (b ** 2).min(axis=0, keepdims=True), b)
+    check(lambda b: b ** 3, b)
+    check(lambda b: b ** 2.0, b)
+    check(lambda b: b ** np.int64(2), b)
+    check(lambda b: b[0] ** 2, b)
+
+
+def test_round_of_bool_is_float16_and_scaling_refused_like_numpy():
+    b = np.array([True, False])
+    check(lambda b: np.round(b), b)
+    check(lambda b: b.round(), b)
+    with pytest.raises(TypeError):
+        np.round(b, 1)
+    with pytest.raises(TypeError):
+        numfuse.jit(lambda b: np.round(b, 1))(b)

@@ -75,7 +75,11 @@ def round_(a: Any, decimals: int = 0, out: Any = None) -> Any:
     if out is not None:
         raise UnsupportedOperationError("np.round(..., out=...)", "use the returned value.")
     node = _node(a)
-    if node.dtype.kind in "biu":
+    if node.dtype.kind == "b":
+        if decimals != 0:  # numpy scales into a bool array: its casting error, raised here
+            np.round(np.zeros(1, dtype=bool), decimals)
+        return apply_ufunc(np.rint, (a,), {})  # bool is not an integer here: float16
+    if node.dtype.kind in "iu":
         if decimals >= 0:
             return _copy(a)
         scale = 10 ** (-decimals)

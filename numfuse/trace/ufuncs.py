@@ -134,12 +134,19 @@ def _node(value: Any) -> Node:
 
 
 def _fast_power(base: Tracer, exponent: Any) -> Tracer | None:
-    """``ndarray ** scalar`` takes numpy's operator fast paths (square, sqrt, reciprocal)."""
+    """``ndarray ** scalar`` takes numpy's operator fast paths (square, sqrt, reciprocal):
+    for float and complex arrays a Python ``-1``, ``2`` or ``0.5``; for other arrays a
+    Python ``2`` only (where it matters for bool: ``square`` keeps int8, ``power`` makes
+    int64)."""
     node = base.node
-    if (node.scalar and node.ndim == 0) or node.dtype.kind not in "fc":
+    if (node.scalar and node.ndim == 0) or node.dtype.kind not in "fcb":
         return None
     ufunc: np.ufunc
-    if type(exponent) is int and exponent in (-1, 2):
+    if node.dtype.kind == "b":
+        if type(exponent) is not int or exponent != 2:
+            return None
+        ufunc = np.square
+    elif type(exponent) is int and exponent in (-1, 2):
         ufunc = np.reciprocal if exponent == -1 else np.square
     elif type(exponent) is float and exponent == 0.5:
         ufunc = np.sqrt
