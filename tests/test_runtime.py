@@ -443,10 +443,10 @@ def test_out_errors_and_a_parameter_named_out():
 def test_single_kernel_programs_take_the_direct_path():
     x = np.random.default_rng(4).standard_normal(1200)
     compiled = numfuse.compile(_logp_grad, x, 0.5)
-    assert compiled.run is compiled._program.fast
+    assert compiled.run is compiled.program.fast
     assert_same(compiled.run((x[::3], 0.5)), _logp_grad(x[::3], 0.5))
     pair = numfuse.compile(lambda a, b: a * b + 1, x, x)
-    assert pair.run is pair._program.fast
+    assert pair.run is pair.program.fast
     with pytest.raises(ValueError,
                        match=r"could not be broadcast together with shapes \(1200,\) \(7,\)"):
         pair.run((x, np.ones(7)))

@@ -156,7 +156,7 @@ def test_splitting_stops_while_it_does_not_pay_and_is_retried(chunk_calls):
     x = RNG.standard_normal(600_000)
     compiled = numfuse.compile(logp_and_sums, x, 0.25, threads=2)
     compiled(x, 0.25)
-    policy = compiled._program.runners[0].calls
+    policy = compiled.program.runners[0].calls
     for _ in range(threads.RETRY_EVERY):
         policy.gain = 1.0  # as if the other core were busy: splits were no faster
         assert_same(compiled(x, 0.25)[:2], logp_and_sums(x, 0.25)[:2])
