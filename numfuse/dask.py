@@ -100,7 +100,7 @@ def run(compiled: Any, operands: Sequence[Any]) -> Any:
     runners: tuple[Runner, ...] = tuple(
         DaskKernel(step) if isinstance(step, KernelStep) else LazyCall(step)
         for step in program.steps)
-    return program(operands, runners=runners)
+    return program.interpret(operands, runners=runners)
 
 
 class LazyCall:

@@ -639,23 +639,18 @@ class Program:
         }
         self.fast = _fast_path(self, len(graph.inputs))
 
-    def __call__(self, args: Sequence[Any], out: Any = None,
-                 runners: Sequence[Runner] | None = None) -> Any:
-        """The results for ``args`` in the traced structure, or written into ``out``
-        (numpy's ``out=``, see ``_into``); ``runners`` run the steps (default: the
-        program's own)."""
+    def interpret(self, args: Sequence[Any], out: Any = None,
+                  runners: Sequence[Runner] | None = None) -> Any:
+        """The results of the plan for ``args`` in the traced structure, or written into
+        ``out`` (numpy's ``out=``, see ``_into``): the one interpreter of plans.  It runs
+        every step in order over one list of values, ``runners[i]`` running step ``i``
+        (default: the program's own ``runners``), then assembles the results."""
         if self.int_guards:
             _check_int_arguments(self.int_guards, args)
         if out is not None:
             return self._into(args, out)
-        return self.interpret(args, runners or self.runners)
-
-    def interpret(self, args: Sequence[Any], runners: Sequence[Runner]) -> Any:
-        """Run every step in order, ``runners[i]`` running step ``i``, and return the
-        results in the traced structure: the one interpreter of plans, whatever runs their
-        kernels."""
         values = [*args, *self.initial]
-        for runner in runners:
+        for runner in runners or self.runners:
             runner.run(values)
         leaves = [values[slot] if convert is None
                   else _returned(values[slot] if slot >= 0 else None, convert)
@@ -671,6 +666,8 @@ class Program:
         if self.flat_tuple:
             return tuple(leaves)
         return tree_unflatten(self.treedef, leaves)
+
+    __call__ = interpret  # calling a program interprets it with its own runners
 
     def _into(self, args: Sequence[Any], out: Any) -> Any:
         """Run with the results written into ``out`` (numpy's ``out=``): an array for a
@@ -694,7 +691,7 @@ class Program:
             runner = self.runners[index]
             assert isinstance(runner, LocalRunner)
             runners[index] = _WritingInto(runner, arrays)
-        results = self.interpret(args, runners)
+        results = self.interpret(args, runners=runners)
         for target, result in zip(targets, [results] if self.single else results, strict=True):
             if result is not target:
                 np.copyto(target, result, casting="same_kind")

@@ -480,9 +480,9 @@ def test_dask_runs_the_programs_interpreter_with_its_own_runners(x2d, monkeypatc
     seen = []
     original = Program.interpret
 
-    def spy(self, args, runners):
+    def spy(self, args, out=None, runners=None):
         seen.append([type(runner).__name__ for runner in runners])
-        return original(self, args, runners)
+        return original(self, args, out, runners)
 
     monkeypatch.setattr(Program, "interpret", spy)
 
