@@ -86,8 +86,8 @@ class KernelOperands:
     __slots__ = ("core", "dropped", "flatten", "operands", "restore", "rows", "vector")
 
     def __init__(self, operands: tuple[tuple[int, Prepare | None, bool], ...],
-                 dropped: tuple[int, ...] = (), *, vector: bool = False, rows: bool = False,
-                 flatten: bool = False, restore: Prepare | None = None) -> None:
+                 dropped: tuple[int, ...], *, vector: bool, rows: bool, flatten: bool,
+                 restore: Prepare | None) -> None:
         self.operands = operands
         self.core = next((index for index, (_slot, _prepare, core) in enumerate(operands)
                           if core), 0)
@@ -557,8 +557,9 @@ class CallStep:
 
 
 class Settings:
-    """Run-time options shared by a program's steps: ``threads`` (None: automatic) and
-    the default thread count (numba's setting, injected by the caller)."""
+    """Run-time options shared by the thread policies of a program's kernel steps:
+    ``threads`` (None: automatic) and the default thread count (numba's setting, injected
+    by the caller)."""
 
     __slots__ = ("default_threads", "threads")
 
