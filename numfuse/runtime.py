@@ -28,7 +28,7 @@ Outputs are allocated by numpy inside the gufunc call.  Caller arrays are never 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -641,18 +641,29 @@ class Program:
         self.fast = _fast_path(self, len(graph.inputs))
 
     def interpret(self, args: Sequence[Any], out: Any = None,
-                  runners: Sequence[Runner] | None = None) -> Any:
+                  runners: Sequence[Runner] | None = None,
+                  writes: Mapping[int, Sequence[Any]] | None = None) -> Any:
         """The results of the plan for ``args`` in the traced structure, or written into
         ``out`` (numpy's ``out=``, see ``_into``): the one interpreter of plans.  It runs
         every step in order over one list of values, ``runners[i]`` running step ``i``
-        (default: the program's own ``runners``), then assembles the results."""
+        (default: the program's own ``runners``), then assembles the results.  ``writes``
+        (from ``_into``) maps a step's index to the arrays its ``LocalRunner`` writes the
+        step's outputs into."""
         if self.int_guards:
             _check_int_arguments(self.int_guards, args)
         if out is not None:
             return self._into(args, out)
         values = [*args, *self.initial]
-        for runner in runners or self.runners:
-            runner.run(values)
+        if writes:
+            for index, runner in enumerate(runners or self.runners):
+                if index in writes:
+                    assert isinstance(runner, LocalRunner)
+                    runner.run(values, writes[index])
+                else:
+                    runner.run(values)
+        else:
+            for runner in runners or self.runners:
+                runner.run(values)
         leaves = [values[slot] if convert is None
                   else _returned(values[slot] if slot >= 0 else None, convert)
                   for slot, convert in self.returns]
@@ -687,29 +698,11 @@ class Program:
                 if targets[position].shape and targets[position].dtype == step.out_dtypes[output]:
                     outs.setdefault(index, [None] * len(step.out_slots))[output] = \
                         targets[position]
-        runners: list[Runner] = list(self.runners)
-        for index, arrays in outs.items():
-            runner = self.runners[index]
-            assert isinstance(runner, LocalRunner)
-            runners[index] = _WritingInto(runner, arrays)
-        results = self.interpret(args, runners=runners)
+        results = self.interpret(args, writes=outs)
         for target, result in zip(targets, [results] if self.single else results, strict=True):
             if result is not target:
                 np.copyto(target, result, casting="same_kind")
         return targets[0] if self.single else tuple(targets)
-
-
-class _WritingInto:
-    """A kernel step's runner made to write the step's outputs into ``outs``."""
-
-    __slots__ = ("outs", "runner")
-
-    def __init__(self, runner: LocalRunner, outs: Sequence[Any]) -> None:
-        self.runner = runner
-        self.outs = outs
-
-    def run(self, values: list[Any]) -> None:
-        self.runner.run(values, self.outs)
 
 
 def _out_targets(out: Any, single: bool, flat_tuple: bool, count: int) -> list[Any]:
@@ -751,7 +744,7 @@ def _fast_path(program: Program, arity: int) -> Callable[..., Any] | None:
         return None
     if not program.single and len(step.out_slots) == 1:
         return None  # a 1-tuple of results: the gufunc returns a bare array
-    ufunc, core, completions, general = step.ufunc, layout.core, step.completions, program
+    ufunc, core, completions, general = step.ufunc, layout.core, step.completions, program.interpret
     # A single result that is a completed reduction (the gufunc returns its partials).
     whole = completions[0] if program.single and completions else None
     picks = tuple((slot, prepare) for slot, prepare, _core in layout.operands)
