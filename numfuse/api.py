@@ -90,9 +90,9 @@ class Compiled:
         self.kernels: tuple[Kernel, ...] = _build_kernels(_name(fn), plan, sources, cache)
         # threads: None chooses per call (see numfuse.threads); changeable later.
         self.settings = Settings(threads, backend.thread_count)
-        self._program = Program(plan, self.kernels, self.settings)
+        self.program = Program(plan, self.kernels, self.settings)
         # Run on already-converted operands that match this signature (the hot path).
-        self.run: Callable[..., Any] = self._program.fast or self._program
+        self.run: Callable[..., Any] = self.program.fast or self.program
         self._dynamic = [index for index in range(len(self.specs)) if index not in self.static]
 
     def __call__(self, *args: Any, out: Any = None) -> Any:
@@ -102,7 +102,7 @@ class Compiled:
             from .dask import call_compiled
 
             return call_compiled(self, args)
-        return self._program(self.check_arguments(args), out)
+        return self.program(self.check_arguments(args), out)
 
     def check_arguments(self, args: Sequence[Any]) -> list[Any]:
         """The operands for ``args``; raises ``SignatureMismatchError`` unless they have

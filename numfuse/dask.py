@@ -4,16 +4,18 @@ A ``Jitted`` or ``Compiled`` called with a dask array among its arguments builds
 graph instead of computing: nothing runs until the user calls ``compute``/``persist``.
 The function is compiled for the same signature a numpy array of that dtype, number of
 dimensions and length-1 dimensions would have (one ``Compiled`` serves both), then its
-plan is walked with dask values:
+program is interpreted on dask values (``runtime.Program.interpret``) with a dask runner
+for its kernel steps; the numpy-call steps and the result assembly are the program's own:
 
-* a fused region runs block by block with ``dask.array.blockwise``: dask aligns the
-  operands' chunks and broadcasts them as it does for ``x + y``, and each block task calls
-  the region's kernel on numpy blocks exactly as the numpy runtime calls it on whole arrays
-  (``runtime.kernel_runner``: the same operand preparation and gufunc call);
+* a kernel step (``DaskKernel``) runs block by block with ``dask.array.blockwise``: dask
+  aligns the operands' chunks and broadcasts them as it does for ``x + y``, and each block
+  task calls the region's kernel on numpy blocks exactly as the numpy runtime calls it on
+  whole arrays (``runtime.kernel_runner``: the same operand preparation and gufunc call);
 * a non-fusible numpy call (``np.sum``, ``@``, ``reshape``, indexing, ...) is replayed on
   the dask values, so numpy's ``__array_function__`` protocol hands it to dask's own
   implementation (tree reductions for ``sum``/``mean``, ...).  A numpy function dask does not
-  implement raises ``UnsupportedOperationError`` rather than computing eagerly;
+  implement raises ``UnsupportedOperationError`` rather than computing eagerly
+  (``LazyCall``);
 * a reduction fused into a kernel (``partition.epilogue``) stays fused: each block task
   returns the block's elementwise outputs and, for each reduction, the block's raw total
   with the reduced axes kept as length 1 (``runtime.block_runner``); dask's tree reduction
@@ -32,6 +34,8 @@ from __future__ import annotations
 import functools
 import math
 import operator
+import os
+import sys
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -46,14 +50,17 @@ except ImportError as error:  # pragma: no cover - exercised in a subprocess by 
         "`pip install 'numfuse[dask]'` (dask[array], distributed and xarray)."
     ) from error
 
-from . import pytree, reductions
+from . import reductions
 from .errors import UnsupportedOperationError
-from .graph import CONST, ELEMENTWISE, Node
+from .graph import ELEMENTWISE
 from .kernel import Kernel
 from .reductions import Reduction
-from .runtime import _check_int_arguments, _returned, block_runner, kernel_runner
+from .runtime import CallStep, KernelStep, LocalRunner, Runner, block_runner, kernel_runner
 
-__all__ = ["KernelBlocks", "call_compiled", "call_jitted", "run"]
+__all__ = ["DaskKernel", "KernelBlocks", "LazyCall", "call_compiled", "call_jitted", "run"]
+
+_PACKAGE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "")
+
 
 def call_jitted(jitted: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``jitted(*args, **kwargs)`` where some arguments are dask arrays: dask results."""
@@ -87,61 +94,72 @@ def _stand_in(value: Any, stand_ins: dict[int, Any]) -> Any:
 
 
 def run(compiled: Any, operands: Sequence[Any]) -> Any:
-    """Run ``compiled``'s plan on ``operands`` (dask arrays, numpy arrays and scalars of
+    """Run ``compiled``'s program on ``operands`` (dask arrays, numpy arrays and scalars of
     its signature); the results are dask arrays wherever an array operand fed them."""
-    if getattr(compiled.run, "int_guards", ()):
-        _check_int_arguments(compiled.run.int_guards, operands)
-    plan = compiled.plan
-    graph = plan.graph
-    values: dict[Node, Any] = dict(zip(graph.inputs, operands, strict=True))
-    kernel_of = {kernel.region: kernel for kernel in compiled.kernels}
-    for step in plan.steps or plan.regions:
-        inputs = [_value(values, node) for node in step.inputs]
-        if isinstance(step, Node):
-            values[step] = _numpy_call(step, inputs)
-        else:
-            values.update(zip(step.outputs, _kernel_call(kernel_of[step], inputs),
-                              strict=True))
-    leaves = [_returned(values.get(node), node) for node in graph.outputs]
-    return pytree.unflatten(graph.treedef, leaves)
+    program = compiled.program
+    runners: tuple[Runner, ...] = tuple(
+        DaskKernel(step) if isinstance(step, KernelStep) else LazyCall(step)
+        for step in program.steps)
+    return program.interpret(operands, runners=runners)
 
 
-def _value(values: dict[Node, Any], node: Node) -> Any:
-    if node.kind == CONST and node not in values:
-        return node.param("value").value
-    return values[node]
+class LazyCall:
+    """Runs a numpy-call step on dask values, which numpy hands to dask; refuses a numpy
+    function dask does not implement, for which dask would compute its inputs."""
+
+    __slots__ = ("step",)
+
+    def __init__(self, step: CallStep) -> None:
+        self.step = step
+
+    def run(self, values: list[Any]) -> None:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("error", ".*is not implemented by Dask array",
+                                    FutureWarning)
+            try:
+                self.step.run(values)
+            except FutureWarning:
+                raise UnsupportedOperationError(
+                    f"np.{self.step.op} on a dask array",
+                    "dask has no lazy version of this numpy function; compute the array "
+                    "first or call it outside the jitted function (e.g. through "
+                    "da.map_blocks).",
+                ) from None
 
 
-def _numpy_call(node: Node, inputs: list[Any]) -> Any:
-    """Replay a numpy call; with dask inputs numpy dispatches it to dask."""
-    with warnings.catch_warnings():
-        # dask computes its inputs for functions it does not implement: refuse instead.
-        warnings.filterwarnings("error", ".*is not implemented by Dask array", FutureWarning)
-        try:
-            return node.param("call").invoke(inputs)
-        except FutureWarning:
+class DaskKernel:
+    """Runs a kernel step on dask values: its outputs are dask arrays computed block by
+    block (or, when no operand is an array, computed now in the calling thread)."""
+
+    __slots__ = ("step",)
+
+    def __init__(self, step: KernelStep) -> None:
+        self.step = step
+
+    def run(self, values: list[Any]) -> None:
+        step = self.step
+        operands = [values[slot] for slot in step.inputs]
+        arrays = [position for position, value in enumerate(operands)
+                  if isinstance(value, da.Array) or (isinstance(value, np.ndarray) and value.ndim)]
+        if not arrays:
+            LocalRunner(step).run(values)
+            return
+        if any(math.isnan(size) for position in arrays for size in operands[position].shape):
             raise UnsupportedOperationError(
-                f"np.{node.op} on a dask array",
-                "dask has no lazy version of this numpy function; compute the array first "
-                "or call it outside the jitted function (e.g. through da.map_blocks).",
-            ) from None
+                "a size that depends on the values (x[mask], np.nonzero, np.unique, ...) "
+                "feeding a fused kernel on dask arrays",
+                "dask does not know such sizes before computing; return that value from the "
+                "jitted function and continue outside it, or compute the dask array first.",
+            )
+        results = _blockwise(step.kernel, operands, arrays)
+        for slot, result in zip(step.outputs, results, strict=True):
+            values[slot] = result
 
 
-def _kernel_call(kernel: Kernel, operands: list[Any]) -> tuple[Any, ...]:
-    """The kernel's outputs as dask arrays computed block by block (or, when no operand
-    is an array, computed now by the kernel itself)."""
+def _blockwise(kernel: Kernel, operands: list[Any], arrays: list[int]) -> tuple[Any, ...]:
+    """The kernel's outputs (in the region's order) as dask arrays computed block by
+    block from ``operands``, of which those at ``arrays`` are arrays."""
     region = kernel.region
-    arrays = [position for position, value in enumerate(operands)
-              if isinstance(value, da.Array) or (isinstance(value, np.ndarray) and value.ndim)]
-    if not arrays:
-        return kernel_runner(kernel)(operands)
-    if any(math.isnan(size) for position in arrays for size in operands[position].shape):
-        raise UnsupportedOperationError(
-            "a size that depends on the values (x[mask], np.nonzero, np.unique, ...) "
-            "feeding a fused kernel on dask arrays",
-            "dask does not know such sizes before computing; return that value from the "
-            "jitted function and continue outside it, or compute the dask array first.",
-        )
     ndim = len(region.ones)
     fixed = tuple((position, value) for position, value in enumerate(operands)
                   if position not in arrays)
@@ -195,15 +213,25 @@ def _reduced(totals: Any, reduction: Reduction, shape: tuple[int, ...]) -> Any:
                          name=f"numfuse-{reduction.ufunc}")
     if reduction.divide is None:
         return total
-    # The warnings point at the user's call: 7 frames up through the generator in
-    # ``_kernel_call``, ``run``, ``call_jitted``/``call_compiled`` and ``__call__``.
+    # The warnings point at the user's call of the jitted function, as numpy's would.
     if reduction.divide == "mean" and count == 0:
-        warnings.warn("Mean of empty slice", RuntimeWarning, stacklevel=7)
+        warnings.warn("Mean of empty slice", RuntimeWarning, stacklevel=_caller_level())
     elif reduction.divide == "ddof" and reduction.ddof >= count:
-        warnings.warn("Degrees of freedom <= 0 for slice", RuntimeWarning, stacklevel=7)
+        warnings.warn("Degrees of freedom <= 0 for slice", RuntimeWarning,
+                      stacklevel=_caller_level())
     divisor = max(count - reduction.ddof, 0) if reduction.divide == "ddof" else count
     return total.map_blocks(_divided, divisor, token="numfuse-divide-by-count",
                             meta=np.empty((0,) * total.ndim, reduction.dtype))
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` of the innermost frame outside numfuse, for a warning issued by
+    the function calling this one."""
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and \
+            os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _block_total(block: Any, axis: tuple[int, ...], keepdims: bool) -> Any:

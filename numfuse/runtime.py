@@ -1,11 +1,26 @@
 """Runtime: execute a partitioned graph with its compiled kernels.
 
 A ``Program`` is built once per signature.  It numbers every value the run needs (the
-arguments, array constants and region outputs) and precomputes, for every kernel operand,
-how to present it: which length-1 axes to drop and whether its core axis must be made
-contiguous (a kernel declares its ``(n)`` arrays contiguous, and numba would silently read
-a strided view wrongly, so a non-unit-stride operand is copied first).  Calling the program
-then does no tracing and builds nothing: it walks the prepared steps.
+arguments, array constants and step outputs: its *slots*) and turns the plan into steps:
+a ``CallStep`` for each non-fusible numpy call and a ``KernelStep`` for each kernel.
+Calling the program then does no tracing and builds nothing: it walks the steps.
+
+A kernel step is made of pieces with one job each:
+
+* ``KernelOperands`` prepares the operands: drops the region's length-1 axes, makes each
+  ``(n)`` operand contiguous along its core axis (a kernel declares its ``(n)`` arrays
+  contiguous, and numba would silently read a strided view wrongly, so a non-unit-stride
+  operand is copied first), flattens same-shape operands into one long loop, and gives
+  the results back their full shape;
+* ``ReductionCompletion`` completes a reduction fused into the kernel from its per-row
+  partials;
+* a *runner* runs the step.  ``LocalRunner`` runs it on the numpy values of this process
+  with pluggable gufunc calls: one call in the calling thread (``KernelStep.call``), or
+  those of ``threads.ThreadPolicy``, which programs use, cutting large calls into chunks
+  that several threads run.  ``numfuse.dask`` has a runner of its own.
+
+``Program.interpret`` is the one loop over a plan's steps, whatever runs them; numpy-call
+steps (``CallStep``) and the assembly of the results are the same for every runner.
 
 Outputs are allocated by numpy inside the gufunc call.  Caller arrays are never written.
 """
@@ -13,10 +28,8 @@ Outputs are allocated by numpy inside the gufunc call.  Caller arrays are never 
 from __future__ import annotations
 
 import dataclasses
-import math
-import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -29,6 +42,9 @@ from .partition import Plan
 from .reductions import Reduction
 
 Prepare = Callable[[Any], Any]
+
+
+# ---------------------------------------------------------------- operand preparation
 
 
 def _contiguous_core(value: Any) -> Any:
@@ -51,122 +67,90 @@ def _preparer(squeeze: tuple[int, ...], contiguous: bool, as_vector: bool) -> Pr
     return None
 
 
-class _Step:
-    """One kernel call: present the operands, call the gufunc, store the outputs.
+class KernelOperands:
+    """How one kernel's operands are presented to its gufunc, and its results given back.
 
-    When ``flatten`` is set (a region with two or more non-unit axes whose scalar operands
-    are true scalars), same-shape C-contiguous operands are passed as one long 1-d loop
-    instead of one short core loop per row.
+    ``operands`` has one ``(slot, prepare, core)`` per region input, in order: the slot of
+    the value, how to present it (None: as it is; the runner applies it) and whether it is
+    a ``(n)`` operand, whose last axis is the loop's core axis and has unit stride once
+    prepared.  ``core`` is the
+    position of the first ``(n)`` operand (0 when there is none).  ``dropped`` are the
+    region's length-1 axes, absent from every presented operand and output; ``vector``
+    means all its axes are (the kernel runs on 1-element arrays).  ``rows`` means a ``()``
+    operand may vary along the loop's rows (an outer broadcast), so the core operand's size
+    may undercount the loop.  ``flatten`` means same-shape C-contiguous ``(n)`` operands may
+    run as one long 1-d loop instead of one short core loop per row.  ``restore`` puts the
+    dropped axes back into a result (None when there are none).
     """
 
-    __slots__ = ("core", "cost", "donations", "dropped", "finish", "flatten", "folds", "gain",
-                 "large", "measured", "operands", "out_dtypes", "out_slots", "placeholder",
-                 "rows", "settings", "small", "ufunc", "vector")
+    __slots__ = ("core", "dropped", "flatten", "operands", "restore", "rows", "vector")
 
-    def __init__(self, ufunc: Any, operands: tuple[tuple[int, Prepare | None, bool], ...],
-                 out_slots: tuple[int, ...], finish: Prepare | None, flatten: bool,
-                 folds: tuple[_Fold | None, ...] = (), *, settings: Settings | None = None,
-                 cost: float = 1e-9, out_dtypes: tuple[np.dtype, ...] = (),
-                 rows: bool = False, dropped: tuple[int, ...] = (), vector: bool = False,
-                 donations: tuple[tuple[int, int], ...] = (), placeholder: bool = False
-                 ) -> None:
-        self.ufunc = ufunc
+    def __init__(self, operands: tuple[tuple[int, Prepare | None, bool], ...],
+                 dropped: tuple[int, ...], *, vector: bool, rows: bool, flatten: bool,
+                 restore: Prepare | None) -> None:
         self.operands = operands
-        self.out_slots = out_slots
-        self.finish = finish
-        self.flatten = flatten
-        self.folds = folds  # per output: how to complete a fused reduction, or None
         self.core = next((index for index, (_slot, _prepare, core) in enumerate(operands)
                           if core), 0)
-        self.settings = settings or Settings()
-        self.out_dtypes = out_dtypes
-        self.rows = rows  # a scalar-core operand may vary along the loop's rows
-        self.dropped = dropped  # length-1 axes removed from every operand
-        # (output slot, operand index): outputs the kernel wrote into an operand's buffer;
-        # a placeholder output (when that is all of them) is dropped.
-        self.donations = donations
-        self.placeholder = placeholder
-        self.vector = vector  # no non-unit axis: the kernel runs on length-1 arrays
-        self.cost = cost  # seconds per loop element, measured on single-threaded calls
-        self.small = int(threads.PARALLEL_MIN_SECONDS / cost)  # fewer elements: one thread
-        self.measured = False  # cost is a guess until a single-threaded call measured it
-        self.gain = 2.0  # how much faster split calls were than the estimate (running mean)
-        self.large = 0  # calls that went through _large
+        self.dropped = dropped
+        self.vector = vector
+        self.rows = rows
+        self.flatten = flatten
+        self.restore = restore
 
-    def run(self, values: list[Any], outs: Sequence[Any] | None = None) -> None:
-        """Compute the outputs into ``values``; ``outs`` (one array or None per output)
-        are arrays of the outputs' full shapes for the kernel to write into."""
-        operands = [values[slot] if prepare is None else prepare(values[slot])
-                    for slot, prepare, _core in self.operands]
-        shape = self._flat_shape(operands) if self.flatten else None
-        if shape is not None and outs is not None and not all(
-                out is None or out.flags.c_contiguous for out in outs):
-            shape = None  # an output that cannot be viewed as one long loop
-        if shape is not None:
-            operands = [value.reshape(-1) if core else value
-                        for value, (_slot, _prepare, core) in zip(operands, self.operands,
-                                                                  strict=True)]
-        presented = None if outs is None else tuple(self._present(out, shape is not None)
-                                                    for out in outs)
-        try:
-            if operands and (operands[self.core].size >= self.small or
-                             (self.rows and self._loop_bound(operands) >= self.small)):
-                results = self._large(operands, presented)
-            elif presented is not None:
-                results = self.ufunc(*operands, out=presented)
-            else:
-                results = self.ufunc(*operands)
-        except ValueError:
-            widened = _widened(values, self.operands)
-            if widened is None:
-                _raise_broadcast_error([values[slot] for slot, _prepare, _core in self.operands])
-                raise
-            self.run(widened, outs)
-            for slot in self.out_slots:
-                values[slot] = widened[slot]
-            return
-        if self.donations:
-            self._donated(values, operands)
-        if self.placeholder:
-            results = ()
-        elif len(self.out_slots) == 1:
-            results = (results,)
-        finish = self.finish
-        if shape is None and finish is None and not self.folds:
-            for slot, result in zip(self.out_slots, results, strict=False):  # common case
-                values[slot] = result
-            return
-        for position, (slot, result) in enumerate(zip(self.out_slots, results, strict=True)):
-            fold = self.folds[position] if self.folds else None
-            if fold is not None:
-                length = np.shape(operands[self.core])[-1] if operands else 1
-                values[slot] = fold.complete(result, length, shape is not None)
+    @classmethod
+    def of(cls, kernel: Kernel, slots: dict[Node, int],
+           fused: Sequence[Reduction]) -> KernelOperands:
+        """The presentation of ``kernel``'s operands read from ``slots``; ``fused`` are the
+        reductions fused into it (flattening needs each to reduce every flattened axis)."""
+        region, generated = kernel.region, kernel.generated
+        ndim, dropped = generated.ndim, generated.dropped_axes
+        vector = len(dropped) == ndim
+        core_axis = None if vector else max(set(range(ndim)) - set(dropped))
+        operands = []
+        for node, core in zip(region.inputs, generated.core_inputs, strict=True):
+            offset = ndim - node.ndim
+            axes = {axis - offset for axis in dropped if axis - offset >= 0}
+            if not core and core_axis is not None and core_axis - offset >= 0:
+                axes.add(core_axis - offset)
+            prepare = _preparer(tuple(sorted(axes)), core and not vector, vector)
+            operands.append((slots[node], prepare, core and not vector))
+        restore: Prepare | None = None
+        if vector:
+            shape = (1,) * ndim
+            restore = lambda result: result.reshape(shape)  # noqa: E731
+        elif dropped:
+            restore = lambda result: np.expand_dims(result, dropped)  # noqa: E731
+        kept = _kept_axes(generated.ndim, dropped)
+        # Flattening needs every broadcast (scalar-core) operand to be a true scalar, and
+        # every fused reduction to reduce all the axes being flattened.
+        flatten = len(kept) >= 2 and all(
+            core or all(size == 1 for size in node.shape)
+            for node, core in zip(region.inputs, generated.core_inputs, strict=True)
+        ) and all(set(kept) <= set(reduction.axes) for reduction in fused)
+        rows = not vector and any(
+            not core and any(size != 1 for axis, size in enumerate(node.shape)
+                             if axis + ndim - node.ndim != core_axis)
+            for node, core in zip(region.inputs, generated.core_inputs, strict=True))
+        return cls(tuple(operands), dropped, vector=vector, rows=rows, flatten=flatten,
+                   restore=restore)
+
+    def flattened(self, operands: list[Any]) -> tuple[list[Any], tuple[int, ...]] | None:
+        """``operands`` with each ``(n)`` operand as one 1-d loop, and the shape they share,
+        when they all have that shape and are C-contiguous; None when they cannot."""
+        shape = None
+        for value, (_slot, _prepare, core) in zip(operands, self.operands, strict=True):
+            if not core:
                 continue
-            if presented is not None and presented[position] is not None:
-                values[slot] = outs[position]  # type: ignore[index]
-                continue
-            if shape is not None:
-                result = result.reshape(shape)
-            values[slot] = result if finish is None else finish(result)
+            if shape is None:
+                shape = value.shape
+            if value.shape != shape or not value.flags.c_contiguous:
+                return None
+        if shape is None:
+            return None
+        return [value.reshape(-1) if core else value for value, (_slot, _prepare, core)
+                in zip(operands, self.operands, strict=True)], shape
 
-    def _loop_bound(self, operands: Sequence[Any]) -> int:
-        """At least the loop's element count (cheap): the core operand's size times the
-        largest scalar-core operand's, which may add rows (an outer broadcast)."""
-        extra = max((np.size(value) for value, (_slot, _prepare, core)
-                     in zip(operands, self.operands, strict=True) if not core), default=1)
-        return int(operands[self.core].size * extra)
-
-    def _donated(self, values: list[Any], operands: list[Any]) -> None:
-        """Outputs written into an operand: the operand's array, full shape (or the copy
-        the kernel really wrote, if presenting the operand had to copy it)."""
-        for out_slot, operand in self.donations:
-            written, original = operands[operand], values[self.operands[operand][0]]
-            if written is original or np.may_share_memory(written, original):
-                values[out_slot] = original
-            else:
-                values[out_slot] = np.reshape(written, np.shape(original))
-
-    def _present(self, out: Any, flattened: bool) -> Any:
+    def present(self, out: Any, flattened: bool) -> Any:
         """An output array as the kernel sees it (a view without the dropped axes), or
         None when the kernel cannot write into it: its ``(n)`` outputs must have unit
         stride, or numba would write them as if they had."""
@@ -182,142 +166,23 @@ class _Step:
             return None
         return view
 
-    def _large(self, operands: list[Any], presented: Sequence[Any] | None = None) -> Any:
-        """A call that may be worth splitting across threads (see ``threads``)."""
-        cores = [core for _slot, _prepare, core in self.operands]
-        rows = np.broadcast_shapes(*(np.shape(value)[:-1] if core else np.shape(value)
-                                     for value, core in zip(operands, cores, strict=True)))
-        length = np.shape(operands[self.core])[-1]
-        elements = length * math.prod(rows)
-        expected = self.cost * elements
-        self.large += 1
-        count = threads.chunk_count(expected, elements,
-                                    threads.resolve(self.settings.threads,
-                                                    self.settings.default_threads))
-        paying = self.gain >= threads.MIN_GAIN or self.large % threads.RETRY_EVERY == 0
-        if count > 1 and self.measured and paying:
-            split = _split_plan(length, rows, count)
-            if split is not None:
-                start = time.perf_counter()
-                results = self._split(operands, cores, rows, length, presented, *split)
-                observed = expected / max(time.perf_counter() - start, 1e-9)
-                self.gain = 0.7 * self.gain + 0.3 * observed
-                return results
-        start = time.perf_counter()
-        results = self.ufunc(*operands) if presented is None else \
-            self.ufunc(*operands, out=presented)
-        if elements >= _CALIBRATE_ELEMENTS:  # learn this kernel's cost per element
-            measured = (time.perf_counter() - start) / elements
-            self.cost = measured if not self.measured else 0.5 * self.cost + 0.5 * measured
-            self.measured = True
-            self.small = int(threads.PARALLEL_MIN_SECONDS / self.cost)
-        return results
-
-    def _split(self, operands: list[Any], cores: list[bool], rows: tuple[int, ...],
-               length: int, presented: Sequence[Any] | None, along_core: bool,
-               bounds: list[int]) -> Any:
-        """Run the call in chunks of the core axis (or of the first row axis) on threads,
-        writing into preallocated outputs; per-chunk partial reductions are combined."""
-        count = len(bounds) - 1
-        outputs: list[Any] = []
-        given = presented or (None,) * len(self.out_dtypes)
-        for dtype, fold, out in zip(self.out_dtypes, self.folds or (None,) * len(given), given,
-                                    strict=True):
-            if out is not None:
-                outputs.append(out)
-            elif self.placeholder:
-                outputs.append(None if along_core else np.empty(rows, dtype))
-            elif fold is None:
-                outputs.append(np.empty((*rows, length), dtype))
-            else:
-                outputs.append(None if along_core else np.empty(rows, dtype))
-        partials: list[Any] = [None] * count
-        depth = len(rows)
-
-        def piece(value: Any, core: bool, start: int, stop: int) -> Any:
-            if along_core:
-                return value[..., start:stop] if core else value
-            dims = np.ndim(value) - (1 if core else 0)
-            if dims < depth or np.shape(value)[0] == 1:
-                return value  # broadcast along the split axis
-            return value[start:stop]
-
-        def work(index: int) -> None:
-            start, stop = bounds[index], bounds[index + 1]
-            chunk = [piece(value, core, start, stop) for value, core in zip(operands, cores,
-                                                                           strict=True)]
-            out = tuple(None if target is None else
-                        (target[..., start:stop] if along_core else target[start:stop])
-                        for target in outputs)
-            result = self.ufunc(*chunk, out=out)
-            partials[index] = result if isinstance(result, tuple) else (result,)
-
-        threads.run_chunks(work, count, threads.resolve(self.settings.threads,
-                                                        self.settings.default_threads))
-        results = []
-        for position, target in enumerate(outputs):
-            if target is not None or self.placeholder:
-                results.append(target)
-                continue
-            fold = self.folds[position]
-            assert fold is not None
-            ufunc = getattr(np, fold.reduction.ufunc)
-            stacked = np.stack([np.asarray(part[position]) for part in partials])
-            results.append(ufunc.reduce(stacked, axis=0, dtype=fold.reduction.dtype))
-        return tuple(results) if len(results) > 1 else results[0]
-
-    def _flat_shape(self, operands: list[Any]) -> tuple[int, ...] | None:
-        shape = None
-        for value, (_slot, _prepare, core) in zip(operands, self.operands, strict=True):
-            if not core:
-                continue
-            if shape is None:
-                shape = value.shape
-            if value.shape != shape or not value.flags.c_contiguous:
-                return None
-        return shape
+    def loop_bound(self, operands: Sequence[Any]) -> int:
+        """At least the loop's element count (cheap): the core operand's size times the
+        largest scalar-core operand's, which may add rows (an outer broadcast)."""
+        extra = max((np.size(value) for value, (_slot, _prepare, core)
+                     in zip(operands, self.operands, strict=True) if not core), default=1)
+        return int(operands[self.core].size * extra)
 
 
-class Settings:
-    """Run-time options shared by a program's steps: ``threads`` (None: automatic) and
-    the default thread count (numba's setting, injected by the caller)."""
-
-    __slots__ = ("default_threads", "threads")
-
-    def __init__(self, threads: int | None = None,
-                 default_threads: Callable[[], int] = lambda: 1) -> None:
-        self.threads = threads
-        self.default_threads = default_threads
+def _kept_axes(ndim: int, dropped: tuple[int, ...]) -> list[int]:
+    """The region's axes that are not length 1: those of the kernel's loop."""
+    return [axis for axis in range(ndim) if axis not in dropped]
 
 
-_CALIBRATE_ELEMENTS = 16384
-# Initial cost guesses (seconds per element), replaced by measurements.
-_BASE_COST, _OP_COST, _TRANSCENDENTAL_COST = 1e-9, 0.3e-9, 4e-9
-_TRANSCENDENTAL = frozenset({
-    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "arcsin",
-    "arccos", "arctan", "arctan2", "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh",
-    "power", "float_power", "cbrt", "logaddexp", "logaddexp2", "hypot",
-})
+# ------------------------------------------------------ completion of fused reductions
 
 
-def _split_plan(length: int, rows: tuple[int, ...], count: int
-                ) -> tuple[bool, list[int]] | None:
-    """Cut the loop along the core axis when it is long, else along the first row axis:
-    (along_core, chunk bounds), or None when neither is worth it."""
-    minimum = threads.MIN_CHUNK_ELEMENTS
-    if length >= 2 * minimum:
-        count = min(count, length // minimum)
-        step = length / count
-        bounds = [min(length, round(index * step / 64) * 64) for index in range(count)]
-        return True, [*bounds, length]
-    if rows and rows[0] >= 2:
-        count = min(count, rows[0])
-        step = rows[0] / count
-        return False, [round(index * step) for index in range(count)] + [rows[0]]
-    return None
-
-
-class _Fold:
+class ReductionCompletion:
     """Completes a reduction a kernel folded into its loop (see ``reductions.finish``).
 
     The kernel leaves one partial result per row of its core loop, shaped like the
@@ -336,7 +201,26 @@ class _Fold:
         # A whole 1-d reduction without division: the one partial is the result.
         self.direct = not remaining and not template and reduction.divide is None
 
+    @classmethod
+    def of(cls, reduction: Reduction, kept: Sequence[int], ndim: int) -> ReductionCompletion:
+        """The completion of ``reduction`` fused into a loop over the region axes ``kept``
+        (of ``ndim``; the last kept axis is the core axis)."""
+        rows = kept[:-1]  # the partials' axes: the kept axes but the core one
+        remaining = tuple(position for position, axis in enumerate(rows)
+                          if axis in reduction.axes)
+        template: list[int] = []
+        for axis in range(ndim):
+            if axis in reduction.axes:
+                if reduction.keepdims:
+                    template.append(1)
+            else:
+                template.append(-1 if axis in rows else 1)
+        return cls(reduction, remaining, tuple(template))
+
     def complete(self, partials: Any, length: int, flattened: bool) -> Any:
+        """numpy's result from the kernel's ``partials`` of rows ``length`` elements long
+        (a single 0-d partial when the loop was ``flattened``).  The partials are the
+        kernel's own fresh output: completing may divide them in place."""
         if self.direct and (length or self.reduction.ufunc not in ("maximum", "minimum")):
             if isinstance(partials, np.ndarray):
                 return partials.reshape(())[()]
@@ -349,22 +233,305 @@ class _Fold:
             partials = np.reshape(partials, ())
             shape = tuple(1 for _ in self.template)
         else:
-            sizes = iter([size for axis, size in enumerate(np.shape(partials))
-                          if axis not in remaining])
-            shape = tuple(next(sizes) if size < 0 else size for size in self.template)
+            shape = self._shape(partials, remaining)
         return reductions.finish(self.reduction, partials, remaining, count, shape)
 
+    def combine(self, chunks: Sequence[Any]) -> Any:
+        """The partials of a loop cut into chunks along its core axis: each chunk's
+        partials, combined with the reduction's ufunc."""
+        stacked = np.stack([np.asarray(partials) for partials in chunks])
+        return getattr(np, self.reduction.ufunc).reduce(stacked, axis=0,
+                                                       dtype=self.reduction.dtype)
 
-class _CallStep:
-    """A non-fusible numpy operation, run by numpy itself on the run-time values."""
+    def _shape(self, partials: Any, remaining: tuple[int, ...]) -> tuple[int, ...]:
+        """The template filled with the sizes of the partials' axes not reduced."""
+        sizes = iter([size for axis, size in enumerate(np.shape(partials))
+                      if axis not in remaining])
+        return tuple(next(sizes) if size < 0 else size for size in self.template)
 
-    __slots__ = ("call", "dtype", "inputs", "out_slot", "shape")
+
+class BlockTotal(ReductionCompletion):
+    """A fused reduction completed over one block of a chunked array only: reduced over
+    the block's rows as ``ReductionCompletion.complete`` does, but with every reduced axis
+    kept as length 1 (of the region's axes), never divided by the count (``mean``/``var``
+    divide by the whole array's), and the ufunc's identity where the block holds nothing
+    to reduce (a block's max may be empty when the array's is not)."""
+
+    __slots__ = ()
+
+    @classmethod
+    def of(cls, reduction: Reduction, kept: Sequence[int], ndim: int) -> BlockTotal:
+        keeping = ReductionCompletion.of(dataclasses.replace(reduction, keepdims=True),
+                                         kept, ndim)
+        return cls(keeping.reduction, keeping.remaining, keeping.template)
+
+    def complete(self, partials: Any, length: int, flattened: bool) -> Any:
+        if flattened:
+            return np.reshape(partials, tuple(1 for _ in self.template))
+        shape = self._shape(partials, self.remaining)
+        if self.remaining:
+            reduction = self.reduction
+            options = {}
+            if reduction.ufunc in ("maximum", "minimum") and any(
+                    partials.shape[axis] == 0 for axis in self.remaining):
+                options["initial"] = reduction.identity()
+            partials = getattr(np, reduction.ufunc).reduce(partials, axis=self.remaining,
+                                                           dtype=reduction.dtype, **options)
+        return np.reshape(partials, shape)
+
+
+# ----------------------------------------------------------------------- kernel steps
+
+
+class KernelStep:
+    """One kernel call of a plan: what it reads and writes, how its operands are presented
+    and how its outputs are completed; a runner runs it.
+
+    ``out_slots`` are the slots of the gufunc's outputs (the region's outputs but those
+    written into an operand's buffer); ``donations`` pairs the slot of each of those
+    written into a buffer with the position of the operand it was written into; a
+    ``placeholder`` kernel writes nothing but such outputs and has one ignored ``()``
+    output.  ``completions`` has one ``ReductionCompletion`` or None
+    per gufunc output, or is empty when the kernel fuses no reduction.  ``out_dtypes`` are
+    the gufunc outputs' dtypes.  ``inputs``/``outputs`` are the slots of the region's
+    inputs/outputs in order.  ``completion`` makes the completions
+    (``ReductionCompletion.of``; ``BlockTotal.of`` for a block of a chunked array).
+    """
+
+    __slots__ = ("completions", "donations", "inputs", "kernel", "operands", "out_dtypes",
+                 "out_slots", "outputs", "placeholder", "ufunc")
+
+    def __init__(self, kernel: Kernel, slots: dict[Node, int],
+                 completion: Callable[[Reduction, Sequence[int], int], ReductionCompletion]
+                 = ReductionCompletion.of) -> None:
+        region, generated = kernel.region, kernel.generated
+        self.kernel = kernel
+        donated = dict(generated.donated)
+        outputs = [node for position, node in enumerate(region.outputs)
+                   if position not in donated]
+        fused = [None if core else node.param("reduction")
+                 for node, core in zip(outputs, generated.core_outputs, strict=False)]
+        self.operands = KernelOperands.of(kernel, slots, [reduction for reduction in fused
+                                                           if reduction is not None])
+        kept = _kept_axes(generated.ndim, generated.dropped_axes)
+        completions = tuple(None if reduction is None else
+                            completion(reduction, kept, generated.ndim) for reduction in fused)
+        self.completions = completions if any(completions) else ()
+        self.inputs = tuple(slot for slot, _prepare, _core in self.operands.operands)
+        self.out_slots = tuple(slots[node] for node in outputs)
+        self.outputs = tuple(slots[node] for node in region.outputs)
+        self.donations = tuple((slots[region.outputs[position]], operand)
+                               for position, operand in generated.donated)
+        self.placeholder = generated.placeholder
+        self.out_dtypes = (np.dtype(np.uint8),) if generated.placeholder else tuple(
+            node.dtype for node in outputs)
+        ufunc = kernel.gufunc
+        if "power_int" in generated.helpers:
+            ufunc = _raising_negative_powers(ufunc)
+        self.ufunc = ufunc
+
+    def call(self, operands: list[Any], outs: Sequence[Any] | None) -> Any:
+        """One gufunc call in the calling thread (see ``GufuncCalls``)."""
+        if outs is None:
+            return self.ufunc(*operands)
+        return self.ufunc(*operands, out=outs)
+
+
+class Runner(Protocol):
+    """Runs one step of an interpretation (see ``Program.interpret``): reads its operands
+    from ``values`` and stores its outputs there.  A ``CallStep`` is its own runner."""
+
+    def run(self, values: list[Any]) -> None: ...
+
+
+class GufuncCalls(Protocol):
+    """What makes a kernel step's gufunc calls for a ``LocalRunner``."""
+
+    def call(self, operands: list[Any], outs: Sequence[Any] | None) -> Any:
+        """The gufunc's result(s) for ``operands``; ``outs`` (or None) are the arrays to
+        write into, one or None per gufunc output."""
+
+
+class LocalRunner:
+    """Runs a kernel step on the numpy values of this process: prepares the operands,
+    makes the gufunc call through ``calls`` and stores the outputs, completing fused
+    reductions.  ``calls`` is the step itself (one call in the calling thread) or a
+    ``threads.ThreadPolicy`` (which may split a call over threads)."""
+
+    __slots__ = ("call", "calls", "step")
+
+    def __init__(self, step: KernelStep, calls: GufuncCalls | None = None) -> None:
+        self.step = step
+        self.calls = calls or step
+        self.call = self.calls.call  # bound once: the hot path calls it directly
+
+    def run(self, values: list[Any], outs: Sequence[Any] | None = None) -> None:
+        """Compute the step's outputs into ``values``; ``outs`` (one array or None per
+        gufunc output) are arrays of the outputs' full shapes for the kernel to write
+        into."""
+        step = self.step
+        layout = step.operands
+        operands = [values[slot] if prepare is None else prepare(values[slot])
+                    for slot, prepare, _core in layout.operands]
+        shape = None  # the loop's shape when its operands run as one long 1-d loop
+        if layout.flatten and (outs is None or all(out is None or out.flags.c_contiguous
+                                                   for out in outs)):
+            flat = layout.flattened(operands)
+            if flat is not None:
+                operands, shape = flat
+        presented = None if outs is None else tuple(layout.present(out, shape is not None)
+                                                    for out in outs)
+        try:
+            results = self.call(operands, presented)
+        except ValueError:
+            widened = _widened(values, layout.operands)
+            if widened is None:
+                _raise_broadcast_error([values[slot] for slot in step.inputs])
+                raise
+            self.run(widened, outs)
+            for slot in step.out_slots:
+                values[slot] = widened[slot]
+            return
+        if step.donations:
+            self._donated(values, operands)
+        if step.placeholder:
+            results = ()
+        elif len(step.out_slots) == 1:
+            results = (results,)
+        if shape is None and layout.restore is None and not step.completions:
+            for slot, result in zip(step.out_slots, results, strict=False):  # common case
+                values[slot] = result
+            return
+        self._store(values, results, operands, shape, outs, presented)
+
+    def _store(self, values: list[Any], results: Sequence[Any], operands: list[Any],
+               shape: tuple[int, ...] | None, outs: Sequence[Any] | None,
+               presented: Sequence[Any] | None) -> None:
+        """Store the results of a call that was flattened (``shape``: the loop's shape),
+        dropped axes, wrote into ``outs`` or fused reductions."""
+        step = self.step
+        layout = step.operands
+        for position, (slot, result) in enumerate(zip(step.out_slots, results, strict=True)):
+            completion = step.completions[position] if step.completions else None
+            if completion is not None:
+                length = np.shape(operands[layout.core])[-1] if operands else 1
+                values[slot] = completion.complete(result, length, shape is not None)
+                continue
+            if presented is not None and presented[position] is not None:
+                values[slot] = outs[position]  # type: ignore[index]
+                continue
+            if shape is not None:
+                result = result.reshape(shape)
+            values[slot] = result if layout.restore is None else layout.restore(result)
+
+    def _donated(self, values: list[Any], operands: list[Any]) -> None:
+        """Outputs written into an operand: the operand's array, full shape (or the copy
+        the kernel really wrote, if presenting the operand had to copy it)."""
+        for out_slot, operand in self.step.donations:
+            written, original = operands[operand], values[self.step.inputs[operand]]
+            if written is original or np.may_share_memory(written, original):
+                values[out_slot] = original
+            else:
+                values[out_slot] = np.reshape(written, np.shape(original))
+
+
+def _raising_negative_powers(ufunc: Any) -> Callable[..., Any]:
+    """Raise numpy's ValueError when the kernel noted an integer negative power (only
+    kernels with integer ``power`` pay for the check)."""
+    errors = kernel_lib.kernel_errors
+
+    def call(*operands: Any, **options: Any) -> Any:
+        errors.negative_power = False
+        results = ufunc(*operands, **options)
+        if errors.negative_power:
+            raise ValueError(kernel_lib.NEGATIVE_POWER_MESSAGE)
+        return results
+
+    return call
+
+
+def _widened(values: list[Any], operands: Sequence[tuple[int, Prepare | None, bool]]
+             ) -> list[Any] | None:
+    """``values`` with each core operand whose last axis is 1 where numpy broadcasting
+    makes it longer copied to that length, or None when there is none.  A kernel's core
+    axis never broadcasts; a size that depends on the data (``x[mask]``) can be 1 at run
+    time where tracing assumed any size."""
+    shapes = [np.shape(values[slot]) for slot, _prepare, core in operands if core]
+    try:
+        length = np.broadcast_shapes(*shapes)[-1] if shapes else 1
+    except (ValueError, IndexError):
+        return None
+    short = {slot for slot, _prepare, core in operands
+             if core and np.ndim(values[slot]) and np.shape(values[slot])[-1] == 1}
+    if length == 1 or not short:
+        return None
+    widened = list(values)
+    for slot in short:
+        value = values[slot]
+        widened[slot] = np.broadcast_to(value, (*np.shape(value)[:-1], length)).copy()
+    return widened
+
+
+def _raise_broadcast_error(operands: Sequence[Any]) -> None:
+    """Report a size mismatch between a kernel's operands the way numpy would."""
+    shapes = [np.shape(value) for value in operands]
+    try:
+        np.broadcast_shapes(*shapes)
+    except ValueError:
+        described = " ".join(str(shape).replace(" ", "") for shape in shapes)
+        raise ValueError(
+            f"operands could not be broadcast together with shapes {described}"
+        ) from None
+
+
+def kernel_runner(kernel: Kernel) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
+    """Run one kernel on its own exactly as a program step would: ``run(operands)`` takes
+    the values of ``kernel.region.inputs`` in order and returns the values of
+    ``kernel.region.outputs`` (used to run a kernel on each block of a chunked array)."""
+    return _standalone(kernel, ReductionCompletion.of)
+
+
+def block_runner(kernel: Kernel) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
+    """``kernel_runner`` for one block of a chunked array: elementwise outputs as there,
+    but each fused reduction comes back as the block's own raw total (``BlockTotal``),
+    for the caller to combine across blocks and divide by the whole count."""
+    return _standalone(kernel, BlockTotal.of)
+
+
+def _standalone(kernel: Kernel,
+                completion: Callable[[Reduction, Sequence[int], int], ReductionCompletion]
+                ) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
+    """``run(operands) -> outputs`` for ``kernel`` run in the calling thread, its values
+    laid out as its inputs, then its outputs."""
+    region = kernel.region
+    slots = {node: index for index, node in enumerate((*region.inputs, *region.outputs))}
+    runner = LocalRunner(KernelStep(kernel, slots, completion))
+    count, outputs = len(region.inputs), (None,) * len(region.outputs)
+
+    def run(operands: Sequence[Any]) -> tuple[Any, ...]:
+        values = [*operands, *outputs]
+        runner.run(values)
+        return tuple(values[count:])
+
+    return run
+
+
+# ------------------------------------------------------------------ numpy-call steps
+
+
+class CallStep:
+    """A non-fusible numpy operation, run by numpy itself on the run-time values (and so
+    by dask, through numpy's dispatch, on dask arrays); its result must have the dtype and
+    the fixed sizes tracing found."""
+
+    __slots__ = ("call", "dtype", "inputs", "op", "out_slot", "shape")
 
     def __init__(self, call: NumpyCall, inputs: tuple[int, ...], out_slot: int,
                  node: Node) -> None:
         self.call = call
         self.inputs = inputs
         self.out_slot = out_slot
+        self.op = node.op
         self.dtype = node.dtype
         self.shape = node.shape
 
@@ -376,8 +543,9 @@ class _CallStep:
                 or len(shape) != len(self.shape) or \
                 any(size != fixed for size, fixed in zip(shape, self.shape, strict=True)
                     if fixed is not None):
+            described = dtype if dtype is not None else np.asarray(result).dtype
             raise CallShapeError(
-                f"{self.call.name} returned {np.asarray(result).dtype}{shape_text(shape)} "
+                f"{self.call.name} returned {described}{shape_text(shape)} "
                 f"where tracing found {self.dtype}{shape_text(self.shape)}: its result "
                 "depends on the values (or, compiled by numfuse.compile, on other sizes than "
                 "the example's), which numfuse cannot trace; compute it outside the jitted "
@@ -385,8 +553,32 @@ class _CallStep:
         values[self.out_slot] = result
 
 
+# ----------------------------------------------------------------------- the program
+
+
+class Settings:
+    """Run-time options shared by the thread policies of a program's kernel steps:
+    ``threads`` (None: automatic) and the default thread count (numba's setting, injected
+    by the caller)."""
+
+    __slots__ = ("default_threads", "threads")
+
+    def __init__(self, threads: int | None = None,
+                 default_threads: Callable[[], int] = lambda: 1) -> None:
+        self.threads = threads
+        self.default_threads = default_threads
+
+
 class Program:
-    """The executable form of a plan: ``program(args) -> result`` in the traced structure."""
+    """The executable form of a plan: ``program(args) -> result`` in the traced structure.
+
+    ``steps`` are the plan's steps in order, reading and writing the slots of one list of
+    values: the arguments, then ``initial`` (array constants, and None for each step
+    output).  ``runners`` has what runs each step in a call of the program: a ``CallStep``
+    runs itself, a ``KernelStep`` a ``LocalRunner`` calling its gufunc through a
+    ``threads.ThreadPolicy``.  Other runners (dask's) run the same steps through the same
+    ``interpret``, which assembles the results the same way.
+    """
 
     def __init__(self, plan: Plan, kernels: Sequence[Kernel],
                  settings: Settings | None = None) -> None:
@@ -394,7 +586,7 @@ class Program:
         graph = plan.graph
         slots: dict[Node, int] = {node: index for index, node in enumerate(graph.inputs)}
         initial: list[Any] = []
-        steps: list[_Step | _CallStep] = []
+        steps: list[KernelStep | CallStep] = []
         kernel_of = {kernel.region: kernel for kernel in kernels}
 
         def slot_of(node: Node) -> int:
@@ -406,14 +598,16 @@ class Program:
         for step in plan.steps or plan.regions:
             if isinstance(step, Node):
                 inputs = tuple(slot_of(source) for source in step.inputs)
-                steps.append(_CallStep(step.param("call"), inputs, slot_of(step), step))
+                steps.append(CallStep(step.param("call"), inputs, slot_of(step), step))
                 continue
-            kernel = kernel_of[step]
             for node in (*step.inputs, *step.outputs):
                 slot_of(node)
-            steps.append(_make_step(kernel, slots, settings))
+            steps.append(KernelStep(kernel_of[step], slots))
         self.initial = tuple(initial)
         self.steps = tuple(steps)
+        self.runners: tuple[CallStep | LocalRunner, ...] = tuple(
+            step if isinstance(step, CallStep) else
+            LocalRunner(step, threads.ThreadPolicy(step, settings)) for step in steps)
         # How each returned leaf is produced: from a slot as is, or through a conversion.
         self.returns = tuple(
             (slots.get(node, -1), None if _returned_as_is(node) else node)
@@ -438,21 +632,38 @@ class Program:
             position: (index, step.out_slots.index(slot))
             for position, (slot, convert) in enumerate(self.returns)
             for index, step in enumerate(self.steps)
-            if convert is None and isinstance(step, _Step) and slot in step.out_slots
-            and not (step.folds and step.folds[step.out_slots.index(slot)] is not None)
+            if convert is None and isinstance(step, KernelStep) and slot in step.out_slots
+            and not (step.completions and step.completions[step.out_slots.index(slot)]
+                     is not None)
             and position not in self.repeated and same_as[position] == position
             and self.returns.index((slot, convert)) == position
         }
         self.fast = _fast_path(self, len(graph.inputs))
 
-    def __call__(self, args: Sequence[Any], out: Any = None) -> Any:
+    def interpret(self, args: Sequence[Any], out: Any = None,
+                  runners: Sequence[Runner] | None = None,
+                  writes: Mapping[int, Sequence[Any]] | None = None) -> Any:
+        """The results of the plan for ``args`` in the traced structure, or written into
+        ``out`` (numpy's ``out=``, see ``_into``): the one interpreter of plans.  It runs
+        every step in order over one list of values, ``runners[i]`` running step ``i``
+        (default: the program's own ``runners``), then assembles the results.  ``writes``
+        (from ``_into``) maps a step's index to the arrays its ``LocalRunner`` writes the
+        step's outputs into."""
         if self.int_guards:
             _check_int_arguments(self.int_guards, args)
         if out is not None:
             return self._into(args, out)
         values = [*args, *self.initial]
-        for step in self.steps:
-            step.run(values)
+        if writes:
+            for index, runner in enumerate(runners or self.runners):
+                if index in writes:
+                    assert isinstance(runner, LocalRunner)
+                    runner.run(values, writes[index])
+                else:
+                    runner.run(values)
+        else:
+            for runner in runners or self.runners:
+                runner.run(values)
         leaves = [values[slot] if convert is None
                   else _returned(values[slot] if slot >= 0 else None, convert)
                   for slot, convert in self.returns]
@@ -468,6 +679,7 @@ class Program:
             return tuple(leaves)
         return pytree.unflatten(self.treedef, leaves)
 
+    __call__ = interpret  # calling a program interprets it with its own runners
 
     def _into(self, args: Sequence[Any], out: Any) -> Any:
         """Run with the results written into ``out`` (numpy's ``out=``): an array for a
@@ -482,25 +694,14 @@ class Program:
         if not overlapping:
             for position, (index, output) in self.writable.items():
                 step = self.steps[index]
-                assert isinstance(step, _Step)
+                assert isinstance(step, KernelStep)
                 if targets[position].shape and targets[position].dtype == step.out_dtypes[output]:
                     outs.setdefault(index, [None] * len(step.out_slots))[output] = \
                         targets[position]
-        values = [*args, *self.initial]
-        for index, step in enumerate(self.steps):
-            if index in outs:
-                assert isinstance(step, _Step)
-                step.run(values, outs[index])
-            else:
-                step.run(values)
-        leaves = [values[slot] if convert is None
-                  else _returned(values[slot] if slot >= 0 else None, convert)
-                  for slot, convert in self.returns]
-        for position, first in self.aliases:
-            leaves[position] = leaves[first]
-        for position, target in enumerate(targets):
-            if leaves[position] is not target:
-                np.copyto(target, leaves[position], casting="same_kind")
+        results = self.interpret(args, writes=outs)
+        for target, result in zip(targets, [results] if self.single else results, strict=True):
+            if result is not target:
+                np.copyto(target, result, casting="same_kind")
         return targets[0] if self.single else tuple(targets)
 
 
@@ -520,24 +721,33 @@ def _out_targets(out: Any, single: bool, flat_tuple: bool, count: int) -> list[A
 
 
 def _fast_path(program: Program, arity: int) -> Callable[..., Any] | None:
-    """``program`` as one closure when it is a single kernel whose outputs are returned as
-    they come (the common case): the call then costs little more than the gufunc's own."""
+    """``program`` as one closure when it is a single kernel step whose gufunc outputs are
+    the results as they come, fused reductions completed (the common case): the
+    interpreter, the step's runner and its thread policy with nothing left to decide, so
+    the call costs little more than the gufunc's own.  A call the policy would treat as
+    large (it may split it over threads) and ``out=`` go through the program itself."""
     if len(program.steps) != 1 or program.int_guards or program.aliases or program.repeated:
         return None
-    step = program.steps[0]
-    if not isinstance(step, _Step) or step.folds or step.flatten or step.finish is not None:
+    runner = program.runners[0]
+    if not isinstance(runner, LocalRunner) or not isinstance(runner.calls, threads.ThreadPolicy):
+        return None
+    step, policy = runner.step, runner.calls
+    layout = step.operands
+    if layout.flatten or layout.restore is not None:
         return None
     if [slot for slot, _convert in program.returns] != list(step.out_slots) or any(
             convert is not None for _slot, convert in program.returns):
         return None
     if not (program.single or program.flat_tuple) or any(
             value is not None for value in program.initial) or any(
-            slot >= arity for slot, _prepare, _core in step.operands):
+            slot >= arity for slot in step.inputs):
         return None
     if not program.single and len(step.out_slots) == 1:
         return None  # a 1-tuple of results: the gufunc returns a bare array
-    ufunc, core, general = step.ufunc, step.core, program.__call__
-    picks = tuple((slot, prepare) for slot, prepare, _core in step.operands)
+    ufunc, core, completions, general = step.ufunc, layout.core, step.completions, program.interpret
+    # A single result that is a completed reduction (the gufunc returns its partials).
+    whole = completions[0] if program.single and completions else None
+    picks = tuple((slot, prepare) for slot, prepare, _core in layout.operands)
     direct = picks == tuple((slot, None) for slot in range(arity))
 
     def fast(args: Sequence[Any], out: Any = None) -> Any:
@@ -545,14 +755,21 @@ def _fast_path(program: Program, arity: int) -> Callable[..., Any] | None:
             return general(args, out)
         operands = args if direct else [args[slot] if prepare is None else prepare(args[slot])
                                         for slot, prepare in picks]
-        if operands[core].size >= step.small or (
-                step.rows and step._loop_bound(operands) >= step.small):
+        if operands[core].size >= policy.small or (
+                layout.rows and layout.loop_bound(operands) >= policy.small):
             return general(args)
         try:
-            return ufunc(*operands)
+            results = ufunc(*operands)
         except ValueError:
             _raise_broadcast_error([args[slot] for slot, _prepare in picks])
             raise
+        if not completions:
+            return results
+        length = np.shape(operands[core])[-1]
+        if whole is not None:
+            return whole.complete(results, length, False)
+        return tuple(result if completion is None else completion.complete(result, length, False)
+                     for result, completion in zip(results, completions, strict=True))
 
     return fast
 
@@ -593,40 +810,6 @@ def _int_guards(graph: Any) -> tuple[tuple[int, np.dtype, int, int], ...]:
     return tuple(guards)
 
 
-def _widened(values: list[Any], operands: Sequence[tuple[int, Prepare | None, bool]]
-             ) -> list[Any] | None:
-    """``values`` with each core operand whose last axis is 1 where numpy broadcasting
-    makes it longer copied to that length, or None when there is none.  A kernel's core
-    axis never broadcasts; a size that depends on the data (``x[mask]``) can be 1 at run
-    time where tracing assumed any size."""
-    shapes = [np.shape(values[slot]) for slot, _prepare, core in operands if core]
-    try:
-        length = np.broadcast_shapes(*shapes)[-1] if shapes else 1
-    except (ValueError, IndexError):
-        return None
-    short = {slot for slot, _prepare, core in operands
-             if core and np.ndim(values[slot]) and np.shape(values[slot])[-1] == 1}
-    if length == 1 or not short:
-        return None
-    widened = list(values)
-    for slot in short:
-        value = values[slot]
-        widened[slot] = np.broadcast_to(value, (*np.shape(value)[:-1], length)).copy()
-    return widened
-
-
-def _raise_broadcast_error(operands: Sequence[Any]) -> None:
-    """Report a size mismatch between a kernel's operands the way numpy would."""
-    shapes = [np.shape(value) for value in operands]
-    try:
-        np.broadcast_shapes(*shapes)
-    except ValueError:
-        described = " ".join(str(shape).replace(" ", "") for shape in shapes)
-        raise ValueError(
-            f"operands could not be broadcast together with shapes {described}"
-        ) from None
-
-
 def _returned(value: Any, node: Node) -> Any:
     """Give back what numpy would: scalars for 0-d ufunc results, Python numbers for
     arithmetic on Python numbers, fresh copies of constant arrays."""
@@ -641,155 +824,3 @@ def _returned(value: Any, node: Node) -> Any:
         if node.scalar:
             return value[()]
     return value
-
-
-def _make_step(kernel: Kernel, slots: dict[Node, int], settings: Settings | None = None
-               ) -> _Step:
-    region, generated = kernel.region, kernel.generated
-    ndim, dropped = generated.ndim, generated.dropped_axes
-    vector = len(dropped) == ndim
-    core_axis = None if vector else max(set(range(ndim)) - set(dropped))
-    operands = []
-    for node, core in zip(region.inputs, generated.core_inputs, strict=True):
-        offset = ndim - node.ndim
-        axes = {axis - offset for axis in dropped if axis - offset >= 0}
-        if not core and core_axis is not None and core_axis - offset >= 0:
-            axes.add(core_axis - offset)
-        prepare = _preparer(tuple(sorted(axes)), core and not vector, vector)
-        operands.append((slots[node], prepare, core and not vector))
-    finish: Prepare | None = None
-    if vector:
-        shape = (1,) * ndim
-        finish = lambda result: result.reshape(shape)  # noqa: E731
-    elif dropped:
-        finish = lambda result: np.expand_dims(result, dropped)  # noqa: E731
-    kept = [axis for axis in range(ndim) if axis not in dropped]
-    donated = dict(generated.donated)
-    outputs = [node for position, node in enumerate(region.outputs) if position not in donated]
-    folds = tuple(None if core else _fold(node.param("reduction"), kept, ndim)
-                  for node, core in zip(outputs, generated.core_outputs, strict=False))
-    # Flattening needs every broadcast (scalar-core) operand to be a true scalar, and
-    # every fused reduction to reduce all the axes being flattened.
-    flatten = len(kept) >= 2 and all(
-        core or all(size == 1 for size in node.shape)
-        for node, core in zip(region.inputs, generated.core_inputs, strict=True)
-    ) and all(fold is None or set(kept) <= set(node.param("reduction").axes)
-              for fold, node in zip(folds, outputs, strict=True))
-    ufunc = kernel.gufunc
-    if "power_int" in generated.helpers:
-        ufunc = _raising_negative_powers(ufunc)
-    cost = _BASE_COST + sum(_TRANSCENDENTAL_COST if node.op in _TRANSCENDENTAL else _OP_COST
-                            for node in region.nodes)
-    rows = not vector and any(
-        not core and any(size != 1 for axis, size in enumerate(node.shape)
-                         if axis + ndim - node.ndim != core_axis)
-        for node, core in zip(region.inputs, generated.core_inputs, strict=True))
-    out_dtypes = tuple(node.dtype for node in outputs)
-    if generated.placeholder:
-        out_dtypes = (np.dtype(np.uint8),)
-    return _Step(ufunc, tuple(operands),
-                 tuple(slots[node] for node in outputs), finish, flatten,
-                 folds if any(fold is not None for fold in folds) else (),
-                 settings=settings, cost=cost, out_dtypes=out_dtypes, rows=rows,
-                 dropped=dropped, vector=vector,
-                 donations=tuple((slots[region.outputs[position]], operand)
-                                 for position, operand in generated.donated),
-                 placeholder=generated.placeholder)
-
-
-def _fold(reduction: Reduction, kept: list[int], ndim: int) -> _Fold:
-    rows = kept[:-1]  # the partials' axes: the kept axes but the core one
-    remaining = tuple(position for position, axis in enumerate(rows)
-                      if axis in reduction.axes)
-    template: list[int] = []
-    for axis in range(ndim):
-        if axis in reduction.axes:
-            if reduction.keepdims:
-                template.append(1)
-        else:
-            template.append(-1 if axis in rows else 1)
-    return _Fold(reduction, remaining, tuple(template))
-
-
-def _raising_negative_powers(ufunc: Any) -> Callable[..., Any]:
-    """Raise numpy's ValueError when the kernel noted an integer negative power (only
-    kernels with integer ``power`` pay for the check)."""
-    errors = kernel_lib.kernel_errors
-
-    def call(*operands: Any, **options: Any) -> Any:
-        errors.negative_power = False
-        results = ufunc(*operands, **options)
-        if errors.negative_power:
-            raise ValueError(kernel_lib.NEGATIVE_POWER_MESSAGE)
-        return results
-
-    return call
-
-
-def kernel_runner(kernel: Kernel) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
-    """Run one kernel on its own exactly as a program step would: ``run(operands)`` takes
-    the values of ``kernel.region.inputs`` in order and returns the values of
-    ``kernel.region.outputs`` (used to run a kernel on each block of a chunked array)."""
-    return _standalone(kernel, _make_step(kernel, _own_slots(kernel)))
-
-
-def _own_slots(kernel: Kernel) -> dict[Node, int]:
-    """Slots for a kernel run on its own: its inputs, then its outputs."""
-    region = kernel.region
-    return {node: index for index, node in enumerate((*region.inputs, *region.outputs))}
-
-
-def _standalone(kernel: Kernel, step: _Step) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
-    """``run(operands) -> outputs`` for ``step`` laid out by ``_own_slots``."""
-    count, outputs = len(kernel.region.inputs), (None,) * len(kernel.region.outputs)
-
-    def run(operands: Sequence[Any]) -> tuple[Any, ...]:
-        values = [*operands, *outputs]
-        step.run(values)
-        return tuple(values[count:])
-
-    return run
-
-
-def block_runner(kernel: Kernel) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
-    """``kernel_runner`` for one block of a chunked array: elementwise outputs as there,
-    but each fused reduction comes back as the block's own raw total (``_BlockTotal``),
-    for the caller to combine across blocks and divide by the whole count."""
-    generated = kernel.generated
-    step = _make_step(kernel, _own_slots(kernel))
-    kept = [axis for axis in range(generated.ndim) if axis not in generated.dropped_axes]
-    step.folds = tuple(None if fold is None else _BlockTotal.of(fold, kept, generated.ndim)
-                       for fold in step.folds)
-    return _standalone(kernel, step)
-
-
-class _BlockTotal(_Fold):
-    """A fused reduction completed over one block only: reduced over the block's rows as
-    ``_Fold.complete`` does, but with every reduced axis kept as length 1 (of the region's
-    axes), never divided by the count (``mean``/``var`` divide by the whole array's), and
-    the ufunc's identity where the block holds nothing to reduce (a block's max may be
-    empty when the array's is not)."""
-
-    __slots__ = ()
-
-    @classmethod
-    def of(cls, fold: _Fold, kept: list[int], ndim: int) -> _BlockTotal:
-        keeping = _fold(dataclasses.replace(fold.reduction, keepdims=True), kept, ndim)
-        return cls(keeping.reduction, keeping.remaining, keeping.template)
-
-    def complete(self, partials: Any, length: int, flattened: bool) -> Any:
-        remaining = () if flattened else self.remaining
-        if flattened:
-            return np.reshape(partials, tuple(1 for _ in self.template))
-        sizes = iter([size for axis, size in enumerate(np.shape(partials))
-                      if axis not in remaining])
-        shape = tuple(next(sizes) if size < 0 else size for size in self.template)
-        if remaining:
-            reduction = self.reduction
-            options = {}
-            if reduction.ufunc in ("maximum", "minimum") and any(
-                    partials.shape[axis] == 0 for axis in remaining):
-                options["initial"] = reduction.identity()
-            partials = getattr(np, reduction.ufunc).reduce(partials, axis=remaining,
-                                                           dtype=reduction.dtype, **options)
-        return np.reshape(partials, shape)

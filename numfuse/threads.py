@@ -17,16 +17,28 @@ is well above the cost of handing out chunks, and only while splitting pays: eac
 call compares its time with the single-threaded estimate, and when the gain falls below
 ``MIN_GAIN`` (the other cores are busy) the kernel stays on one thread, trying a split
 again every ``RETRY_EVERY`` large calls in case the machine has become free.
+
+``ThreadPolicy`` applies this policy to the gufunc calls of one kernel step of a program
+(the calls of its ``runtime.LocalRunner``); ``run_chunks`` runs the chunks.
 """
 
 from __future__ import annotations
 
 import contextvars
 import itertools
+import math
 import os
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .graph import Node
+    from .runtime import KernelStep, Settings
 
 # A split pays when the call would take this long on one thread (chunk hand-out and the
 # extra gufunc calls cost some tens of microseconds).
@@ -38,6 +50,15 @@ MIN_CHUNK_ELEMENTS = 4096
 # Splitting continues while (one-thread estimate) / (split time) stays at least this.
 MIN_GAIN = 1.2
 RETRY_EVERY = 16
+# A single-threaded call of at least this many elements measures the kernel's cost.
+CALIBRATE_ELEMENTS = 16384
+# Initial cost guesses (seconds per element), replaced by measurements.
+_BASE_COST, _OP_COST, _TRANSCENDENTAL_COST = 1e-9, 0.3e-9, 4e-9
+_TRANSCENDENTAL = frozenset({
+    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "arcsin",
+    "arccos", "arctan", "arctan2", "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh",
+    "power", "float_power", "cbrt", "logaddexp", "logaddexp2", "hypot",
+})
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -99,3 +120,146 @@ def run_chunks(work: Callable[[int], None], count: int, threads: int) -> None:
             future.result()
     if errors:
         raise errors[0]
+
+
+def initial_cost(nodes: Iterable[Node]) -> float:
+    """A guess of a kernel's seconds per loop element from the operations it computes."""
+    return _BASE_COST + sum(_TRANSCENDENTAL_COST if node.op in _TRANSCENDENTAL else _OP_COST
+                            for node in nodes)
+
+
+def split_plan(length: int, rows: tuple[int, ...], count: int
+               ) -> tuple[bool, list[int]] | None:
+    """Cut a loop of ``rows`` rows of ``length`` elements into about ``count`` chunks: along
+    the core axis when it is long, else along the first row axis; (along_core, chunk
+    bounds), or None when neither is worth it.  Core-axis bounds are multiples of 64."""
+    minimum = MIN_CHUNK_ELEMENTS
+    if length >= 2 * minimum:
+        count = min(count, length // minimum)
+        step = length / count
+        bounds = [min(length, round(index * step / 64) * 64) for index in range(count)]
+        return True, [*bounds, length]
+    if rows and rows[0] >= 2:
+        count = min(count, rows[0])
+        step = rows[0] / count
+        return False, [round(index * step) for index in range(count)] + [rows[0]]
+    return None
+
+
+class ThreadPolicy:
+    """The gufunc calls of one kernel step: each call as it is, or cut into chunks that
+    several threads run when that pays (see the module docstring).
+
+    Invariants: ``cost`` is the kernel's seconds per loop element, a guess from its
+    operations until ``measured``, then a running mean over single-threaded calls of at
+    least ``CALIBRATE_ELEMENTS``; ``small`` is ``PARALLEL_MIN_SECONDS / cost``, the loop
+    size below which a call is never split; ``gain`` is a running mean of how much faster
+    split calls were than the single-threaded estimate; ``large`` counts the calls of at
+    least ``small`` elements.
+    """
+
+    __slots__ = ("cost", "gain", "large", "measured", "settings", "small", "step")
+
+    def __init__(self, step: KernelStep, settings: Settings) -> None:
+        self.step = step
+        self.settings = settings
+        self.cost = initial_cost(step.kernel.region.nodes)
+        self.small = int(PARALLEL_MIN_SECONDS / self.cost)
+        self.measured = False
+        self.gain = 2.0
+        self.large = 0
+
+    def call(self, operands: list[Any], outs: Sequence[Any] | None) -> Any:
+        """The step's gufunc call (see ``runtime.GufuncCalls``): one plain call when the
+        loop is smaller than ``small``, else ``_large``."""
+        layout = self.step.operands
+        if operands and (operands[layout.core].size >= self.small or
+                         (layout.rows and layout.loop_bound(operands) >= self.small)):
+            return self._large(operands, outs)
+        if outs is not None:
+            return self.step.ufunc(*operands, out=outs)
+        return self.step.ufunc(*operands)
+
+    def _large(self, operands: list[Any], outs: Sequence[Any] | None) -> Any:
+        """A call that may be worth splitting: split when the kernel's cost is measured,
+        the call is long enough and splitting has been paying (or is due a retry); else one
+        call, which measures the cost."""
+        step = self.step
+        cores = [core for _slot, _prepare, core in step.operands.operands]
+        rows = np.broadcast_shapes(*(np.shape(value)[:-1] if core else np.shape(value)
+                                     for value, core in zip(operands, cores, strict=True)))
+        length = np.shape(operands[step.operands.core])[-1]
+        elements = length * math.prod(rows)
+        expected = self.cost * elements
+        self.large += 1
+        count = chunk_count(expected, elements, self._threads())
+        paying = self.gain >= MIN_GAIN or self.large % RETRY_EVERY == 0
+        if count > 1 and self.measured and paying:
+            split = split_plan(length, rows, count)
+            if split is not None:
+                start = time.perf_counter()
+                results = self._split(operands, cores, rows, length, outs, *split)
+                observed = expected / max(time.perf_counter() - start, 1e-9)
+                self.gain = 0.7 * self.gain + 0.3 * observed
+                return results
+        start = time.perf_counter()
+        results = step.ufunc(*operands) if outs is None else step.ufunc(*operands, out=outs)
+        if elements >= CALIBRATE_ELEMENTS:  # learn this kernel's cost per element
+            measured = (time.perf_counter() - start) / elements
+            self.cost = measured if not self.measured else 0.5 * self.cost + 0.5 * measured
+            self.measured = True
+            self.small = int(PARALLEL_MIN_SECONDS / self.cost)
+        return results
+
+    def _split(self, operands: list[Any], cores: list[bool], rows: tuple[int, ...],
+               length: int, outs: Sequence[Any] | None, along_core: bool,
+               bounds: list[int]) -> Any:
+        """Run the call in chunks of the core axis (or of the first row axis) on threads,
+        writing into preallocated outputs; per-chunk partial reductions are combined."""
+        step = self.step
+        count = len(bounds) - 1
+        outputs: list[Any] = []
+        given = outs or (None,) * len(step.out_dtypes)
+        for dtype, completion, out in zip(step.out_dtypes,
+                                          step.completions or (None,) * len(given), given,
+                                          strict=True):
+            if out is not None:
+                outputs.append(out)
+            elif step.placeholder or completion is not None:
+                outputs.append(None if along_core else np.empty(rows, dtype))
+            else:
+                outputs.append(np.empty((*rows, length), dtype))
+        partials: list[Any] = [None] * count
+        depth = len(rows)
+
+        def piece(value: Any, core: bool, start: int, stop: int) -> Any:
+            if along_core:
+                return value[..., start:stop] if core else value
+            dims = np.ndim(value) - (1 if core else 0)
+            if dims < depth or np.shape(value)[0] == 1:
+                return value  # broadcast along the split axis
+            return value[start:stop]
+
+        def work(index: int) -> None:
+            start, stop = bounds[index], bounds[index + 1]
+            chunk = [piece(value, core, start, stop) for value, core in zip(operands, cores,
+                                                                           strict=True)]
+            out = tuple(None if target is None else
+                        (target[..., start:stop] if along_core else target[start:stop])
+                        for target in outputs)
+            result = step.ufunc(*chunk, out=out)
+            partials[index] = result if isinstance(result, tuple) else (result,)
+
+        run_chunks(work, count, self._threads())
+        results = []
+        for position, target in enumerate(outputs):
+            if target is not None or step.placeholder:
+                results.append(target)
+                continue
+            completion = step.completions[position]
+            assert completion is not None
+            results.append(completion.combine([part[position] for part in partials]))
+        return tuple(results) if len(results) > 1 else results[0]
+
+    def _threads(self) -> int:
+        return resolve(self.settings.threads, self.settings.default_threads)

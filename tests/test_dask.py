@@ -3,11 +3,13 @@ xarray, pickling, and a run on dask.distributed worker processes."""
 
 from __future__ import annotations
 
+import ast
 import pickle
 import subprocess
 import sys
 import textwrap
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,6 +17,7 @@ from conftest import assert_same
 
 import numfuse
 from numfuse.errors import SignatureMismatchError, UnsupportedOperationError
+from numfuse.runtime import Program
 
 da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")
@@ -471,3 +474,32 @@ def test_numfuse_does_not_import_dask():
     """)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False"
+
+
+def test_dask_runs_the_programs_interpreter_with_its_own_runners(x2d, monkeypatch):
+    seen = []
+    original = Program.interpret
+
+    def spy(self, args, out=None, runners=None):
+        seen.append([type(runner).__name__ for runner in runners])
+        return original(self, args, out, runners)
+
+    monkeypatch.setattr(Program, "interpret", spy)
+
+    def fn(x):
+        return np.cumsum(x * 2, axis=1) + 1
+
+    result = numfuse.jit(fn)(da.from_array(x2d, chunks=50))
+    assert seen == [["DaskKernel", "LazyCall", "DaskKernel"]]
+    assert_same(computed(result), fn(x2d))
+
+
+def test_dask_imports_no_private_name_of_the_runtime():
+    tree = ast.parse(Path(numfuse.dask.__file__).read_text())
+    imported = [alias.name for node in ast.walk(tree)
+                if isinstance(node, ast.ImportFrom) and node.level == 1
+                and node.module == "runtime" for alias in node.names]
+    attributes = [node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+                  and isinstance(node.value, ast.Name) and node.value.id == "runtime"]
+    assert imported
+    assert [name for name in imported + attributes if name.startswith("_")] == []

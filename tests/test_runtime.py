@@ -8,6 +8,15 @@ import pytest
 from conftest import assert_same, check, numpy_result
 
 import numfuse
+from numfuse.reductions import Reduction
+from numfuse.runtime import (
+    BlockTotal,
+    CallStep,
+    KernelOperands,
+    KernelStep,
+    LocalRunner,
+    ReductionCompletion,
+)
 
 
 def fused(x, y):
@@ -443,10 +452,10 @@ def test_out_errors_and_a_parameter_named_out():
 def test_single_kernel_programs_take_the_direct_path():
     x = np.random.default_rng(4).standard_normal(1200)
     compiled = numfuse.compile(_logp_grad, x, 0.5)
-    assert compiled.run is compiled._program.fast
+    assert compiled.run is compiled.program.fast
     assert_same(compiled.run((x[::3], 0.5)), _logp_grad(x[::3], 0.5))
     pair = numfuse.compile(lambda a, b: a * b + 1, x, x)
-    assert pair.run is pair._program.fast
+    assert pair.run is pair.program.fast
     with pytest.raises(ValueError,
                        match=r"could not be broadcast together with shapes \(1200,\) \(7,\)"):
         pair.run((x, np.ones(7)))
@@ -455,3 +464,123 @@ def test_single_kernel_programs_take_the_direct_path():
 def test_a_one_element_tuple_of_results_stays_a_tuple():
     x = np.arange(5.0)
     assert_same(numfuse.jit(lambda x: (x * 2,))(x), (x * 2,))
+
+
+def test_single_kernel_programs_with_fused_reductions_take_the_direct_path():
+    x = np.random.default_rng(5).standard_normal(1200)
+    for fn in (lambda x, mu: np.sum((x - mu) ** 2), lambda x, mu: (x * mu, x.max(), x.sum())):
+        compiled = numfuse.compile(fn, x, 0.5)
+        assert compiled.run is compiled.program.fast
+        for args in ((x, 0.5), (x[:7], 0.25)):
+            direct = compiled.run(args)
+            assert_same(direct, compiled.program(args))  # what the interpreter gives
+            assert_same(direct, fn(*args), rtol=1e-13)
+
+
+# ------------------------------------------------------------ the pieces of a kernel step
+
+
+def _own_slots(kernel):
+    return {node: index for index, node in enumerate(kernel.region.inputs)}
+
+
+def test_operand_preparation_drops_length_one_axes_and_makes_the_core_contiguous():
+    x = (np.ones((3, 1, 8)) * np.arange(8.0))[..., ::2]  # a strided (3, 1, 4) view
+    assert x.strides[-1] == 2 * x.itemsize
+    kernel = numfuse.compile(lambda x, s: x * s + 1, x, 2.0).kernels[0]
+    layout = KernelOperands.of(kernel, _own_slots(kernel), ())
+    assert (layout.dropped, layout.vector, layout.rows, layout.flatten) == ((1,), False,
+                                                                           False, True)
+    (x_slot, prepare_x, x_core), (s_slot, prepare_s, s_core) = layout.operands
+    assert (x_slot, x_core, s_slot, prepare_s, s_core) == (0, True, 1, None, False)
+    presented = prepare_x(x)
+    assert presented.shape == (3, 4) and presented.flags.c_contiguous
+    assert_same(presented, x[:, 0])
+    flat, shape = layout.flattened([presented, 2.0])
+    assert shape == (3, 4) and flat[0].shape == (12,) and flat[1] == 2.0
+    assert layout.flattened([presented.T.copy().T, 2.0]) is None  # not C-contiguous
+    assert layout.restore(np.zeros((3, 4))).shape == (3, 1, 4)
+    out = np.empty((3, 1, 4))
+    assert np.shares_memory(layout.present(out, False), out)
+    assert layout.present(out, False).shape == (3, 4)
+    assert layout.present(out, True).shape == (12,)
+    assert layout.present(np.empty((3, 1, 8))[..., ::2], False) is None  # the kernel
+    # would write a strided output as if it were contiguous
+
+
+def test_operand_preparation_of_an_outer_broadcast_bounds_its_loop():
+    a, b = np.ones((5, 1)), np.ones((1, 4))
+    kernel = numfuse.compile(lambda a, b: a - b, a, b).kernels[0]
+    layout = KernelOperands.of(kernel, _own_slots(kernel), ())
+    assert layout.rows and not layout.flatten and layout.dropped == ()
+    operands = [value if prepare is None else prepare(value)
+                for value, (_slot, prepare, _core) in zip((a, b), layout.operands, strict=True)]
+    assert [np.shape(value) for value in operands] == [(5,), (1, 4)]  # a is a () operand
+    assert layout.core == 1 and layout.loop_bound(operands) == 20
+
+
+def test_reduction_completion_from_per_row_partials():
+    a = np.arange(12.0).reshape(3, 4)
+    rows = a.sum(axis=1)  # what a (3, 4) loop leaves: one partial per row of 4
+
+    def completed(reduction, partials, flattened=False):
+        completion = ReductionCompletion.of(reduction, [0, 1], 2)
+        return completion.complete(partials.copy(), 4, flattened)  # may divide in place
+
+    f64 = np.dtype(np.float64)
+    assert_same(completed(Reduction("add", (0, 1), False, f64), rows), np.sum(a))
+    assert_same(completed(Reduction("add", (0, 1), False, f64), np.array(a.sum()), True),
+                np.sum(a))
+    assert_same(completed(Reduction("add", (1,), False, f64), rows), np.sum(a, axis=1))
+    assert_same(completed(Reduction("add", (1,), True, f64, "mean"), rows),
+                np.mean(a, axis=1, keepdims=True))
+    assert_same(completed(Reduction("add", (0, 1), True, f64, "mean"), rows),
+                np.mean(a, keepdims=True))
+    whole = ReductionCompletion.of(Reduction("maximum", (0,), False, f64), [0], 1)
+    assert whole.direct and whole.complete(np.array(7.0), 4, False) == 7.0
+    with pytest.raises(ValueError, match="zero-size array to reduction operation maximum"):
+        whole.complete(np.array(-np.inf), 0, False)
+    chunks = [rows[:2] - 1, rows[:2] + 1]  # two chunks along the core axis
+    assert_same(ReductionCompletion.of(Reduction("add", (1,), False, f64), [0, 1], 2)
+                .combine(chunks), 2 * rows[:2])
+
+
+def test_a_block_total_keeps_the_reduced_axes_and_does_not_divide():
+    a = np.arange(12.0).reshape(3, 4)
+    mean = Reduction("add", (1,), False, np.dtype(np.float64), "mean")
+    total = BlockTotal.of(mean, [0, 1], 2)
+    assert_same(total.complete(a.sum(axis=1), 4, False), a.sum(axis=1, keepdims=True))
+    assert_same(BlockTotal.of(Reduction("maximum", (0, 1), False, np.dtype(np.float64)),
+                              [0, 1], 2).complete(np.empty(0), 4, False),
+                np.full((1, 1), -np.inf))  # an empty block: the ufunc's identity
+
+
+# ---------------------------------------------------------------------- the interpreter
+
+
+def test_the_interpreter_runs_every_step_in_order_with_any_runner():
+    def fn(x):
+        d = x - 1.0
+        return np.cumsum(d) * 2 + d, d.sum()
+
+    x = np.arange(6.0)
+    program = numfuse.compile(fn, x).program
+    order = []
+
+    class Recording:
+        """Runs a step as the program would, after checking its operands are ready."""
+
+        def __init__(self, step):
+            self.step = step
+            self.inner = step if isinstance(step, CallStep) else LocalRunner(step)
+
+        def run(self, values):
+            assert all(values[slot] is not None for slot in self.step.inputs)
+            order.append(self.step)
+            self.inner.run(values)
+
+    assert [type(step) for step in program.steps] == [KernelStep, CallStep, KernelStep]
+    result = program((x,), runners=[Recording(step) for step in program.steps])
+    assert order == list(program.steps)
+    assert_same(result, fn(x))
+    assert_same(program((x,)), fn(x))  # its own runners: the same interpreter

@@ -11,6 +11,7 @@ from conftest import assert_same
 
 import numfuse
 from numfuse import threads
+from numfuse.runtime import LocalRunner
 
 RNG = np.random.default_rng(5)
 
@@ -156,8 +157,32 @@ def test_splitting_stops_while_it_does_not_pay_and_is_retried(chunk_calls):
     x = RNG.standard_normal(600_000)
     compiled = numfuse.compile(logp_and_sums, x, 0.25, threads=2)
     compiled(x, 0.25)
-    step = compiled._program.steps[0]
+    policy = compiled.program.runners[0].calls
     for _ in range(threads.RETRY_EVERY):
-        step.gain = 1.0  # as if the other core were busy: splits were no faster
+        policy.gain = 1.0  # as if the other core were busy: splits were no faster
         assert_same(compiled(x, 0.25)[:2], logp_and_sums(x, 0.25)[:2])
     assert len(chunk_calls) == 1  # one retry in RETRY_EVERY calls
+
+
+def test_split_plan_cuts_a_long_core_axis_else_the_rows():
+    along_core, bounds = threads.split_plan(100_000, (3,), 4)
+    assert along_core and bounds[0] == 0 and bounds[-1] == 100_000 and len(bounds) == 5
+    assert all(bound % 64 == 0 for bound in bounds[:-1]) and bounds == sorted(bounds)
+    assert threads.split_plan(50, (20_000,), 4) == (False, [0, 5000, 10000, 15000, 20000])
+    assert threads.split_plan(50, (1, 20_000), 4) is None  # nothing long enough to cut
+
+
+def test_a_runner_without_the_thread_policy_never_splits(chunk_calls):
+    x = RNG.standard_normal(600_000)
+    compiled = numfuse.compile(logp_and_sums, x, 0.25, threads=2)
+    program = compiled.program
+    in_caller_thread = [LocalRunner(step) for step in program.steps]
+    for _ in range(3):
+        result = program((x, 0.25), runners=in_caller_thread)
+    assert chunk_calls == []
+    compiled(x, 0.25)
+    split = compiled(x, 0.25)  # the program's own runner splits it
+    assert chunk_calls
+    assert_same(split[:2], result[:2])
+    assert_same(split[2], result[2], rtol=1e-12)  # a float sum of chunks: another order
+    assert_same(split[3:], result[3:])
