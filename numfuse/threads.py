@@ -36,6 +36,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .ops import OPS
+
 if TYPE_CHECKING:
     from .graph import Node
     from .runtime import KernelStep, Settings
@@ -54,11 +56,6 @@ RETRY_EVERY = 16
 CALIBRATE_ELEMENTS = 16384
 # Initial cost guesses (seconds per element), replaced by measurements.
 _BASE_COST, _OP_COST, _TRANSCENDENTAL_COST = 1e-9, 0.3e-9, 4e-9
-_TRANSCENDENTAL = frozenset({
-    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "arcsin",
-    "arccos", "arctan", "arctan2", "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh",
-    "power", "float_power", "cbrt", "logaddexp", "logaddexp2", "hypot",
-})
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -124,8 +121,13 @@ def run_chunks(work: Callable[[int], None], count: int, threads: int) -> None:
 
 def initial_cost(nodes: Iterable[Node]) -> float:
     """A guess of a kernel's seconds per loop element from the operations it computes."""
-    return _BASE_COST + sum(_TRANSCENDENTAL_COST if node.op in _TRANSCENDENTAL else _OP_COST
+    return _BASE_COST + sum(_TRANSCENDENTAL_COST if _transcendental(node) else _OP_COST
                             for node in nodes)
+
+
+def _transcendental(node: Node) -> bool:
+    row = OPS.get(node.op)
+    return row is not None and row.transcendental
 
 
 def split_plan(length: int, rows: tuple[int, ...], count: int
