@@ -145,12 +145,12 @@ def epilogue(node: Node) -> Reduction | None:
     partial result.  The input is computed by the region, or is an argument (or constant
     array) that the region reads anyway — see ``_lone_reductions``."""
     reduction: Reduction | None = node.param("reduction") if node.kind == NUMPY else None
-    if reduction is None or _not_in_a_loop(node, reduction) is not None:
+    if reduction is None or _why_not_an_epilogue(node, reduction) is not None:
         return None
     return reduction
 
 
-def _not_in_a_loop(node: Node, reduction: Reduction) -> str | None:
+def _why_not_an_epilogue(node: Node, reduction: Reduction) -> str | None:
     """Why no kernel can compute the reduction ``node`` in its loop (None if one can)."""
     if not fusible_dtype(reduction):
         return "numpy orders complex numbers for maximum and minimum by its own rules"
@@ -163,7 +163,7 @@ def _not_in_a_loop(node: Node, reduction: Reduction) -> str | None:
     return None
 
 
-def numpy_call_reason(node: Node, fuse_reductions: bool) -> str:
+def _numpy_call_reason(node: Node, fuse_reductions: bool) -> str:
     """Why ``node``, a non-elementwise node, runs in numpy rather than in a kernel."""
     if is_elementwise_call(node):
         return ("it involves float16, which no kernel computes with (numba has no CPU "
@@ -173,7 +173,7 @@ def numpy_call_reason(node: Node, fuse_reductions: bool) -> str:
         return "it is not elementwise"
     if not fuse_reductions:
         return "reductions are left to numpy (fuse_reductions=False)"
-    return _not_in_a_loop(node, reduction) or "it could not join the loop of its input"
+    return _why_not_an_epilogue(node, reduction) or "it could not join the loop of its input"
 
 
 def loop_of(nodes: Sequence[Node]) -> tuple[bool, ...]:
@@ -345,7 +345,7 @@ class _Clusters:
     def refuse_numpy_call(self, first: Node, second: Node, call: Node) -> None:
         """``call`` (``first`` or ``second``) is a numpy call: it joins no kernel."""
         self.refuse(first, second, Reason.NOT_ELEMENTWISE,
-                    numpy_call_reason(call, self.fuse_reductions), via=call)
+                    _numpy_call_reason(call, self.fuse_reductions), via=call)
 
     def roots(self, clusters: Iterable[int]) -> set[int]:
         """``{find(cluster) for cluster in clusters}``, without a call per cluster when
