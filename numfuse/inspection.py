@@ -450,6 +450,9 @@ def _why(refusal: Refusal, step: Callable[[Node], str], names: dict[Node, str]) 
     if reason is Reason.SIZE_CLASS:
         return (f"{call}: {detail}; values of such a size never share a loop with values "
                 "of another size")
+    if reason is Reason.NOT_IN_PRELUDE:
+        return (f"scalar {first} runs as a kernel of its own instead of before the loop of "
+                f"{second}'s kernel: {detail}")
     if reason is Reason.SIBLING_SIZE:
         return detail
     return f"together they would have {detail}, so the region is split"

@@ -60,6 +60,7 @@ class Reason(enum.Enum):
     LOOP_SHAPE = "different loop shape"
     NOT_RECOMPUTED = "recomputation not worth it"  # smaller work kept out of a larger loop
     SIZE_CLASS = "different size class"  # a size that depends on the data
+    NOT_IN_PRELUDE = "scalar work kept out of a prelude"  # it is returned, or read by numpy
     SIBLING_SIZE = "siblings of a smaller shared value"  # their sizes may differ
     OPERAND_CAP = "operand cap"  # a region split under numpy's limit on gufunc operands
 
@@ -717,7 +718,7 @@ def partition(graph: Graph, fuse_reductions: bool = True) -> Plan:
             continue
         inputs, outputs = io[id(members)]
         steps.append(Region(0, tuple(members), inputs, outputs))
-    steps = _inline_scalar_regions(steps, graph)
+    steps = _inline_scalar_regions(steps, graph, refusals)
     regions: list[Region] = []
     for position, step in enumerate(steps):
         if isinstance(step, Region):
@@ -806,29 +807,24 @@ def _donations(region: Region, graph: Graph, owner: dict[Node, int],
     return tuple(pairs)
 
 
-def _inline_scalar_regions(steps: list[Region | Node], graph: Graph) -> list[Region | Node]:
+def _inline_scalar_regions(steps: list[Region | Node], graph: Graph,
+                           refusals: list[Refusal]) -> list[Region | Node]:
     """Fold regions of 0-d values into the preludes of the kernels that read them.
 
     Such a region (``-r``, ``0.5 * sigma ** 2`` on scalar arguments) would otherwise be a
     kernel call of its own on length-1 arrays.  It qualifies when none of its values is
-    returned or read by anything but kernels that loop over at least one axis.
+    returned or read by anything but kernels that loop over at least one axis; one that
+    does not gets a refusal for each value such a kernel reads from it.
     """
     owner = {node: step for step in steps if isinstance(step, Region) for node in step.nodes}
-    returned = set(graph.outputs)
-
-    def inlinable(region: Region) -> bool:
-        if any(node.ndim or node.kind != ELEMENTWISE for node in region.nodes):
-            return False
-        for output in region.outputs:
-            if output in returned:
-                return False
-            for user in graph.consumers[output]:
-                consumer = owner.get(user)
-                if consumer is None or consumer is region or all(consumer.ones):
-                    return False
-        return True
-
-    scalar = {step for step in steps if isinstance(step, Region) and inlinable(step)}
+    scalar = set()
+    for step in steps:
+        if isinstance(step, Region) and _is_scalar_work(step):
+            kept = _kept_out_of_preludes(step, owner, graph)
+            if kept is None:
+                scalar.add(step)
+            else:
+                _refuse_preludes(step, owner, graph, kept, refusals)
     if not scalar:
         return steps
     result: list[Region | Node] = []
@@ -845,6 +841,36 @@ def _inline_scalar_regions(steps: list[Region | Node], graph: Graph) -> list[Reg
         inputs, _ = _region_io([*prelude, *step.nodes], graph)
         result.append(dataclasses.replace(step, inputs=inputs, prelude=tuple(prelude)))
     return result
+
+
+def _is_scalar_work(region: Region) -> bool:
+    return not any(node.ndim or node.kind != ELEMENTWISE for node in region.nodes)
+
+
+def _kept_out_of_preludes(region: Region, owner: dict[Node, Region], graph: Graph
+                          ) -> str | None:
+    """Why the scalar ``region`` cannot be folded into the preludes of the kernels that
+    read it (None when it can)."""
+    for output in region.outputs:
+        if output in graph.returned:
+            return "it is returned"
+        for user in graph.consumers[output]:
+            consumer = owner.get(user)
+            if consumer is None:
+                return "a numpy call reads it"
+            if consumer is region or all(consumer.ones):
+                return "a kernel without a loop reads it"
+    return None
+
+
+def _refuse_preludes(region: Region, owner: dict[Node, Region], graph: Graph, why: str,
+                     refusals: list[Refusal]) -> None:
+    """One refusal per value of the scalar ``region`` that a looping kernel reads."""
+    for output in region.outputs:
+        for user in graph.consumers[output]:
+            consumer = owner.get(user)
+            if consumer is not None and consumer is not region and not all(consumer.ones):
+                refusals.append(Refusal(output, user, Reason.NOT_IN_PRELUDE, why))
 
 
 def _prelude_for(region: Region, owner: dict[Node, Region], scalar: set[Region]) -> list[Node]:

@@ -245,6 +245,19 @@ def test_scalar_work_folded_into_a_kernel_is_no_boundary():
     assert "c:f64[] = negative b  (before the loop)" in str(explanation)
 
 
+def test_returned_scalar_work_is_explained_as_kept_out_of_the_prelude():
+    def fn(x, h):
+        s = -h
+        return x * s, s
+
+    explanation = _explained(fn, np.ones(5), 0.5)
+    kept = next(boundary for boundary in explanation.boundaries
+                if boundary.reason is Reason.NOT_IN_PRELUDE)
+    assert str(kept) == (
+        "region 0 -> region 1 at c:f64[]: scalar work kept out of a prelude (scalar c runs as "
+        "a kernel of its own instead of before the loop of d's kernel: it is returned)")
+
+
 def test_a_data_dependent_size_is_blamed_for_its_split():
     def fn(x, y):
         a = x[x > 0] + 1.0

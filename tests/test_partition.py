@@ -758,6 +758,9 @@ def test_loop_shapes_and_recomputation_are_refused_with_their_details():
     (refusal,) = refusals_of(plan, Reason.LOOP_SHAPE)
     assert (refusal.first.op, refusal.second.op, refusal.detail) == (
         "negative", "multiply", "[] vs [n]")
+    (kept,) = refusals_of(plan, Reason.NOT_IN_PRELUDE)  # nor is it the kernel's prelude
+    assert (kept.first, kept.second, kept.detail) == (
+        refusal.first, refusal.second, "it is returned")
 
     def costly(x, y):
         return np.sin(x) + np.cos(y)
