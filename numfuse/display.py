@@ -150,8 +150,9 @@ def compiled_html(compiled: Compiled) -> str:
 
 
 def explanation_html(explanation: Explanation) -> str:
-    """The explain() report as HTML: one table row per region, then the boundaries."""
-    from .inspection import memory_lines
+    """The explain() report as HTML: one table row per region, then a table of the
+    boundaries (between which steps, the partitioner's reason, why in words)."""
+    from .inspection import BEFORE_THE_LOOP, memory_lines
 
     e = explanation
     rows = []
@@ -159,16 +160,19 @@ def explanation_html(explanation: Explanation) -> str:
         outputs = "<br>".join(f"<code>{html.escape(name)}</code>: {html.escape('; '.join(why))}"
                               for name, why in region.outputs)
         vector = html.escape(region.vector.summary()) if region.vector is not None else ""
+        equations = [f"{text}  {BEFORE_THE_LOOP}" for text in region.prelude]
         rows.append([str(region.index), f"<code>{html.escape(region.layout)}</code>",
-                     _pre("\n".join(region.equations)), outputs, vector])
+                     _pre("\n".join([*equations, *region.equations])), outputs, vector])
     parts = [f"<div class='numfuse-explain'><p><b>{html.escape(e.function)}"
              f"({html.escape(e.signature)})</b>: {e.numpy_loops} numpy loop(s) &rarr; "
              f"{len(e.regions)} kernel(s)</p>",
              _table(["region", "layout", "nodes", "outputs (why stored)", "vectorisation"],
                     rows)]
     if e.boundaries:
-        items = "".join(f"<li>{html.escape(str(boundary))}</li>" for boundary in e.boundaries)
-        parts.append(f"<p>Fusion boundaries:</p><ul>{items}</ul>")
+        boundaries = [[html.escape(boundary.steps), html.escape(boundary.reason.value),
+                       html.escape(boundary.detail)] for boundary in e.boundaries]
+        parts.append("<p>Fusion boundaries:</p>"
+                     + _table(["between", "reason", "why"], boundaries))
     else:
         parts.append("<p>Fusion boundaries: none.</p>")
     memory = "<br>".join(html.escape(line.strip()) for line in memory_lines(e))

@@ -13,9 +13,9 @@ keeps it scalar.  Without a vector math library LLVM may still widen a loop cont
 libm's scalar ``exp`` (visible in the assembly), so such a loop is reported as *not*
 vectorised, blocked by ``exp``.
 
-Boundary reasons are derived from the public plan alone (regions, node kinds and loop
-shapes, ``MAX_OPERANDS``), so they describe the partition the compiled function really
-has, whichever algorithm produced it.
+Fusion boundaries are the partitioner's own decisions: each region's ``refusals`` (see
+``partition.Refusal``), only put into words here, so the reasons given are the reasons the
+partitioner had.
 """
 
 from __future__ import annotations
@@ -23,14 +23,13 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .calls import is_elementwise_call
-from .graph import CONST, ELEMENTWISE, INPUT, NUMPY, Graph, Node
-from .partition import MAX_OPERANDS, Region, is_kernel_input, path_through_outside
+from .graph import CONST, ELEMENTWISE, INPUT, Graph, Node
+from .partition import Reason, Refusal, Region
 
 if TYPE_CHECKING:
     from .kernel import Kernel
@@ -141,19 +140,6 @@ def kernel_vector_report(kernel: Kernel) -> VectorReport:
 
 # ---------------------------------------------------------------- explain()
 
-NON_FUSIBLE = "non-fusible op"
-REDUCTION = "reduction boundary"
-LOOP_SHAPE = "different loop shape"
-CYCLE = "would create a cycle"
-OPERAND_CAP = "operand cap"
-GREEDY = "not merged by the partitioner"
-
-REDUCTIONS = frozenset({
-    "sum", "prod", "mean", "std", "var", "min", "max", "amin", "amax", "argmin", "argmax",
-    "all", "any", "nansum", "nanprod", "nanmean", "nanmin", "nanmax", "cumsum", "cumprod",
-    "reduce", "average", "median", "count_nonzero", "ptp",
-})
-
 
 def node_names(graph: Graph) -> dict[Node, str]:
     """The names ``str(graph)`` uses: ``a, b, ..., z, aa, ...`` in ``graph.nodes`` order."""
@@ -186,11 +172,13 @@ def equation(node: Node, names: dict[Node, str]) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class RegionReport:
-    """One fused region: its equations, its outputs with the reasons each is stored."""
+    """One fused region: its equations (``prelude``: 0-d work done before the loop), its
+    outputs with the reasons each is stored."""
 
     index: int
     kernel: str
     layout: str
+    prelude: tuple[str, ...]
     equations: tuple[str, ...]
     outputs: tuple[tuple[str, tuple[str, ...]], ...]
     vector: VectorReport | None
@@ -198,17 +186,28 @@ class RegionReport:
 
 @dataclasses.dataclass(frozen=True)
 class Boundary:
-    """A value crossing from one step to another where fusion stopped, and why."""
+    """Two steps (regions or numpy calls) fusion kept apart, and why: one of the
+    partitioner's refusals in words.  ``value`` is set when ``second`` reads it from
+    ``first``; ``shared`` when both read it (siblings); neither for the two halves of a
+    region split under the operand cap."""
 
-    value: str
-    producer: str
-    consumer: str
-    reason: str
+    first: str
+    second: str
+    reason: Reason
     detail: str
+    value: str = ""
+    shared: str = ""
+
+    @property
+    def steps(self) -> str:
+        if self.value:
+            return f"{self.first} -> {self.second} at {self.value}"
+        if self.shared:
+            return f"{self.first} and {self.second}, both reading {self.shared}"
+        return f"{self.first} and {self.second}"
 
     def __str__(self) -> str:
-        return (f"{self.producer} -> {self.consumer} at {self.value}: {self.reason} "
-                f"({self.detail})")
+        return f"{self.steps}: {self.reason.value} ({self.detail})"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -231,7 +230,7 @@ class Explanation:
     bytes_avoided: int | None
 
     @property
-    def reasons(self) -> set[str]:
+    def reasons(self) -> set[Reason]:
         return {boundary.reason for boundary in self.boundaries}
 
     def __str__(self) -> str:
@@ -246,12 +245,16 @@ class Explanation:
         printer.text(str(self))
 
 
+BEFORE_THE_LOOP = "(before the loop)"
+
+
 def report_lines(explanation: Explanation) -> list[str]:
     e = explanation
     lines = [f"numfuse.explain: {e.function}({e.signature})",
              f"  {e.numpy_loops} numpy elementwise loop(s) -> {len(e.regions)} fused kernel(s)"]
     for region in e.regions:
         lines.append(f"region {region.index}: kernel {region.kernel} {region.layout}")
+        lines += [f"    {text}  {BEFORE_THE_LOOP}" for text in region.prelude]
         lines += [f"    {text}" for text in region.equations]
         for name, why in region.outputs:
             lines.append(f"  output {name}: {'; '.join(why)}")
@@ -287,12 +290,22 @@ def _bytes(count: int) -> str:
     return f"{count} B"  # pragma: no cover
 
 
+def _owners(regions: Sequence[Region]) -> dict[Node, int]:
+    """The region computing each node, members and prelude nodes (a prelude node several
+    kernels compute is named by the first)."""
+    owner: dict[Node, int] = {}
+    for region in regions:
+        for node in (*region.prelude, *region.nodes):
+            owner.setdefault(node, region.index)
+    return owner
+
+
 def explain(graph: Graph, regions: Sequence[Region], kernels: Sequence[Kernel] | None,
             function: str, signature: str, args: Sequence[Any] | None = None,
             vectorisation: bool = True) -> Explanation:
     """Build the report for a partitioned ``graph`` (see ``Explanation``)."""
     names = node_names(graph)
-    owner = {node: region.index for region in regions for node in region.nodes}
+    owner = _owners(regions)
     reports = []
     for region in regions:
         kernel = kernels[region.index] if kernels is not None else None
@@ -300,13 +313,14 @@ def explain(graph: Graph, regions: Sequence[Region], kernels: Sequence[Kernel] |
         reports.append(RegionReport(
             region.index, kernel.name if kernel is not None else "-",
             kernel.layout if kernel is not None else "",
+            tuple(equation(node, names) for node in region.prelude),
             tuple(equation(node, names) for node in region.nodes),
             tuple((names[node], _output_reasons(node, graph, owner, names))
                   for node in region.outputs),
             vector,
         ))
     others = tuple(equation(node, names) for node in graph.nodes
-                   if node.kind not in (INPUT, CONST, ELEMENTWISE))
+                   if node.kind not in (INPUT, CONST, ELEMENTWISE) and node not in owner)
     stored = {node for region in regions for node in region.outputs}
     temporaries = [node for region in regions for node in region.nodes if node not in stored]
     shapes = concrete_shapes(graph, args) if args is not None else None
@@ -318,8 +332,7 @@ def explain(graph: Graph, regions: Sequence[Region], kernels: Sequence[Kernel] |
             if shape is not None:
                 avoided += math.prod(shape) * node.dtype.itemsize
     return Explanation(
-        function, signature, tuple(reports),
-        tuple(boundaries(graph, regions, names)), others,
+        function, signature, tuple(reports), tuple(boundaries(regions, names)), others,
         sum(1 for node in graph.nodes if node.kind == ELEMENTWISE),
         tuple(names[node] for node in temporaries),
         sum(node.dtype.itemsize for node in temporaries), avoided,
@@ -361,80 +374,85 @@ def concrete_shapes(graph: Graph, args: Sequence[Any]) -> dict[Node, tuple[int, 
 # ---------------------------------------------------------------- fusion boundaries
 
 
-def boundaries(graph: Graph, regions: Sequence[Region], names: dict[Node, str]
-               ) -> Iterable[Boundary]:
-    """Every edge between two steps (regions or non-fused ops), with why fusion stopped;
-    one per pair of steps and reason."""
-    owner = {node: region.index for region in regions for node in region.nodes}
-    by_index = {region.index: region for region in regions}
-    seen: set[tuple[Any, Any, str]] = set()
-    for node in graph.nodes:
-        if node.kind in (INPUT, CONST):
-            continue
-        for source in node.inputs:
-            if source.kind in (INPUT, CONST):
-                continue
-            here, there = owner.get(source, source), owner.get(node, node)
-            if here == there:
-                continue
-            reason, detail = _classify(source, node, owner, by_index, graph)
-            key = (here, there, reason)
-            if key in seen:
-                continue
-            seen.add(key)
-            yield Boundary(f"{names[source]}:{source.type_str()}",
-                           _step(source, owner, names), _step(node, owner, names),
-                           reason, detail)
+def boundaries(regions: Sequence[Region], names: dict[Node, str]) -> list[Boundary]:
+    """The refusals between each region and another step, in words; one per pair of
+    steps and reason, in the order of the regions."""
+    owner = _owners(regions)
+    found: dict[tuple[str, str, Reason], Boundary] = {}
+    for region in regions:
+        step = _step_names(region, owner, names)
+        for refusal in region.refusals:
+            boundary = _boundary(refusal, step, owner, names)
+            found.setdefault((boundary.first, boundary.second, boundary.reason), boundary)
+    return list(found.values())
 
 
-def _step(node: Node, owner: dict[Node, int], names: dict[Node, str]) -> str:
-    if node in owner:
-        return f"region {owner[node]}"
+def _step_names(region: Region, owner: dict[Node, int], names: dict[Node, str]
+                ) -> Callable[[Node], str]:
+    """Names the step computing a node, seen from ``region``: ``region`` for its own
+    members and prelude nodes (a prelude node may be in other kernels' preludes too),
+    another node's region, or the numpy call itself."""
+    computed = {*region.prelude, *region.nodes}
+
+    def step(node: Node) -> str:
+        if node in computed:
+            return f"region {region.index}"
+        if node in owner:
+            return f"region {owner[node]}"
+        return _call(node, names)
+
+    return step
+
+
+def _call(node: Node, names: dict[Node, str]) -> str:
     return f"{node.op} {names[node]}"
 
 
-def _is_reduction(node: Node) -> bool:
-    call = node.param("call")
-    name = getattr(call, "name", node.op) or node.op
-    return node.op in REDUCTIONS or name.split(".")[-1] in REDUCTIONS
+def _typed(node: Node, names: dict[Node, str]) -> str:
+    return f"{names[node]}:{node.type_str()}"
 
 
-def _classify(source: Node, node: Node, owner: dict[Node, int], by_index: dict[int, Region],
-              graph: Graph) -> tuple[str, str]:
-    if source in owner and source.kind == NUMPY:
-        return REDUCTION, (f"{source.op} is folded into region {owner[source]}'s loop and "
-                           "complete only after it")
-    for end in (source, node):
-        if end not in owner:
-            if _is_reduction(end):
-                return REDUCTION, f"{end.op} reduces its input; its result is a new loop"
-            if is_elementwise_call(end):
-                return NON_FUSIBLE, (f"{end.op} involves float16, which no kernel computes "
-                                     "with (numba has no CPU float16); numpy runs it")
-            return NON_FUSIBLE, f"{end.op} ({end.kind}) is not elementwise; numpy runs it"
-    if source.ones != node.ones:
-        return LOOP_SHAPE, f"{source.type_str()} vs {node.type_str()}"
-    first, second = by_index[owner[source]], by_index[owner[node]]
-    if _path_outside(first, second, graph, owner):
-        return CYCLE, (f"a path from region {first.index} reaches region {second.index} "
-                       "through another step, so one kernel for both would depend on itself")
-    operands = _operand_count([*first.nodes, *second.nodes], graph)
-    if operands > MAX_OPERANDS:
-        return OPERAND_CAP, (f"together {operands} operands, over numpy's limit of "
-                             f"{MAX_OPERANDS} per gufunc")
-    return GREEDY, "same loop shape and fusible; the partitioner's merge order kept them apart"
+def _boundary(refusal: Refusal, step: Callable[[Node], str], owner: dict[Node, int],
+              names: dict[Node, str]) -> Boundary:
+    """``refusal`` in words; ``step`` names the step computing a node."""
+    value = shared = ""
+    if refusal.shared is not None:
+        shared = step(refusal.shared) if refusal.shared in owner else \
+            _typed(refusal.shared, names)
+    elif refusal.first in refusal.second.inputs:
+        value = _typed(refusal.first, names)
+    return Boundary(step(refusal.first), step(refusal.second), refusal.reason,
+                    _why(refusal, step, names), value, shared)
 
 
-def _path_outside(first: Region, second: Region, graph: Graph, owner: dict[Node, int]) -> bool:
-    """True when some path from ``first`` to ``second`` passes through a third step."""
-    merged = set(first.nodes) | set(second.nodes)
-    return path_through_outside(first.nodes, merged, set(second.nodes), graph) is not None
-
-
-def _operand_count(members: Sequence[Node], graph: Graph) -> int:
-    member_set = set(members)
-    inputs = {source for node in members for source in node.inputs
-              if source not in member_set and is_kernel_input(source)}
-    outputs = [node for node in members if node in graph.outputs
-               or any(user not in member_set for user in graph.consumers[node])]
-    return len(inputs) + len(outputs)
+def _why(refusal: Refusal, step: Callable[[Node], str], names: dict[Node, str]) -> str:
+    """The sentence saying why ``refusal`` kept its two parts apart."""
+    reason, detail, via = refusal.reason, refusal.detail, refusal.via
+    first, second = names[refusal.first], names[refusal.second]
+    call, via_step = (_call(via, names), step(via)) if via is not None else ("", "")
+    if reason is Reason.NOT_ELEMENTWISE:
+        return f"{call} runs in numpy: {detail}"
+    if reason is Reason.NOT_CONVEX:
+        return (f"one kernel for both would feed {via_step} and also need its result, so it "
+                "would wait on itself")
+    if reason is Reason.REDUCTION_IN_LOOP:
+        text = (f"{call} is complete only after the loop that computes it and {second} "
+                f"reads it, so {second} runs in a later loop")
+        if refusal.first is not via:
+            text += f"; {first}, computed in that loop, is stored for it"
+        return text
+    if reason is Reason.LOOP_SHAPE:
+        return f"one kernel runs one loop, and theirs differ: {detail}"
+    if reason is Reason.NOT_RECOMPUTED:
+        text = (f"{first} broadcasts into the larger loop of {second} but is not computed "
+                f"again there: {detail}")
+        return text + (f" ({names[via]})" if via not in (None, refusal.first) else "")
+    if reason is Reason.SIZE_CLASS:
+        return (f"{call}: {detail}; values of such a size never share a loop with values "
+                "of another size")
+    if reason is Reason.NOT_IN_PRELUDE:
+        return (f"scalar {first} runs as a kernel of its own instead of before the loop of "
+                f"{second}'s kernel: {detail}")
+    if reason is Reason.SIBLING_SIZE:
+        return detail
+    return f"together they would have {detail}, so the region is split"

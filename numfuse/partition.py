@@ -14,7 +14,11 @@ Invariants of the returned ``Plan`` (checked by ``check_plan`` and by the tests)
 * a region has at most ``MAX_OPERANDS`` inputs plus outputs (numpy's gufunc limit);
 * all nodes of a region have equal sizes at run time, not only equal patterns: producers
   and consumers of one pattern broadcast to the same size, and siblings are fused only
-  across a shared value of their full shape.
+  across a shared value of their full shape;
+* every value that crosses between a region and another step (a region or a numpy call)
+  has a ``Refusal`` in that region's ``refusals``: the merge the partitioner considered
+  there and why it said no.  ``Plan.refusals`` keeps every refusal made on the way, also
+  those that later merges made moot.
 
 Algorithm.  Nodes are visited in topological order.  Each node starts as its own cluster;
 an elementwise node then absorbs the clusters of its elementwise producers that share its
@@ -27,21 +31,63 @@ consumer edges and stops where nothing changes, so a merge costs work proportion
 clusters it really affects, not to the graph.  A second sweep fuses sibling regions that
 read a common value (horizontal fusion), under the same convexity test.  Finally regions
 over the operand cap are split into topological prefix and suffix, which keeps both parts
-convex.
+convex.  Each test above that says no records a ``Refusal`` (``_Clusters.refuse``), a
+small record appended to a list: next to nothing beside the test itself.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import heapq
 from collections.abc import Iterable, Sequence
 from functools import cached_property
+from typing import Any
 
 from .calls import is_elementwise_call
 from .graph import CONST, ELEMENTWISE, INPUT, NUMPY, Graph, Node, toposort
 from .reductions import Reduction, fusible_dtype
 
 MAX_OPERANDS = 64
+
+
+class Reason(enum.Enum):
+    """Why the partitioner did not merge two parts of the graph into one kernel."""
+
+    NOT_ELEMENTWISE = "not elementwise"  # one part is a numpy call
+    NOT_CONVEX = "not convex"  # a path leaves the merged part and comes back
+    REDUCTION_IN_LOOP = "reduction read inside its own loop"
+    LOOP_SHAPE = "different loop shape"
+    NOT_RECOMPUTED = "recomputation not worth it"  # smaller work kept out of a larger loop
+    SIZE_CLASS = "different size class"  # a size that depends on the data
+    NOT_IN_PRELUDE = "scalar work kept out of a prelude"  # it is returned, or read by numpy
+    SIBLING_SIZE = "siblings of a smaller shared value"  # their sizes may differ
+    OPERAND_CAP = "operand cap"  # a region split under numpy's limit on gufunc operands
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Refusal:
+    """A merge the partitioner considered and refused, and why.
+
+    ``first`` and ``second`` are nodes of the two parts.  For a vertical merge ``second``
+    reads ``first``: it would have absorbed the part computing ``first``.  For siblings
+    (horizontal fusion) ``shared`` is set: both parts read the part computing it.  A region
+    split under the operand cap records each value crossing between its halves, or, when
+    none does, one node of each half.
+
+    ``via`` is the node behind the reason: a node of the step that a path leaves through
+    and comes back from (``NOT_CONVEX``), the reduction read inside its own loop, the numpy
+    call, the node that starts a data-dependent size class, the other reader or returned
+    value or reduction that keeps work from being recomputed.  ``detail`` says the rest in
+    words, never naming nodes (``explain()`` names them).
+    """
+
+    first: Node
+    second: Node
+    reason: Reason
+    detail: str = ""
+    via: Node | None = None
+    shared: Node | None = None
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -51,6 +97,9 @@ class Region:
     ``prelude`` holds 0-d (scalar) nodes computed once before the kernel's loop: scalar
     work that only feeds kernels is folded into each of them instead of running as a
     kernel of its own (``_inline_scalar_regions``).
+
+    ``refusals`` are the refused merges between a member (or prelude node) and a node of
+    another step: why the region ends where it does.
     """
 
     index: int
@@ -61,6 +110,7 @@ class Region:
     # (output position, input position): the kernel writes that output into that input's
     # buffer, a temporary of an earlier kernel read by nothing else (see ``_donations``).
     donate: tuple[tuple[int, int], ...] = ()
+    refusals: tuple[Refusal, ...] = ()
 
     @cached_property
     def ones(self) -> tuple[bool, ...]:
@@ -68,15 +118,26 @@ class Region:
         member recomputed from smaller operands (``recompute``) broadcasts into it."""
         return loop_of(self.nodes)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without ``refusals`` (unpickled, the region has none): they name nodes
+        all over the graph, and a pickled region (a kernel sent to another process)
+        carries only its own nodes and inputs."""
+        state = dict(self.__dict__)
+        del state["refusals"]
+        return state
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Plan:
     """The partitioned graph: ``steps`` in a valid execution order, each a fused
-    ``Region`` or a non-fusible node (a numpy call); ``regions`` are the fused steps."""
+    ``Region`` or a non-fusible node (a numpy call); ``regions`` are the fused steps.
+    ``refusals`` are all the merges the partitioner refused, in the order it refused them
+    (each region keeps those that still separate it from another step)."""
 
     graph: Graph
     regions: tuple[Region, ...]
     steps: tuple[Region | Node, ...] = ()
+    refusals: tuple[Refusal, ...] = ()
 
 
 def epilogue(node: Node) -> Reduction | None:
@@ -85,15 +146,35 @@ def epilogue(node: Node) -> Reduction | None:
     partial result.  The input is computed by the region, or is an argument (or constant
     array) that the region reads anyway — see ``_lone_reductions``."""
     reduction: Reduction | None = node.param("reduction") if node.kind == NUMPY else None
-    if reduction is None or not fusible_dtype(reduction):
-        return None
-    source = node.inputs[0]
-    if source.kind not in (ELEMENTWISE, INPUT, CONST) or source.ndim == 0:
-        return None
-    kept = [axis for axis, one in enumerate(source.ones) if not one]
-    if kept and kept[-1] not in reduction.axes:
+    if reduction is None or _why_not_an_epilogue(node, reduction) is not None:
         return None
     return reduction
+
+
+def _why_not_an_epilogue(node: Node, reduction: Reduction) -> str | None:
+    """Why no kernel can compute the reduction ``node`` in its loop (None if one can)."""
+    if not fusible_dtype(reduction):
+        return "numpy orders complex numbers for maximum and minimum by its own rules"
+    source = node.inputs[0]
+    if source.kind not in (ELEMENTWISE, INPUT, CONST) or source.ndim == 0:
+        return "its input is not a value a kernel loops over"
+    kept = [axis for axis, one in enumerate(source.ones) if not one]
+    if kept and kept[-1] not in reduction.axes:
+        return "it does not reduce the last axis of its input, the one a kernel loops along"
+    return None
+
+
+def _numpy_call_reason(node: Node, fuse_reductions: bool) -> str:
+    """Why ``node``, a non-elementwise node, runs in numpy rather than in a kernel."""
+    if is_elementwise_call(node):
+        return ("it involves float16, which no kernel computes with (numba has no CPU "
+                "float16)")
+    reduction: Reduction | None = node.param("reduction")
+    if reduction is None:
+        return "it is not elementwise"
+    if not fuse_reductions:
+        return "reductions are left to numpy (fuse_reductions=False)"
+    return _why_not_an_epilogue(node, reduction) or "it could not join the loop of its input"
 
 
 def loop_of(nodes: Sequence[Node]) -> tuple[bool, ...]:
@@ -169,10 +250,13 @@ def _same_class(first: object, second: object) -> bool:
 
 
 class _Clusters:
-    """Union-find over node positions with contracted-graph ancestor bitsets."""
+    """Union-find over node positions with contracted-graph ancestor bitsets, and the
+    merges refused so far (``refusals``)."""
 
     def __init__(self, nodes: Sequence[Node], graph: Graph, fuse_reductions: bool) -> None:
         self.nodes = nodes
+        self.fuse_reductions = fuse_reductions
+        self.refusals: list[Refusal] = []
         self.position = {node: index for index, node in enumerate(nodes)}
         size = len(nodes)
         self.parent = list(range(size))
@@ -232,6 +316,37 @@ class _Clusters:
         if after_loop & members:
             return False
         return all(not self.ancestors[p] & members for p in self.external_producers(clusters))
+
+    def refuse(self, first: Node, second: Node, reason: Reason, detail: str = "",
+               via: Node | None = None, shared: Node | None = None) -> None:
+        self.refusals.append(Refusal(first, second, reason, detail, via, shared))
+
+    def refuse_not_convex(self, first: Node, second: Node, clusters: set[int],
+                          shared: Node | None = None) -> None:
+        """Record why ``is_convex(clusters)`` said no: a member reads a reduction that the
+        merged loop would compute (``REDUCTION_IN_LOOP``, via that reduction), or an
+        outside cluster both reads the merged part and feeds it (``NOT_CONVEX``, via that
+        cluster's first node)."""
+        members = after_loop = 0
+        for cluster in clusters:
+            members |= self.members[cluster]
+            after_loop |= self.after_loop[cluster]
+        early = after_loop & members
+        if early:
+            reader = self.nodes[(early & -early).bit_length() - 1]
+            reduction = next(source for source in reader.inputs
+                             if self.epilogues[self.position[source]]
+                             and members >> self.position[source] & 1)
+            self.refuse(first, second, Reason.REDUCTION_IN_LOOP, via=reduction, shared=shared)
+            return
+        outside = next(p for p in self.external_producers(clusters)
+                       if self.ancestors[p] & members)
+        self.refuse(first, second, Reason.NOT_CONVEX, via=self.nodes[outside], shared=shared)
+
+    def refuse_numpy_call(self, first: Node, second: Node, call: Node) -> None:
+        """``call`` (``first`` or ``second``) is a numpy call: it joins no kernel."""
+        self.refuse(first, second, Reason.NOT_ELEMENTWISE,
+                    _numpy_call_reason(call, self.fuse_reductions), via=call)
 
     def roots(self, clusters: Iterable[int]) -> set[int]:
         """``{find(cluster) for cluster in clusters}``, without a call per cluster when
@@ -304,63 +419,128 @@ class _Clusters:
             stack.extend(self.consumers[cluster])
 
 
+def _is_step(node: Node) -> bool:
+    """Computed by a kernel or a numpy call (arguments and constants are not steps)."""
+    return node.kind not in (INPUT, CONST)
+
+
 def _fuse_vertically(clusters: _Clusters) -> None:
+    """Merge each elementwise node with the clusters of its producers, and each fusible
+    reduction with its input's; every producer left apart gets a refusal."""
     nodes = clusters.nodes
     for index, node in enumerate(nodes):
         clusters.add(index)
         if clusters.epilogues[index]:
-            if node.inputs[0].kind == ELEMENTWISE:
-                producer = clusters.find(clusters.position[node.inputs[0]])
+            source = node.inputs[0]
+            if source.kind == ELEMENTWISE:
+                producer = clusters.find(clusters.position[source])
                 if clusters.is_convex({index, producer}):
                     clusters.merge({index, producer})
+                else:
+                    clusters.refuse_not_convex(source, node, {index, producer})
             continue
         if node.kind != ELEMENTWISE:
+            for source in node.inputs:
+                if _is_step(source):
+                    clusters.refuse_numpy_call(source, node, node)
             continue
         group = {index}
         for source in node.inputs:
             candidate = clusters.find(clusters.position[source])
-            if candidate in group or not clusters.fusible[candidate] or not _same_class(
-                    clusters.size_class[candidate], clusters.size_class[index]):
+            if candidate in group:
+                continue
+            if not clusters.fusible[candidate]:
+                if _is_step(source):
+                    clusters.refuse_numpy_call(source, node, source)
+                continue
+            if not _same_class(clusters.size_class[candidate], clusters.size_class[index]):
+                _refuse_size_class(clusters, source, node, candidate, index)
                 continue
             if clusters.loop[candidate] != node.ones and not _recomputable(
-                    clusters, candidate, node):
+                    clusters, candidate, source, node):
                 continue
             if clusters.is_convex(group | {candidate}):
                 group.add(candidate)
+            else:
+                clusters.refuse_not_convex(source, node, group | {candidate})
         if len(group) > 1:
             clusters.merge(group)
 
 
-def _recomputable(clusters: _Clusters, candidate: int, node: Node) -> bool:
-    """True if the smaller-shaped cluster ``candidate`` should be computed inside the loop
-    of ``node`` (see ``RECOMPUTE_MAX_COST``): cheap, read by ``node`` alone, not returned
-    and holding no reduction."""
-    if not _broadcasts_into(clusters.loop[candidate], node.ones) or \
-            clusters.cost[candidate] > RECOMPUTE_MAX_COST or clusters.after_loop[candidate]:
+def _refuse_size_class(clusters: _Clusters, first: Node, second: Node, one: int,
+                       other: int, shared: Node | None = None) -> None:
+    """Clusters ``one`` and ``other`` have different size classes: record it, via the
+    node that starts one of the classes (see ``size_classes``)."""
+    starts = [start for start in (clusters.size_class[one], clusters.size_class[other])
+              if isinstance(start, Node)]
+    via = starts[0]
+    detail = ("its size depends on the data" if via.kind != ELEMENTWISE else
+              "it broadcasts a size that depends on the data with other sizes")
+    clusters.refuse(first, second, Reason.SIZE_CLASS, detail, via, shared)
+
+
+def _loop_text(ones: tuple[bool, ...]) -> str:
+    """A loop shape as ``type_str`` writes shapes: ``[n,1]``."""
+    return "[" + ",".join("1" if one else "n" for one in ones) + "]"
+
+
+_HOLDS_A_REDUCTION = "it holds a reduction, complete only after its own loop"
+
+
+def _recomputable(clusters: _Clusters, candidate: int, source: Node, node: Node) -> bool:
+    """True if the smaller-shaped cluster ``candidate`` (computing ``source``) should be
+    computed inside the loop of ``node`` (see ``RECOMPUTE_MAX_COST``): cheap, read by
+    ``node`` alone, not returned and holding no reduction.  When it is not, the refusal
+    says which of these fails."""
+    loop = clusters.loop[candidate]
+    if not _broadcasts_into(loop, node.ones):
+        clusters.refuse(source, node, Reason.LOOP_SHAPE,
+                        f"{_loop_text(loop)} vs {_loop_text(node.ones)}")
+        return False
+    if clusters.cost[candidate] > RECOMPUTE_MAX_COST:
+        clusters.refuse(source, node, Reason.NOT_RECOMPUTED,
+                        f"it costs {clusters.cost[candidate]} operations per element, more "
+                        f"than the {RECOMPUTE_MAX_COST} worth repeating for every row")
+        return False
+    if clusters.after_loop[candidate]:
+        clusters.refuse(source, node, Reason.NOT_RECOMPUTED, _HOLDS_A_REDUCTION)
         return False
     members = clusters.members[candidate]
     consumers = clusters.graph.consumers
     for position, member in enumerate(clusters.nodes):
         if not members >> position & 1:
             continue
-        if member.kind != ELEMENTWISE or member in clusters.returned:
+        if member.kind != ELEMENTWISE:
+            clusters.refuse(source, node, Reason.NOT_RECOMPUTED, _HOLDS_A_REDUCTION, member)
+            return False
+        if member in clusters.returned:
+            clusters.refuse(source, node, Reason.NOT_RECOMPUTED,
+                            "it is returned, so it is stored anyway", member)
             return False
         for user in consumers.get(member, ()):
             if user is not node and not members >> clusters.position[user] & 1:
+                clusters.refuse(source, node, Reason.NOT_RECOMPUTED,
+                                "it is also read by another node", user)
                 return False
     return True
 
 
 def _fuse_horizontally(clusters: _Clusters) -> None:
-    """Merge sibling regions that read the same value and share a loop shape."""
+    """Merge sibling regions that read the same value and share a loop shape.  Each
+    sibling tried against another and left apart gets a refusal; so does each sibling too
+    large for the shared value, against the first such sibling of its loop shape."""
     for index, shared in enumerate(clusters.nodes):
         if clusters.find(index) != index:
             continue
         siblings = sorted(clusters.roots(clusters.consumers[index]) - {index})
         merged: list[int] = []
+        unsized: dict[tuple[bool, ...], int] = {}
         for sibling in siblings:
             sibling = clusters.find(sibling)
-            if not clusters.fusible[sibling] or not _same_size(shared, clusters.loop[sibling]):
+            if not clusters.fusible[sibling]:
+                continue
+            if not _same_size(shared, clusters.loop[sibling]):
+                _refuse_unsized(clusters, unsized, sibling, shared)
                 continue
             for slot, other in enumerate(merged):
                 other = clusters.find(other)
@@ -371,8 +551,36 @@ def _fuse_horizontally(clusters: _Clusters) -> None:
                 if same_loop and clusters.is_convex({other, sibling}):
                     merged[slot] = clusters.merge({other, sibling})
                     break
+                _refuse_siblings(clusters, other, sibling, shared)
             else:
                 merged.append(sibling)
+
+
+def _refuse_unsized(clusters: _Clusters, unsized: dict[tuple[bool, ...], int], sibling: int,
+                    shared: Node) -> None:
+    """``sibling`` reads ``shared`` but loops over more than its shape: record it against
+    the first such sibling of the same loop shape (``unsized``), the one it could
+    otherwise have joined."""
+    loop = clusters.loop[sibling]
+    first = unsized.setdefault(loop, sibling)
+    if first != sibling:
+        clusters.refuse(clusters.nodes[first], clusters.nodes[sibling], Reason.SIBLING_SIZE,
+                        f"{_loop_text(shared.ones)} is smaller than their {_loop_text(loop)} "
+                        "loops, so their sizes may differ at run time", shared=shared)
+
+
+def _refuse_siblings(clusters: _Clusters, other: int, sibling: int, shared: Node) -> None:
+    """Record why siblings ``other`` and ``sibling`` (both reading ``shared``) stay apart:
+    the first of the tests in ``_fuse_horizontally`` that said no."""
+    first, second = clusters.nodes[other], clusters.nodes[sibling]
+    one, two = clusters.loop[other], clusters.loop[sibling]
+    if one != two:
+        clusters.refuse(first, second, Reason.LOOP_SHAPE,
+                        f"{_loop_text(one)} vs {_loop_text(two)}", shared=shared)
+    elif not _same_class(clusters.size_class[other], clusters.size_class[sibling]):
+        _refuse_size_class(clusters, first, second, other, sibling, shared)
+    else:
+        clusters.refuse_not_convex(first, second, {other, sibling}, shared)
 
 
 def _same_size(shared: Node, loop: tuple[bool, ...]) -> bool:
@@ -399,13 +607,16 @@ def _region_io(members: Sequence[Node], graph: Graph) -> tuple[tuple[Node, ...],
 Io = tuple[tuple[Node, ...], tuple[Node, ...]]  # a region's inputs and outputs
 
 
-def _split(members: list[Node], graph: Graph) -> list[tuple[list[Node], Io]]:
+def _split(members: list[Node], graph: Graph, refusals: list[Refusal],
+           io: Io | None = None) -> list[tuple[list[Node], Io]]:
     """Split a region over the operand cap into topological prefix and suffix (both stay
     convex: a path between them would be a path leaving and re-entering the region), each
-    with its inputs and outputs.  A fused reduction stays with its input: nothing in the
-    region reads it."""
-    io = _region_io(members, graph)
-    if len(io[0]) + len(io[1]) <= MAX_OPERANDS or len(members) == 1:
+    with its inputs and outputs (``io``, when the caller has them already).  A fused
+    reduction stays with its input: nothing in the region reads it.  Each split is
+    recorded in ``refusals`` (``_refuse_split``)."""
+    io = io if io is not None else _region_io(members, graph)
+    operands = len(io[0]) + len(io[1])
+    if operands <= MAX_OPERANDS or len(members) == 1:
         return [(members, io)]
     loop = [node for node in members if node.kind == ELEMENTWISE]
     if len(loop) <= 1:
@@ -416,8 +627,24 @@ def _split(members: list[Node], graph: Graph) -> list[tuple[list[Node], Io]]:
         if node.kind != ELEMENTWISE:
             part = parts[1] if node.inputs[0] in parts[1] else parts[0]
             part.add(node)
-    return [piece for part in parts
-            for piece in _split([node for node in members if node in part], graph)]
+    prefix, suffix = ([node for node in members if node in part] for part in parts)
+    suffix_io = _region_io(suffix, graph)
+    _refuse_split(prefix, suffix, parts, suffix_io[0], graph, operands, refusals)
+    return [*_split(prefix, graph, refusals), *_split(suffix, graph, refusals, suffix_io)]
+
+
+def _refuse_split(prefix: list[Node], suffix: list[Node], parts: list[set[Node]],
+                  suffix_inputs: Sequence[Node], graph: Graph, operands: int,
+                  refusals: list[Refusal]) -> None:
+    """One refusal per value the ``suffix`` reads from the ``prefix`` and reader of it
+    (``parts`` are their sets), or one between the halves' first nodes when the suffix
+    reads nothing from the prefix."""
+    detail = f"{operands} operands, over numpy's limit of {MAX_OPERANDS} per gufunc"
+    before, after = parts
+    crossing = [Refusal(source, user, Reason.OPERAND_CAP, detail)
+                for source in suffix_inputs if source in before
+                for user in graph.consumers[source] if user in after]
+    refusals += crossing or [Refusal(prefix[0], suffix[0], Reason.OPERAND_CAP, detail)]
 
 
 def _execution_order(groups: list[list[Node]]) -> list[list[Node]]:
@@ -479,7 +706,8 @@ def partition(graph: Graph, fuse_reductions: bool = True) -> Plan:
             grouped.setdefault(clusters.find(index), []).append(node)
     _lone_reductions(grouped)
     fused = {node for members in grouped.values() for node in members}
-    parts = [part for members in grouped.values() for part in _split(members, graph)]
+    refusals = clusters.refusals
+    parts = [part for members in grouped.values() for part in _split(members, graph, refusals)]
     io = {id(members): part_io for members, part_io in parts}
     groups = [members for members, _ in parts]
     groups += [[node] for node in nodes if node.kind == NUMPY and node not in fused]
@@ -490,19 +718,55 @@ def partition(graph: Graph, fuse_reductions: bool = True) -> Plan:
             continue
         inputs, outputs = io[id(members)]
         steps.append(Region(0, tuple(members), inputs, outputs))
-    steps = _inline_scalar_regions(steps, graph)
+    steps = _inline_scalar_regions(steps, graph, refusals)
     regions: list[Region] = []
     for position, step in enumerate(steps):
         if isinstance(step, Region):
             steps[position] = dataclasses.replace(step, index=len(regions))
             regions.append(steps[position])  # type: ignore[arg-type]
     owner = {node: region.index for region in regions for node in region.nodes}
+    bordering = _bordering(regions, owner, refusals)
     for position, step in enumerate(steps):
         if isinstance(step, Region):
             donate = _donations(step, graph, owner, clusters.classes)
-            if donate:
-                steps[position] = regions[step.index] = dataclasses.replace(step, donate=donate)
-    return Plan(graph, tuple(regions), tuple(steps))
+            borders = tuple(bordering.get(step.index, ()))
+            if donate or borders:
+                steps[position] = regions[step.index] = dataclasses.replace(
+                    step, donate=donate, refusals=borders)
+    return Plan(graph, tuple(regions), tuple(steps), tuple(refusals))
+
+
+def _prelude_regions(regions: Sequence[Region]) -> dict[Node, tuple[int, ...]]:
+    """The regions computing each prelude node: each kernel reading scalar work computes
+    it in its own prelude (a member is computed by its region alone)."""
+    found: dict[Node, tuple[int, ...]] = {}
+    for region in regions:
+        for node in region.prelude:
+            found[node] = (*found.get(node, ()), region.index)
+    return found
+
+
+def _regions_computing(node: Node, owner: dict[Node, int],
+                       preludes: dict[Node, tuple[int, ...]]) -> tuple[int, ...]:
+    index = owner.get(node)
+    return (index,) if index is not None else preludes.get(node, ())
+
+
+def _bordering(regions: Sequence[Region], owner: dict[Node, int],
+               refusals: Iterable[Refusal]) -> dict[int, list[Refusal]]:
+    """For each region, the refusals between one of its nodes and a node of another step
+    (a refusal whose two nodes ended up in one region is moot).  ``owner`` gives each
+    member's region."""
+    preludes = _prelude_regions(regions)
+    found: dict[int, list[Refusal]] = {}
+    for refusal in refusals:
+        first = _regions_computing(refusal.first, owner, preludes)
+        second = _regions_computing(refusal.second, owner, preludes)
+        if any(index in second for index in first):
+            continue
+        for index in (*first, *second):
+            found.setdefault(index, []).append(refusal)
+    return found
 
 
 def _lone_reductions(grouped: dict[int, list[Node]]) -> None:
@@ -543,29 +807,24 @@ def _donations(region: Region, graph: Graph, owner: dict[Node, int],
     return tuple(pairs)
 
 
-def _inline_scalar_regions(steps: list[Region | Node], graph: Graph) -> list[Region | Node]:
+def _inline_scalar_regions(steps: list[Region | Node], graph: Graph,
+                           refusals: list[Refusal]) -> list[Region | Node]:
     """Fold regions of 0-d values into the preludes of the kernels that read them.
 
     Such a region (``-r``, ``0.5 * sigma ** 2`` on scalar arguments) would otherwise be a
     kernel call of its own on length-1 arrays.  It qualifies when none of its values is
-    returned or read by anything but kernels that loop over at least one axis.
+    returned or read by anything but kernels that loop over at least one axis; one that
+    does not gets a refusal for each value such a kernel reads from it.
     """
     owner = {node: step for step in steps if isinstance(step, Region) for node in step.nodes}
-    returned = set(graph.outputs)
-
-    def inlinable(region: Region) -> bool:
-        if any(node.ndim or node.kind != ELEMENTWISE for node in region.nodes):
-            return False
-        for output in region.outputs:
-            if output in returned:
-                return False
-            for user in graph.consumers[output]:
-                consumer = owner.get(user)
-                if consumer is None or consumer is region or all(consumer.ones):
-                    return False
-        return True
-
-    scalar = {step for step in steps if isinstance(step, Region) and inlinable(step)}
+    scalar = set()
+    for step in steps:
+        if isinstance(step, Region) and _is_scalar_work(step):
+            kept = _kept_out_of_preludes(step, owner, graph)
+            if kept is None:
+                scalar.add(step)
+            else:
+                _refuse_preludes(step, owner, graph, kept, refusals)
     if not scalar:
         return steps
     result: list[Region | Node] = []
@@ -582,6 +841,36 @@ def _inline_scalar_regions(steps: list[Region | Node], graph: Graph) -> list[Reg
         inputs, _ = _region_io([*prelude, *step.nodes], graph)
         result.append(dataclasses.replace(step, inputs=inputs, prelude=tuple(prelude)))
     return result
+
+
+def _is_scalar_work(region: Region) -> bool:
+    return not any(node.ndim or node.kind != ELEMENTWISE for node in region.nodes)
+
+
+def _kept_out_of_preludes(region: Region, owner: dict[Node, Region], graph: Graph
+                          ) -> str | None:
+    """Why the scalar ``region`` cannot be folded into the preludes of the kernels that
+    read it (None when it can)."""
+    for output in region.outputs:
+        if output in graph.returned:
+            return "it is returned"
+        for user in graph.consumers[output]:
+            consumer = owner.get(user)
+            if consumer is None:
+                return "a numpy call reads it"
+            if consumer is region or all(consumer.ones):
+                return "a kernel without a loop reads it"
+    return None
+
+
+def _refuse_preludes(region: Region, owner: dict[Node, Region], graph: Graph, why: str,
+                     refusals: list[Refusal]) -> None:
+    """One refusal per value of the scalar ``region`` that a looping kernel reads."""
+    for output in region.outputs:
+        for user in graph.consumers[output]:
+            consumer = owner.get(user)
+            if consumer is not None and consumer is not region and not all(consumer.ones):
+                refusals.append(Refusal(output, user, Reason.NOT_IN_PRELUDE, why))
 
 
 def _prelude_for(region: Region, owner: dict[Node, Region], scalar: set[Region]) -> list[Node]:
@@ -635,6 +924,25 @@ def check_plan(plan: Plan) -> None:
                     f"region {region.index} reads region {upstream}, which runs later"
                 )
         _assert_convex(region, graph, owner)
+    _assert_crossings_refused(plan)
+
+
+def _assert_crossings_refused(plan: Plan) -> None:
+    """Each value crossing between a region and another step has a refusal, in that
+    region's ``refusals``, for exactly that value and its reader."""
+    consumers = plan.graph.consumers
+    owner = {node: region.index for region in plan.regions for node in region.nodes}
+    preludes = _prelude_regions(plan.regions)
+    for region in plan.regions:
+        recorded = {(refusal.first, refusal.second) for refusal in region.refusals}
+        for node in (*region.prelude, *region.nodes):
+            crossing = [(source, node) for source in node.inputs if _is_step(source)]
+            crossing += [(node, user) for user in consumers.get(node, ())]
+            for source, user in crossing:
+                apart = region.index not in _regions_computing(source, owner, preludes) or \
+                    region.index not in _regions_computing(user, owner, preludes)
+                assert not apart or (source, user) in recorded, (
+                    f"region {region.index} has no refusal for {source} -> {user}")
 
 
 def _assert_convex(region: Region, graph: Graph, owner: dict[Node, int]) -> None:

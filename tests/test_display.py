@@ -69,3 +69,22 @@ def test_compiled_and_explanation_render_as_html():
     assert "returned" in report and "vectorised" in report
     assert "Fusion boundaries: none." in report
     assert "avoided for these arguments" in report
+
+
+def test_explanation_html_tabulates_boundaries_with_the_partitioners_reasons():
+    def softmax(x):
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+
+    def scaled(x, h):
+        return x * (-h), x + h
+
+    x = np.ones((4, 5))
+    report = numfuse.compile(softmax, x).explain(x, vectorisation=False)._repr_html_()
+    assert "<th>between</th><th>reason</th><th>why</th>" in report
+    assert "<td>region 0 -&gt; region 1 at d:f64[n,n]</td>" in report
+    assert "<td>reduction read inside its own loop</td>" in report
+    assert "sum e is complete only after the loop that computes it" in report
+    report = numfuse.compile(scaled, X, 0.5).explain(X, 0.5)._repr_html_()
+    assert "c:f64[] = negative b  (before the loop)" in report
+    assert "Fusion boundaries: none." in report

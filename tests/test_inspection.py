@@ -7,8 +7,8 @@ import pytest
 
 import numfuse
 from numfuse import inspection
-from numfuse.graph import ELEMENTWISE, INPUT, Graph, Node
-from numfuse.partition import Region, partition
+from numfuse.graph import ELEMENTWISE, INPUT, NUMPY, Graph, Node
+from numfuse.partition import Reason, partition
 
 
 def logp_and_grad(x, mu):
@@ -119,14 +119,15 @@ def _explained(fn, *args):
     return inspection.explain(plan.graph, plan.regions, None, "fn", "", args)
 
 
-def test_explain_names_different_loop_shapes():
+def test_explain_says_costly_smaller_work_is_not_recomputed():
     def fn(x, y):  # too costly to recompute inside the larger loop
         return np.sin(x) + np.cos(y)
 
     explanation = _explained(fn, np.ones(4), np.ones((4, 1)))
-    assert explanation.reasons == {inspection.LOOP_SHAPE}
-    details = {boundary.detail for boundary in explanation.boundaries}
-    assert details == {"f64[n] vs f64[n,n]", "f64[n,1] vs f64[n,n]"}
+    assert explanation.reasons == {Reason.NOT_RECOMPUTED}
+    assert [boundary.value for boundary in explanation.boundaries] == ["c:f64[n]", "d:f64[n,1]"]
+    assert all("20 operations per element" in boundary.detail
+               for boundary in explanation.boundaries)
     outputs = {name: why for region in explanation.regions for name, why in region.outputs}
     assert any(why[0].startswith("read by region") for why in outputs.values())
 
@@ -140,37 +141,41 @@ def test_explain_names_the_operand_cap():
 
     explanation = _explained(total, *[np.ones(3) for _ in range(70)])
     assert len(explanation.regions) >= 2
-    assert inspection.OPERAND_CAP in explanation.reasons
-    assert "64" in str(explanation)
+    assert explanation.reasons == {Reason.OPERAND_CAP}
+    assert "over numpy's limit of 64 per gufunc" in str(explanation)
 
 
 def _node(op, kind, inputs, shape=(None,)):
     return Node(op, kind, tuple(inputs), np.dtype("float64"), shape)
 
 
-def test_explain_names_non_fusible_ops_cycles_and_reductions():
-    # c = x * x; d = sort(c); e = c + d; f = sum(c); g = c - f.  Fusing c's region with
-    # {e, g} would make one kernel both feed sort/sum and read their results.
+def test_explain_names_non_fusible_ops_and_paths_through_them():
+    # c = x * x; d = sort(c); e = c + d; f = total(c); g = c - f.  Fusing c's region with
+    # {e, g} would make one kernel both feed sort/total and read their results.
     x = _node("arg", INPUT, ())
     c = _node("multiply", ELEMENTWISE, (x, x))
-    d = _node("sort", "numpy", (c,))
+    d = _node("sort", NUMPY, (c,))
     e = _node("add", ELEMENTWISE, (c, d))
-    f = _node("sum", "numpy", (c,), shape=())
+    f = _node("total", NUMPY, (c,), shape=())
     g = _node("subtract", ELEMENTWISE, (c, f))
-    graph = Graph((x,), (e, g))
-    regions = (Region(0, (c,), (x,), (c,)), Region(1, (e, g), (c, d, f), (e, g)))
-    explanation = inspection.explain(graph, regions, None, "fn", "")
-    assert explanation.reasons == {inspection.NON_FUSIBLE, inspection.CYCLE,
-                                   inspection.REDUCTION}
-    by_reason = {boundary.reason: boundary for boundary in explanation.boundaries}
-    assert by_reason[inspection.CYCLE].producer == "region 0"
-    assert by_reason[inspection.CYCLE].consumer == "region 1"
-    assert "sort" in str(by_reason[inspection.NON_FUSIBLE])
-    assert "sum" in str(by_reason[inspection.REDUCTION])
+    plan = partition(Graph((x,), (e, g)))
+    explanation = inspection.explain(plan.graph, plan.regions, None, "fn", "")
+    assert [str(boundary) for boundary in explanation.boundaries] == [
+        "region 0 -> sort c at b:f64[n]: not elementwise (sort c runs in numpy: it is not "
+        "elementwise)",
+        "region 0 -> region 1 at b:f64[n]: not convex (one kernel for both would feed sort c "
+        "and also need its result, so it would wait on itself)",
+        "region 0 -> total e at b:f64[n]: not elementwise (total e runs in numpy: it is not "
+        "elementwise)",
+        "sort c -> region 1 at c:f64[n]: not elementwise (sort c runs in numpy: it is not "
+        "elementwise)",
+        "total e -> region 1 at e:f64[]: not elementwise (total e runs in numpy: it is not "
+        "elementwise)",
+    ]
     assert explanation.regions[0].outputs == (
         ("b", ("read by region 1", "used by non-fused op c (sort)",
-               "used by non-fused op e (sum)")),)
-    assert explanation.other_steps == ("c:f64[n] = sort b", "e:f64[] = sum b")
+               "used by non-fused op e (total)")),)
+    assert explanation.other_steps == ("c:f64[n] = sort b", "e:f64[] = total b")
 
 
 def test_explain_names_the_boundaries_of_traced_numpy_calls():
@@ -179,6 +184,93 @@ def test_explain_names_the_boundaries_of_traced_numpy_calls():
         return scaled + np.sort(scaled), scaled - np.sum(scaled)
 
     explanation = _explained(fn, np.ones(5))
-    assert explanation.reasons == {inspection.NON_FUSIBLE, inspection.CYCLE,
-                                   inspection.REDUCTION}
-    assert len(explanation.other_steps) == 2
+    assert explanation.reasons == {Reason.NOT_ELEMENTWISE, Reason.NOT_CONVEX,
+                                   Reason.REDUCTION_IN_LOOP}
+    assert explanation.other_steps == ("d:f64[n] = sort(c)",)  # the sum is in region 0
+
+
+def _merge_order_blamed(explanation) -> bool:
+    return "merge order" in str(explanation)
+
+
+def test_a_fused_mean_is_listed_once_and_the_split_blamed_on_it():
+    def centred(x):
+        m = np.where(x > 0, x, 0.0)
+        return m - m.mean(), m.mean()
+
+    explanation = _explained(centred, np.ones(5))
+    fused = [text for region in explanation.regions for text in region.equations]
+    assert "f:f64[] = mean(e)" in fused
+    assert explanation.other_steps == ()  # not also "run by numpy"
+    (boundary,) = explanation.boundaries
+    assert (boundary.first, boundary.second, boundary.value) == ("region 0", "region 1",
+                                                                 "e:f64[n]")
+    assert boundary.reason is Reason.REDUCTION_IN_LOOP
+    assert boundary.detail == (
+        "mean f is complete only after the loop that computes it and g reads it, so g runs "
+        "in a later loop; e, computed in that loop, is stored for it")
+    assert not _merge_order_blamed(explanation)
+
+
+def test_softmax_splits_where_a_value_is_needed_after_its_own_reduction():
+    def softmax(x):
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+
+    explanation = _explained(softmax, np.ones((4, 5)))
+    assert explanation.reasons == {Reason.REDUCTION_IN_LOOP}
+    split = next(boundary for boundary in explanation.boundaries
+                 if boundary.second == "region 1")
+    assert (split.first, split.value) == ("region 0", "d:f64[n,n]")
+    assert "sum e is complete only after the loop that computes it" in split.detail
+    assert "d, computed in that loop, is stored" in split.detail
+    assert not _merge_order_blamed(explanation)
+
+
+def test_scalar_work_folded_into_a_kernel_is_no_boundary():
+    def fn(x, h):
+        return x * (-h), x + h
+
+    explanation = _explained(fn, np.ones(5), 0.5)
+    (region,) = explanation.regions
+    assert region.prelude == ("c:f64[] = negative b",)
+    assert explanation.boundaries == ()
+    assert "not elementwise" not in str(explanation)
+    assert "c:f64[] = negative b  (before the loop)" in str(explanation)
+
+
+def test_returned_scalar_work_is_explained_as_kept_out_of_the_prelude():
+    def fn(x, h):
+        s = -h
+        return x * s, s
+
+    explanation = _explained(fn, np.ones(5), 0.5)
+    kept = next(boundary for boundary in explanation.boundaries
+                if boundary.reason is Reason.NOT_IN_PRELUDE)
+    assert str(kept) == (
+        "region 0 -> region 1 at c:f64[]: scalar work kept out of a prelude (scalar c runs as "
+        "a kernel of its own instead of before the loop of d's kernel: it is returned)")
+
+
+def test_a_data_dependent_size_is_blamed_for_its_split():
+    def fn(x, y):
+        a = x[x > 0] + 1.0
+        return a * y
+
+    explanation = _explained(fn, np.ones(5), np.ones(5))
+    by_reason = {boundary.reason: boundary for boundary in explanation.boundaries}
+    assert set(by_reason) == {Reason.NOT_ELEMENTWISE, Reason.SIZE_CLASS}
+    size = by_reason[Reason.SIZE_CLASS]
+    assert (size.first, size.second, size.value) == ("region 1", "region 2", "g:f64[n]")
+    assert size.detail.startswith("getitem e: its size depends on the data")
+    assert not _merge_order_blamed(explanation)
+
+
+def test_siblings_of_a_scalar_are_explained():
+    def fn(x, y, h):
+        return x * h, y + h
+
+    explanation = _explained(fn, np.ones(4), np.ones(5), 2.0)
+    (boundary,) = explanation.boundaries
+    assert str(boundary).startswith(
+        "region 0 and region 1, both reading c:f64[]: siblings of a smaller shared value")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import pickle
 
 import numpy as np
 import pytest
@@ -22,11 +23,13 @@ from hypothesis.extra import numpy as hnp
 import numfuse
 from numfuse.codegen import emit
 from numfuse.dtypes import spec_of
-from numfuse.graph import ELEMENTWISE, INPUT, Graph, Node, broadcast_shapes, verify
+from numfuse.graph import ELEMENTWISE, INPUT, NUMPY, Graph, Node, broadcast_shapes, verify
 from numfuse.partition import (
     MAX_OPERANDS,
     RECOMPUTE_MAX_COST,
     Plan,
+    Reason,
+    Refusal,
     Region,
     check_plan,
     op_cost,
@@ -674,3 +677,189 @@ def test_reductions_of_an_argument_share_one_pass_over_it():
     compiled, layouts = _kernel_layouts(normalise, x)
     assert len(layouts) == 3 and layouts[0] == "(n)->(),()"  # both means in one pass
     assert_same(compiled(x), normalise(x), rtol=1e-12)
+
+
+# ------------------------------------------------------------- refused merges, recorded
+
+
+def refusals_of(plan: Plan, reason: Reason) -> list[Refusal]:
+    return [refusal for refusal in plan.refusals if refusal.reason is reason]
+
+
+def named(plan: Plan, op: str) -> Node:
+    (node,) = [node for node in plan.graph.nodes if node.op == op]
+    return node
+
+
+def test_a_merge_refused_for_convexity_names_the_node_on_the_path():
+    """d cannot join {a, b}: the path a -> r -> d leaves the region through r and comes
+    back.  The refusal is between b and its reader d, via r, and d's region keeps it."""
+    x = arg(0)
+    a = unary("sin", x)
+    b = unary("cos", a)
+    r = opaque(a, shape=(1,))
+    d = binary("add", b, r)
+    plan = partition(Graph((x,), (d,)))
+    check_plan(plan)
+    assert Refusal(b, d, Reason.NOT_CONVEX, via=r) in plan.refusals
+    owner = region_of(plan)
+    assert Refusal(b, d, Reason.NOT_CONVEX, via=r) in plan.regions[owner[d]].refusals
+    # r is no kernel's: each value crossing to or from it is refused as not elementwise
+    crossing = {(refusal.first, refusal.second) for refusal in
+                refusals_of(plan, Reason.NOT_ELEMENTWISE) if refusal.via is r}
+    assert crossing == {(a, r), (r, d)}
+
+
+def test_siblings_kept_apart_by_convexity_are_recorded_with_the_value_they_share():
+    x = arg(0)
+    a = unary("sin", x)
+    r = opaque(a)
+    b = binary("add", x, r)
+    plan = partition(Graph((x,), (b, a)))
+    (sibling,) = [refusal for refusal in plan.refusals if refusal.shared is not None]
+    assert (sibling.first, sibling.second, sibling.reason) == (a, b, Reason.NOT_CONVEX)
+    assert sibling.shared is x and sibling.via is r
+
+
+def test_a_value_needed_before_and_after_its_reduction_is_refused_as_such():
+    def centred(x):
+        m = np.where(x > 0, x, 0.0)
+        return m - m.mean(), m.mean()
+
+    plan = plan_of(centred, np.ones(5))
+    refused = refusals_of(plan, Reason.REDUCTION_IN_LOOP)
+    mean, where, subtract = named(plan, "mean"), named(plan, "where"), named(plan, "subtract")
+    # subtract reads both where, from the loop, and mean, complete only after it
+    assert [(refusal.first, refusal.second, refusal.via) for refusal in refused] == [
+        (where, subtract, mean), (mean, subtract, mean)]
+    assert [region.refusals for region in plan.regions] == [tuple(refused)] * 2
+    assert plan.refusals == tuple(refused)
+
+
+def test_data_dependent_sizes_are_refused_as_another_size_class():
+    def positive_times(x, y):
+        a = x[x > 0] + 1.0
+        return a * y
+
+    plan = plan_of(positive_times, np.ones(5), np.ones(5))
+    (refusal,) = refusals_of(plan, Reason.SIZE_CLASS)
+    getitem = named(plan, "getitem")
+    assert (refusal.first, refusal.second) == (named(plan, "add"), named(plan, "multiply"))
+    assert refusal.via is getitem and getitem.kind == NUMPY
+    assert "depends on the data" in refusal.detail
+
+
+def test_loop_shapes_and_recomputation_are_refused_with_their_details():
+    def scalar_kept(x, h):
+        s = -h
+        return s, x * s  # s is returned: its own kernel of loop shape []
+
+    plan = plan_of(scalar_kept, np.ones(4), 0.5)
+    (refusal,) = refusals_of(plan, Reason.LOOP_SHAPE)
+    assert (refusal.first.op, refusal.second.op, refusal.detail) == (
+        "negative", "multiply", "[] vs [n]")
+    (kept,) = refusals_of(plan, Reason.NOT_IN_PRELUDE)  # nor is it the kernel's prelude
+    assert (kept.first, kept.second, kept.detail) == (
+        refusal.first, refusal.second, "it is returned")
+
+    def costly(x, y):
+        return np.sin(x) + np.cos(y)
+
+    plan = plan_of(costly, np.ones(4), np.ones((4, 1)))
+    refused = refusals_of(plan, Reason.NOT_RECOMPUTED)
+    assert {refusal.first.op for refusal in refused} == {"sin", "cos"}
+    assert all("20 operations per element" in refusal.detail for refusal in refused)
+
+    def returned(m, v):
+        w = v + 1
+        return w * m, w
+
+    (refusal,) = refusals_of(plan_of(returned, np.ones((5, 6)), np.ones((5, 1))),
+                             Reason.NOT_RECOMPUTED)
+    assert refusal.via is refusal.first and "returned" in refusal.detail
+
+
+def test_siblings_of_a_scalar_are_refused_as_possibly_of_different_sizes():
+    def two_arrays(x, y, h):
+        return x * h, y + h
+
+    plan = plan_of(two_arrays, np.ones(4), np.ones(5), 2.0)
+    (refusal,) = refusals_of(plan, Reason.SIBLING_SIZE)
+    assert (refusal.first.op, refusal.second.op) == ("multiply", "add")
+    assert refusal.shared is plan.graph.inputs[2]
+    assert len(plan.regions) == 2
+
+
+def test_numpy_calls_are_refused_with_why_numpy_runs_them():
+    def sorted_sum(x):
+        scaled = x * 2.0
+        return scaled + np.sort(scaled), scaled - np.sum(scaled, axis=0)
+
+    plan = plan_of(sorted_sum, np.ones((3, 4)))
+    details = {refusal.via.op: refusal.detail
+               for refusal in refusals_of(plan, Reason.NOT_ELEMENTWISE)}
+    assert details == {"sort": "it is not elementwise",
+                       "sum": "it does not reduce the last axis of its input, the one a "
+                              "kernel loops along"}
+    unfused = partition(plan_of(lambda x: x - x.mean(), np.ones(3)).graph,
+                        fuse_reductions=False)
+    (refusal,) = unfused.refusals
+    assert (refusal.first.op, refusal.second.op, refusal.reason) == (
+        "mean", "subtract", Reason.NOT_ELEMENTWISE)
+    assert refusal.detail == "reductions are left to numpy (fuse_reductions=False)"
+
+
+def test_a_split_under_the_operand_cap_records_each_value_crossing_it():
+    def total(*values):
+        result = values[0]
+        for value in values[1:]:
+            result = result + value
+        return result
+
+    plan = plan_of(total, *[np.ones(3) for _ in range(70)])
+    capped = refusals_of(plan, Reason.OPERAND_CAP)
+    assert len(plan.regions) == 2 and len(capped) == 1
+    (refusal,) = capped
+    assert refusal.first in refusal.second.inputs
+    assert refusal.detail == f"71 operands, over numpy's limit of {MAX_OPERANDS} per gufunc"
+
+    def many(x):  # nothing crosses between the halves: one refusal between them
+        return [x + float(index) for index in range(70)]
+
+    plan = plan_of(many, np.ones(3))
+    (refusal,) = refusals_of(plan, Reason.OPERAND_CAP)
+    assert refusal.first in plan.regions[0].nodes and refusal.second in plan.regions[1].nodes
+
+
+def test_refusals_made_moot_by_later_merges_stay_out_of_the_regions():
+    """``-h`` and ``x * s`` have different loop shapes (refused), then the scalar region is
+    folded into the kernel's prelude: the plan keeps the refusal, the region does not."""
+    def scaled(x, h):
+        return x * (-h), x + h
+
+    plan = plan_of(scaled, np.ones(4), 0.5)
+    (region,) = plan.regions
+    assert region.prelude and region.refusals == ()
+    assert [refusal.reason for refusal in plan.refusals] == [Reason.LOOP_SHAPE]
+
+
+def test_check_plan_rejects_a_crossing_value_without_a_refusal():
+    x = arg(0)
+    a = unary("sin", x)
+    r = opaque(a)
+    d = binary("add", a, r)
+    plan = partition(Graph((x,), (d,)))
+    check_plan(plan)
+    silent = dataclasses.replace(plan, regions=tuple(
+        dataclasses.replace(region, refusals=()) for region in plan.regions))
+    with pytest.raises(AssertionError, match="no refusal"):
+        check_plan(silent)
+
+
+def test_a_pickled_region_leaves_its_refusals_behind():
+    """Refusals name nodes all over the graph; a pickled region carries only its own."""
+    plan = plan_of(lambda x: x - x.mean(), np.ones(3))
+    region = next(region for region in plan.regions if region.refusals)
+    restored = pickle.loads(pickle.dumps(region))
+    assert restored.refusals == ()
+    assert [node.op for node in restored.nodes] == [node.op for node in region.nodes]
