@@ -24,8 +24,7 @@ from .inspection import Explanation, VectorReport
 from .kernel import Kernel
 from .memory import retain_freed_memory
 from .trace import supported_functions
-
-__version__ = "0.1.0"
+from .version import __version__ as __version__
 
 memory._from_environment()  # NUMFUSE_RETAIN_MEMORY=1: keep freed blocks (see memory.py)
 

@@ -37,7 +37,7 @@ from .errors import (
     StaticArgumentError,
 )
 from .graph import Graph, verify
-from .inspection import Explanation, explain
+from .inspection import Explanation, explain, kernel_vector_report
 from .kernel import Kernel
 from .partition import Plan, partition
 from .passes import simplify
@@ -193,8 +193,6 @@ def _debug_kernel(kernel: Kernel, compile_time: float | None, level: int) -> Non
     print(f"numfuse: region {kernel.region.index}: kernel {kernel.name} {kernel.layout} "
           f"({origin})\n{kernel.source}", file=sys.stderr)
     if level >= 2:
-        from .inspection import kernel_vector_report
-
         print(f"numfuse: {kernel_vector_report(kernel).summary()}", file=sys.stderr)
 
 

@@ -16,7 +16,7 @@ import html
 import shutil
 from typing import TYPE_CHECKING, Any
 
-from .graph import CONST, ELEMENTWISE, INPUT, Graph, Node
+from .graph import CONST, ELEMENTWISE, INPUT, Graph, Node, node_names
 
 if TYPE_CHECKING:
     from .api import Compiled
@@ -42,9 +42,7 @@ def drawing_unavailable() -> str | None:
 
 
 def _names(graph: Graph) -> dict[Node, str]:
-    from .inspection import node_names
-
-    return node_names(graph)
+    return node_names(graph.nodes)
 
 
 def _label(node: Node, names: dict[Node, str]) -> str:
@@ -152,17 +150,14 @@ def compiled_html(compiled: Compiled) -> str:
 def explanation_html(explanation: Explanation) -> str:
     """The explain() report as HTML: one table row per region, then a table of the
     boundaries (between which steps, the partitioner's reason, why in words)."""
-    from .inspection import BEFORE_THE_LOOP, memory_lines
-
     e = explanation
     rows = []
     for region in e.regions:
         outputs = "<br>".join(f"<code>{html.escape(name)}</code>: {html.escape('; '.join(why))}"
                               for name, why in region.outputs)
         vector = html.escape(region.vector.summary()) if region.vector is not None else ""
-        equations = [f"{text}  {BEFORE_THE_LOOP}" for text in region.prelude]
         rows.append([str(region.index), f"<code>{html.escape(region.layout)}</code>",
-                     _pre("\n".join([*equations, *region.equations])), outputs, vector])
+                     _pre("\n".join(region.listing)), outputs, vector])
     parts = [f"<div class='numfuse-explain'><p><b>{html.escape(e.function)}"
              f"({html.escape(e.signature)})</b>: {e.numpy_loops} numpy loop(s) &rarr; "
              f"{len(e.regions)} kernel(s)</p>",
@@ -175,7 +170,7 @@ def explanation_html(explanation: Explanation) -> str:
                      + _table(["between", "reason", "why"], boundaries))
     else:
         parts.append("<p>Fusion boundaries: none.</p>")
-    memory = "<br>".join(html.escape(line.strip()) for line in memory_lines(e))
+    memory = "<br>".join(html.escape(line.strip()) for line in e.memory_lines())
     parts.append(f"<p>{memory}</p></div>")
     return "".join(parts)
 

@@ -152,14 +152,37 @@ def broadcast_shapes(*shapes: Shape) -> Shape:
 # ---------------------------------------------------------------------------- Graph
 
 
-def _name(index: int) -> str:
-    letters = "abcdefghijklmnopqrstuvwxyz"
-    name = ""
-    index += 1
-    while index:
-        index, rest = divmod(index - 1, 26)
-        name = letters[rest] + name
-    return name
+def node_names(nodes: Iterable[Node]) -> dict[Node, str]:
+    """The names printed graphs and ``explain()`` use: ``a, b, ..., z, aa, ...`` in order."""
+    names = {}
+    for index, node in enumerate(nodes):
+        name, number = "", index + 1
+        while number:
+            number, rest = divmod(number - 1, 26)
+            name = chr(ord("a") + rest) + name
+        names[node] = name
+    return names
+
+
+def operand_text(node: Node, names: Mapping[Node, str]) -> str:
+    """How an equation names an operand: 0-d constants by value, everything else by name."""
+    if node.kind == CONST and node.ndim == 0:
+        return repr(node.param("value"))
+    return names[node]
+
+
+def equation(node: Node, names: Mapping[Node, str]) -> str:
+    """One line of a printed graph: ``c:f64[n] = subtract a b``, ``d:f64[] = sum[axis=0] c``."""
+    operands = [operand_text(source, names) for source in node.inputs]
+    call = node.param("call") if node.kind == NUMPY else None
+    if call is not None:
+        text = call.describe(operands)
+    elif node.kind == CONST:
+        text = f"{node.op} {node.param('value')!r}"
+    else:
+        params = " ".join(f"{key}={value}" for key, value in node.params if key != "loop")
+        text = " ".join([node.op + (f"[{params}]" if params else ""), *operands])
+    return f"{names[node]}:{node.type_str()} = {text}"
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -205,13 +228,7 @@ class Graph:
         return dataclasses.replace(self, region_of=dict(region_of), layouts=dict(layouts))
 
     def __str__(self) -> str:
-        names = {node: _name(index) for index, node in enumerate(self.nodes)}
-
-        def ref(node: Node) -> str:
-            if node.kind == CONST and node.ndim == 0:
-                return repr(node.param("value"))
-            return names[node]
-
+        names = node_names(self.nodes)
         args = " ".join(f"{names[node]}:{node.type_str()}" for node in self.inputs)
         lines = ["{ lambda " + args + " ."]
         current_region: int | None = None
@@ -222,25 +239,9 @@ class Graph:
             if region != current_region and region is not None:
                 lines.append(f"    # kernel {region}: {self.layouts.get(region, '')}")
             current_region = region
-            params = " ".join(
-                f"{key}={value}" for key, value in node.params
-                if key not in ("loop",) and node.kind != CONST
-            )
-            operands = " ".join(ref(source) for source in node.inputs)
-            if node.kind == CONST:
-                operands = repr(node.param("value"))
             indent = "      " if region is not None else "    "
-            if node.kind == NUMPY:
-                call = node.param("call").describe([ref(source) for source in node.inputs])
-                lines.append(f"{indent}{names[node]}:{node.type_str()} = {call}")
-                continue
-            text = f"{indent}{names[node]}:{node.type_str()} = {node.op}"
-            if params:
-                text += f"[{params}]"
-            if operands:
-                text += f" {operands}"
-            lines.append(text)
-        outs = ", ".join(ref(node) for node in self.outputs)
+            lines.append(indent + equation(node, names))
+        outs = ", ".join(operand_text(node, names) for node in self.outputs)
         lines.append(f"  in ({outs}) }}")
         return "\n".join(lines)
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .graph import CONST, ELEMENTWISE, INPUT, Graph, Node
+from .graph import CONST, ELEMENTWISE, INPUT, Graph, Node, equation, node_names
 from .partition import Reason, Refusal, Region
 
 if TYPE_CHECKING:
@@ -141,35 +141,6 @@ def kernel_vector_report(kernel: Kernel) -> VectorReport:
 # ---------------------------------------------------------------- explain()
 
 
-def node_names(graph: Graph) -> dict[Node, str]:
-    """The names ``str(graph)`` uses: ``a, b, ..., z, aa, ...`` in ``graph.nodes`` order."""
-    names = {}
-    for index, node in enumerate(graph.nodes):
-        name, number = "", index + 1
-        while number:
-            number, rest = divmod(number - 1, 26)
-            name = chr(ord("a") + rest) + name
-        names[node] = name
-    return names
-
-
-def _ref(node: Node, names: dict[Node, str]) -> str:
-    if node.kind == CONST and node.ndim == 0:
-        return repr(node.param("value"))
-    return names[node]
-
-
-def equation(node: Node, names: dict[Node, str]) -> str:
-    """One line in the style of ``str(graph)``: ``c:f64[n] = subtract a b``."""
-    operands = [_ref(source, names) for source in node.inputs]
-    call = node.param("call")
-    if call is not None and hasattr(call, "describe"):
-        text = call.describe(operands)
-    else:
-        text = " ".join([node.op, *operands])
-    return f"{names[node]}:{node.type_str()} = {text}"
-
-
 @dataclasses.dataclass(frozen=True)
 class RegionReport:
     """One fused region: its equations (``prelude``: 0-d work done before the loop), its
@@ -182,6 +153,11 @@ class RegionReport:
     equations: tuple[str, ...]
     outputs: tuple[tuple[str, tuple[str, ...]], ...]
     vector: VectorReport | None
+
+    @property
+    def listing(self) -> tuple[str, ...]:
+        """Its equations in running order, the prelude's marked as run before the loop."""
+        return (*(f"{text}  (before the loop)" for text in self.prelude), *self.equations)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -244,8 +220,17 @@ class Explanation:
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(str(self))
 
-
-BEFORE_THE_LOOP = "(before the loop)"
+    def memory_lines(self) -> list[str]:
+        """The temporaries numpy would allocate that the kernels avoid, and their bytes."""
+        avoided = ", ".join(self.temporaries) or "none"
+        lines = [f"temporaries numpy would allocate and numfuse does not: {avoided}"]
+        if self.bytes_avoided is not None:
+            lines.append(f"  {_bytes(self.bytes_avoided)} avoided for these arguments "
+                         f"({self.bytes_per_element} bytes per element)")
+        else:
+            lines.append(f"  {self.bytes_per_element} bytes per element avoided "
+                         "(pass example arguments to explain() for totals)")
+        return lines
 
 
 def report_lines(explanation: Explanation) -> list[str]:
@@ -254,8 +239,7 @@ def report_lines(explanation: Explanation) -> list[str]:
              f"  {e.numpy_loops} numpy elementwise loop(s) -> {len(e.regions)} fused kernel(s)"]
     for region in e.regions:
         lines.append(f"region {region.index}: kernel {region.kernel} {region.layout}")
-        lines += [f"    {text}  {BEFORE_THE_LOOP}" for text in region.prelude]
-        lines += [f"    {text}" for text in region.equations]
+        lines += [f"    {text}" for text in region.listing]
         for name, why in region.outputs:
             lines.append(f"  output {name}: {'; '.join(why)}")
         if region.vector is not None:
@@ -265,21 +249,7 @@ def report_lines(explanation: Explanation) -> list[str]:
         lines += [f"    {text}" for text in e.other_steps]
     lines.append("fusion boundaries:" if e.boundaries else "fusion boundaries: none")
     lines += [f"  {boundary}" for boundary in e.boundaries]
-    return lines + memory_lines(e)
-
-
-def memory_lines(explanation: Explanation) -> list[str]:
-    """The temporaries numpy would allocate that the kernels avoid, and their bytes."""
-    e = explanation
-    avoided = ", ".join(e.temporaries) or "none"
-    lines = [f"temporaries numpy would allocate and numfuse does not: {avoided}"]
-    if e.bytes_avoided is not None:
-        lines.append(f"  {_bytes(e.bytes_avoided)} avoided for these arguments "
-                     f"({e.bytes_per_element} bytes per element)")
-    else:
-        lines.append(f"  {e.bytes_per_element} bytes per element avoided "
-                     "(pass example arguments to explain() for totals)")
-    return lines
+    return lines + e.memory_lines()
 
 
 def _bytes(count: int) -> str:
@@ -304,7 +274,7 @@ def explain(graph: Graph, regions: Sequence[Region], kernels: Sequence[Kernel] |
             function: str, signature: str, args: Sequence[Any] | None = None,
             vectorisation: bool = True) -> Explanation:
     """Build the report for a partitioned ``graph`` (see ``Explanation``)."""
-    names = node_names(graph)
+    names = node_names(graph.nodes)
     owner = _owners(regions)
     reports = []
     for region in regions:

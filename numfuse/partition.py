@@ -46,6 +46,7 @@ from typing import Any
 
 from .calls import is_elementwise_call
 from .graph import CONST, ELEMENTWISE, INPUT, NUMPY, Graph, Node, toposort
+from .ops import OPS
 from .reductions import Reduction, fusible_dtype
 
 MAX_OPERANDS = 64
@@ -190,17 +191,12 @@ def loop_of(nodes: Sequence[Node]) -> tuple[bool, ...]:
 # than a few operations per element, a transcendental function repeated for every row
 # costs more than computing it once.
 RECOMPUTE_MAX_COST = 3
-_OP_COSTS = {name: 20 for name in (
-    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "arcsin",
-    "arccos", "arctan", "arctan2", "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh",
-    "power", "float_power", "cbrt", "logaddexp", "logaddexp2", "hypot")}
-_OP_COSTS.update({name: 8 for name in (
-    "true_divide", "divide", "floor_divide", "remainder", "mod", "fmod", "divmod",
-    "sqrt", "reciprocal", "gcd", "lcm")})
 
 
 def op_cost(node: Node) -> int:
-    return _OP_COSTS.get(node.op, 1)
+    """A node's work per element: its op row's cost; 1 for what is not an op row."""
+    op = OPS.get(node.op)
+    return op.cost if op is not None else 1
 
 
 def _broadcasts_into(small: tuple[bool, ...], large: tuple[bool, ...]) -> bool:

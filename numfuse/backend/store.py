@@ -33,6 +33,7 @@ import llvmlite
 import numpy as np
 
 from .. import kernel_lib, lowering, vector_math
+from ..version import __version__
 from . import numba_private
 
 try:
@@ -131,8 +132,6 @@ def _code_digest() -> str:
 
 @cache
 def _fixed_key_material() -> tuple[tuple[str, str], ...]:
-    from .. import __version__  # the package is fully imported before anything compiles
-
     return (
         ("format", str(CACHE_FORMAT)),
         ("numfuse", __version__),
