@@ -181,7 +181,7 @@ class ElementwiseCall:
 def is_elementwise_call(node: Any) -> bool:
     """Whether graph node ``node`` is elementwise work numpy computes (an
     ``ElementwiseCall``: float16), whose sizes are the broadcast of its operands'."""
-    return isinstance(getattr(node.param("call"), "fn", None), ElementwiseCall)
+    return isinstance(getattr(node.call, "fn", None), ElementwiseCall)
 
 
 def _show(item: Any, supply: Any) -> str:

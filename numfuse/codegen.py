@@ -147,14 +147,14 @@ def _float_to_int(expression: str, target: np.dtype) -> str:
 
 def _operand(node: Node, names: dict[Node, str], loop_dtype: np.dtype) -> str:
     if node.kind == CONST and node.ndim == 0:
-        return literal(node.param("value").value, loop_dtype)
+        return literal(node.value.value, loop_dtype)
     return cast(names[node], node.dtype, loop_dtype)
 
 
 def expression(node: Node, names: dict[Node, str]) -> str:
     """The scalar expression computing ``node`` from its operands' variables."""
     op = OPS[node.op]
-    loop: tuple[np.dtype, ...] = node.param("loop")
+    loop: tuple[np.dtype, ...] = node.loop
     template = template_for(op, loop)
     assert template is not None, f"no template for {node.op} on {loop}"
     if node.op in _LIBM_FOR_INTEGERS and node.inputs[0].dtype.kind in "biu":
@@ -282,7 +282,8 @@ def _program(region: Region, core_inputs: tuple[bool, ...]) -> KernelProgram:
         if node.kind == ELEMENTWISE:
             body.append(Assign(f"v{position}", expression(node, names), node.dtype))
             continue
-        reduction = node.param("reduction")
+        reduction = node.reduction
+        assert reduction is not None, f"{node} in a region is neither elementwise nor a fold"
         fold = Fold(f"v{position}", reduction,
                     cast(names[node.inputs[0]], node.inputs[0].dtype, reduction.dtype))
         folds.append(fold)

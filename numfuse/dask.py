@@ -168,7 +168,7 @@ def _blockwise(kernel: Kernel, operands: list[Any], arrays: list[int]) -> tuple[
         value = operands[position]
         pairs += [value, tuple(range(ndim - value.ndim, ndim))]
     folded: list[Reduction | None] = [
-        None if node.kind == ELEMENTWISE else node.param("reduction")
+        None if node.kind == ELEMENTWISE else node.reduction
         for node in region.outputs]
     metas = tuple(np.empty((0,) * ndim, node.dtype if reduction is None else reduction.dtype)
                   for node, reduction in zip(region.outputs, folded, strict=True))

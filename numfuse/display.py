@@ -47,10 +47,10 @@ def _names(graph: Graph) -> dict[Node, str]:
 
 def _label(node: Node, names: dict[Node, str]) -> str:
     if node.kind == INPUT:
-        return f"{names[node]}: arg {node.param('index')}\\n{node.type_str()}"
+        return f"{names[node]}: arg {node.index}\\n{node.type_str()}"
     if node.kind == CONST:
         return f"{names[node]}: const\\n{node.type_str()}"
-    call = node.param("call")
+    call = node.call
     op = getattr(call, "name", node.op)
     return f"{names[node]} = {op}\\n{node.type_str()}"
 

@@ -1,4 +1,6 @@
-"""The one IR: immutable nodes ``(op, inputs, params)`` with a dtype and a shape pattern.
+"""The one IR: immutable nodes ``(op, kind, inputs, payload)`` with a dtype and a shape
+pattern; each kind of node carries a typed payload (``Argument``, ``Constant``, ``Loop``,
+``Call``) that ``verify`` checks.
 
 A ``Graph`` is the traced function: its argument nodes, its flat output nodes and the
 container structure (``treedef``) the outputs are returned in.  ``str(graph)`` prints it
@@ -14,19 +16,39 @@ shape" when their patterns have the same length and the same length-1 dimensions
 from __future__ import annotations
 
 import dataclasses
+import enum
 import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 
 from .dtypes import short_name
 from .pytree import LEAF
 
+if TYPE_CHECKING:
+    from .reductions import Reduction
+
 Shape = tuple[int | None, ...]
 
-INPUT, CONST, ELEMENTWISE, NUMPY = "input", "const", "elementwise", "numpy"
+
+class NodeKind(str, enum.Enum):
+    """What a node is: an argument, a constant, an elementwise op (fusible into a region)
+    or a numpy call the runtime replays (not fusible, except the reductions a region can
+    complete)."""
+
+    INPUT = "input"
+    CONST = "const"
+    ELEMENTWISE = "elementwise"
+    NUMPY = "numpy"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+INPUT, CONST, ELEMENTWISE, NUMPY = NodeKind.INPUT, NodeKind.CONST, NodeKind.ELEMENTWISE, \
+    NodeKind.NUMPY
 
 
 class Const:
@@ -56,23 +78,61 @@ class Const:
         return repr(self.value.tolist() if isinstance(self.value, np.ndarray) else self.value)
 
 
+@dataclasses.dataclass(frozen=True)
+class Argument:
+    """An ``input`` node's payload: its position among the function's flat arguments."""
+
+    index: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Constant:
+    """A ``const`` node's payload: the value snapshotted at trace time (a ``Const``, or an
+    opaque object a numpy call receives as it is)."""
+
+    value: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class Loop:
+    """An ``elementwise`` node's payload: the dtypes its inputs are cast to for the loop
+    (the ufunc loop numpy would pick), one per input."""
+
+    dtypes: tuple[np.dtype, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Call:
+    """A ``numpy`` node's payload: the call the runtime replays; ``moving`` the axes
+    whose size the call chooses from its data (not the arguments' shapes); ``reduction``
+    the recognised reduction a region can complete in its loop, if any."""
+
+    call: Any
+    moving: frozenset[int] = frozenset()
+    reduction: Reduction | None = None
+
+
+Payload = Union[Argument, Constant, Loop, Call]  # noqa: UP007 - a runtime alias
+PAYLOADS: dict[NodeKind, type] = {INPUT: Argument, CONST: Constant, ELEMENTWISE: Loop,
+                                  NUMPY: Call}
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Node:
     """One value of the traced program.  Nodes compare by identity.
 
-    ``kind`` is ``input``, ``const``, ``elementwise`` (fusible into a region) or ``numpy``
-    (a non-fusible numpy call replayed by the runtime, its ``call`` param).  ``params``
-    holds the op's static parameters as ``(name, value)`` pairs.  ``weak`` marks a Python
-    scalar (NEP 50 weak); ``scalar`` marks a 0-d result that numpy returns as a numpy
-    scalar rather than a 0-d array.
+    ``kind`` says what it is and ``payload`` carries that kind's facts (``PAYLOADS``
+    gives the payload type of each kind; the properties below read them).  ``weak`` marks
+    a Python scalar (NEP 50 weak); ``scalar`` marks a 0-d result that numpy returns as a
+    numpy scalar rather than a 0-d array.
     """
 
     op: str
-    kind: str
+    kind: NodeKind
     inputs: tuple[Node, ...]
     dtype: np.dtype
     shape: Shape
-    params: tuple[tuple[str, Any], ...] = ()
+    payload: Payload | None = None
     weak: bool = False
     scalar: bool = False
 
@@ -85,11 +145,42 @@ class Node:
         """The loop shape: True for each length-1 dimension."""
         return tuple(size == 1 for size in self.shape)
 
-    def param(self, name: str, default: Any = None) -> Any:
-        for key, value in self.params:
-            if key == name:
-                return value
-        return default
+    @property
+    def index(self) -> int:
+        """An argument's position among the flat arguments."""
+        payload = self.payload
+        if not isinstance(payload, Argument):
+            raise TypeError(f"{self} is not an argument")
+        return payload.index
+
+    @property
+    def value(self) -> Any:
+        """A constant's value: the ``Const`` (``.value`` is the number or array) or the
+        opaque object."""
+        payload = self.payload
+        if not isinstance(payload, Constant):
+            raise TypeError(f"{self} is not a constant")
+        return payload.value
+
+    @property
+    def loop(self) -> tuple[np.dtype, ...]:
+        """The loop dtypes of an elementwise op's inputs; () for other nodes."""
+        return self.payload.dtypes if isinstance(self.payload, Loop) else ()
+
+    @property
+    def call(self) -> Any:
+        """The call a numpy node replays; None for other nodes."""
+        return self.payload.call if isinstance(self.payload, Call) else None
+
+    @property
+    def moving(self) -> frozenset[int]:
+        """The axes whose size a numpy call chooses from its data; empty for other nodes."""
+        return self.payload.moving if isinstance(self.payload, Call) else frozenset()
+
+    @property
+    def reduction(self) -> Reduction | None:
+        """The reduction a numpy call was recognised as; None for other nodes."""
+        return self.payload.reduction if isinstance(self.payload, Call) else None
 
     def type_str(self) -> str:
         dims = ",".join("n" if size is None else str(size) for size in self.shape)
@@ -167,21 +258,19 @@ def node_names(nodes: Iterable[Node]) -> dict[Node, str]:
 def operand_text(node: Node, names: Mapping[Node, str]) -> str:
     """How an equation names an operand: 0-d constants by value, everything else by name."""
     if node.kind == CONST and node.ndim == 0:
-        return repr(node.param("value"))
+        return repr(node.value)
     return names[node]
 
 
 def equation(node: Node, names: Mapping[Node, str]) -> str:
-    """One line of a printed graph: ``c:f64[n] = subtract a b``, ``d:f64[] = sum[axis=0] c``."""
+    """One line of a printed graph: ``c:f64[n] = subtract a b``, ``d:f64[] = sum(c, axis=0)``."""
     operands = [operand_text(source, names) for source in node.inputs]
-    call = node.param("call") if node.kind == NUMPY else None
-    if call is not None:
-        text = call.describe(operands)
+    if node.call is not None:
+        text = node.call.describe(operands)
     elif node.kind == CONST:
-        text = f"{node.op} {node.param('value')!r}"
+        text = f"{node.op} {node.value!r}"
     else:
-        params = " ".join(f"{key}={value}" for key, value in node.params if key != "loop")
-        text = " ".join([node.op + (f"[{params}]" if params else ""), *operands])
+        text = " ".join([node.op, *operands])
     return f"{names[node]}:{node.type_str()} = {text}"
 
 
@@ -279,16 +368,27 @@ class Graph:
 def verify(graph: Graph) -> None:
     """Check the IR's structural invariants; raise ``AssertionError`` on the first breach.
 
-    Every node's inputs come before it, argument nodes are the graph's inputs, and every
-    elementwise node's shape is the broadcast of its inputs' shapes.
+    Every node's inputs come before it and its payload is its kind's; argument nodes are
+    the graph's inputs, at their own position, and have no inputs, nor do constants;
+    every elementwise node has one loop dtype per input and a shape that is the broadcast
+    of its inputs' shapes.
     """
     position = {node: index for index, node in enumerate(graph.nodes)}
     for node in graph.nodes:
         for source in node.inputs:
             assert position[source] < position[node], f"{node} is before its input {source}"
+        assert isinstance(node.kind, NodeKind), f"{node}: kind {node.kind!r} is not a NodeKind"
+        assert isinstance(node.payload, PAYLOADS[node.kind]), (
+            f"{node}: a {node.kind} node carries {node.payload!r}, "
+            f"not a {PAYLOADS[node.kind].__name__}")
+        if node.kind in (INPUT, CONST):
+            assert not node.inputs, f"{node}: a {node.kind} node has inputs"
         if node.kind == INPUT:
             assert node in graph.inputs, f"{node} is an argument the graph does not list"
+            assert graph.inputs[node.index] is node, f"{node} is not argument {node.index}"
         if node.kind == ELEMENTWISE:
+            assert len(node.loop) == len(node.inputs), (
+                f"{node}: {len(node.loop)} loop dtypes for {len(node.inputs)} inputs")
             expected = broadcast_shapes(*(source.shape for source in node.inputs))
             assert node.shape == expected, f"{node}: shape {node.shape} != {expected}"
         assert isinstance(node.dtype, np.dtype), f"{node} has no dtype"

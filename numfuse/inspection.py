@@ -327,10 +327,10 @@ def concrete_shapes(graph: Graph, args: Sequence[Any]) -> dict[Node, tuple[int, 
     shapes: dict[Node, tuple[int, ...] | None] = {}
     for node in graph.nodes:
         if node.kind == INPUT:
-            index = node.param("index", 0)
+            index = node.index
             shapes[node] = np.shape(args[index]) if index < len(args) else None
         elif node.kind == CONST:
-            shapes[node] = np.shape(node.param("value").value)
+            shapes[node] = np.shape(node.value.value)
         elif node.kind == ELEMENTWISE and all(shapes.get(s) is not None for s in node.inputs):
             known: list[Any] = [shapes[source] for source in node.inputs]
             shapes[node] = np.broadcast_shapes(*known)

@@ -14,7 +14,7 @@ import types
 from typing import Any, Protocol
 
 from .codegen import KernelSource
-from .graph import INPUT, Graph, Node
+from .graph import INPUT, Argument, Graph, Node
 from .partition import Region
 from .pytree import LEAF
 
@@ -126,7 +126,7 @@ def region_graph(region: Region) -> Graph:
     replaced: dict[Node, Node] = {}
     arguments = []
     for index, source in enumerate(region.inputs):
-        argument = Node("arg", INPUT, (), source.dtype, source.shape, (("index", index),),
+        argument = Node("arg", INPUT, (), source.dtype, source.shape, Argument(index),
                         weak=source.weak, scalar=source.scalar)
         replaced[source] = argument
         arguments.append(argument)
@@ -156,7 +156,7 @@ def _standalone(region: Region) -> Region:
     """``region`` with its inputs replaced by argument nodes of the same type, so that
     pickling it does not carry the graph upstream of it (constants, other calls)."""
     replaced: dict[Node, Node] = {
-        source: Node("arg", INPUT, (), source.dtype, source.shape, (("index", index),),
+        source: Node("arg", INPUT, (), source.dtype, source.shape, Argument(index),
                      weak=source.weak, scalar=source.scalar)
         for index, source in enumerate(region.inputs)
     }

@@ -146,7 +146,7 @@ def epilogue(node: Node) -> Reduction | None:
     axes include the input's core (last non-unit) axis, so each kernel row folds into one
     partial result.  The input is computed by the region, or is an argument (or constant
     array) that the region reads anyway — see ``_lone_reductions``."""
-    reduction: Reduction | None = node.param("reduction") if node.kind == NUMPY else None
+    reduction: Reduction | None = node.reduction if node.kind == NUMPY else None
     if reduction is None or _why_not_an_epilogue(node, reduction) is not None:
         return None
     return reduction
@@ -170,7 +170,7 @@ def _numpy_call_reason(node: Node, fuse_reductions: bool) -> str:
     if is_elementwise_call(node):
         return ("it involves float16, which no kernel computes with (numba has no CPU "
                 "float16)")
-    reduction: Reduction | None = node.param("reduction")
+    reduction: Reduction | None = node.reduction
     if reduction is None:
         return "it is not elementwise"
     if not fuse_reductions:
@@ -230,7 +230,7 @@ def size_classes(nodes: Sequence[Node]) -> dict[Node, object]:
     for node in nodes:
         if None not in node.shape:
             found[node] = None
-        elif node.kind == NUMPY and node.param("moving"):
+        elif node.kind == NUMPY and node.moving:
             found[node] = node
         elif node.kind != ELEMENTWISE and not is_elementwise_call(node):  # float16 work
             found[node] = ARGUMENT_SIZES

@@ -2,7 +2,7 @@
 
 * ``fold_constants`` evaluates, with numpy itself, every elementwise node whose operands are
   all 0-d constants, so folded values are exactly numpy's.
-* ``eliminate_common_subexpressions`` merges nodes with the same op, inputs and params.
+* ``eliminate_common_subexpressions`` merges nodes with the same op, inputs and payload.
 * ``eliminate_dead_code`` keeps only what the outputs need.
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .graph import CONST, ELEMENTWISE, INPUT, Const, Graph, Node
+from .graph import CONST, ELEMENTWISE, INPUT, Const, Constant, Graph, Node
 from .ops import evaluate
 
 Rewrite = Callable[[Node, tuple[Node, ...]], Node]
@@ -30,7 +30,7 @@ def rewrite(graph: Graph, rule: Rewrite) -> Graph:
 def _with_inputs(node: Node, inputs: tuple[Node, ...]) -> Node:
     if all(new is old for new, old in zip(inputs, node.inputs, strict=True)):
         return node
-    return Node(node.op, node.kind, inputs, node.dtype, node.shape, node.params,
+    return Node(node.op, node.kind, inputs, node.dtype, node.shape, node.payload,
                 node.weak, node.scalar)
 
 
@@ -42,10 +42,10 @@ def fold_constants(graph: Graph) -> Graph:
         ):
             return node
         value = evaluate(node.op, node.dtype,
-                         [source.param("value").value for source in node.inputs])
+                         [source.value.value for source in node.inputs])
         if node.weak:
             value = np.asarray(value).item()
-        return Node("const", CONST, (), node.dtype, (), (("value", Const(value)),),
+        return Node("const", CONST, (), node.dtype, (), Constant(Const(value)),
                     weak=node.weak, scalar=node.scalar)
 
     return rewrite(graph, rule)
@@ -58,7 +58,7 @@ def eliminate_common_subexpressions(graph: Graph) -> Graph:
         node = _with_inputs(node, inputs)
         if node.kind == INPUT:
             return node
-        key = (node.op, node.kind, tuple(id(source) for source in node.inputs), node.params,
+        key = (node.op, node.kind, tuple(id(source) for source in node.inputs), node.payload,
                node.dtype, node.shape, node.weak, node.scalar)
         return seen.setdefault(key, node)
 

@@ -309,7 +309,7 @@ class KernelStep:
         donated = dict(generated.donated)
         outputs = [node for position, node in enumerate(region.outputs)
                    if position not in donated]
-        fused = [None if core else node.param("reduction")
+        fused = [None if core else node.reduction
                  for node, core in zip(outputs, generated.core_outputs, strict=False)]
         self.operands = KernelOperands.of(kernel, slots, [reduction for reduction in fused
                                                            if reduction is not None])
@@ -592,13 +592,13 @@ class Program:
         def slot_of(node: Node) -> int:
             if node not in slots:
                 slots[node] = len(slots)
-                initial.append(node.param("value").value if node.kind == CONST else None)
+                initial.append(node.value.value if node.kind == CONST else None)
             return slots[node]
 
         for step in plan.steps or plan.regions:
             if isinstance(step, Node):
                 inputs = tuple(slot_of(source) for source in step.inputs)
-                steps.append(CallStep(step.param("call"), inputs, slot_of(step), step))
+                steps.append(CallStep(step.call, inputs, slot_of(step), step))
                 continue
             for node in (*step.inputs, *step.outputs):
                 slot_of(node)
@@ -800,7 +800,7 @@ def _int_guards(graph: Any) -> tuple[tuple[int, np.dtype, int, int], ...]:
             continue
         targets = [dtype for user in graph.consumers.get(node, ())
                    if user.op not in _UNSAFE_CASTS
-                   for source, dtype in zip(user.inputs, user.param("loop", ()), strict=False)
+                   for source, dtype in zip(user.inputs, user.loop, strict=False)
                    if source is node and dtype.kind in "iu"]
         if targets:
             low = max(int(np.iinfo(dtype).min) for dtype in targets)
@@ -814,7 +814,7 @@ def _returned(value: Any, node: Node) -> Any:
     """Give back what numpy would: scalars for 0-d ufunc results, Python numbers for
     arithmetic on Python numbers, fresh copies of constant arrays."""
     if node.kind == CONST:
-        constant = node.param("value").value
+        constant = node.value.value
         return constant.copy() if isinstance(constant, np.ndarray) else constant
     if node.kind == INPUT or not isinstance(value, np.ndarray):
         return value

@@ -12,8 +12,13 @@ from numfuse.graph import (
     CONST,
     ELEMENTWISE,
     INPUT,
+    NUMPY,
+    Argument,
+    Call,
     Const,
+    Constant,
     Graph,
+    Loop,
     Node,
     broadcast_shapes,
     toposort,
@@ -25,12 +30,12 @@ F64 = np.dtype(np.float64)
 
 
 def arg(index: int, shape) -> Node:
-    return Node("arg", INPUT, (), F64, tuple(shape), (("index", index),))
+    return Node("arg", INPUT, (), F64, tuple(shape), Argument(index))
 
 
 def add(a: Node, b: Node, shape=None) -> Node:
     shape = broadcast_shapes(a.shape, b.shape) if shape is None else shape
-    return Node("add", ELEMENTWISE, (a, b), F64, shape, (("loop", (F64, F64)),))
+    return Node("add", ELEMENTWISE, (a, b), F64, shape, Loop((F64, F64)))
 
 
 # ------------------------------------------------------------------------------- str()
@@ -75,8 +80,10 @@ def test_node_repr_and_type_str():
     assert repr(node) == "Node(arg, f64[n,1])"
     assert node.ndim == 2
     assert node.ones == (False, True)
-    assert node.param("index") == 0
-    assert node.param("missing", "default") == "default"
+    assert node.index == 0
+    assert node.loop == () and node.call is None and node.reduction is None
+    with pytest.raises(TypeError, match="not a constant"):
+        _ = node.value
 
 
 # ---------------------------------------------------------------------------- verify
@@ -103,9 +110,41 @@ def test_verify_rejects_an_argument_the_graph_does_not_list():
 
 def test_verify_rejects_a_node_without_a_numpy_dtype():
     x = arg(0, (None,))
-    broken = Node("negative", ELEMENTWISE, (x,), "float64", (None,))  # type: ignore[arg-type]
+    broken = Node("negative", ELEMENTWISE, (x,), "float64", (None,),  # type: ignore[arg-type]
+                  Loop((F64,)))
     with pytest.raises(AssertionError, match="dtype"):
         verify(Graph((x,), (broken,)))
+
+
+@pytest.mark.parametrize(("make", "words"), [
+    (lambda x: Node("negative", ELEMENTWISE, (x,), F64, (None,)), "carries None, not a Loop"),
+    (lambda x: Node("negative", ELEMENTWISE, (x,), F64, (None,), Argument(0)), "not a Loop"),
+    (lambda x: Node("negative", ELEMENTWISE, (x,), F64, (None,), Loop((F64, F64))),
+     "2 loop dtypes for 1 inputs"),
+    (lambda x: Node("negative", "elementwise", (x,), F64, (None,), Loop((F64,))),  # type: ignore[arg-type]
+     "not a NodeKind"),
+    (lambda x: Node("sort", NUMPY, (x,), F64, (None,), Constant(Const(1.0))), "not a Call"),
+    (lambda x: Node("const", CONST, (x,), F64, (), Constant(Const(1.0))), "has inputs"),
+], ids=["no-payload", "another-kinds-payload", "loop-dtypes-per-input", "kind-as-text",
+        "numpy-call-without-call", "constant-with-inputs"])
+def test_verify_checks_each_kind_carries_its_payload(make, words):
+    x = arg(0, (None,))
+    with pytest.raises(AssertionError, match=words):
+        verify(Graph((x,), (make(x),)))
+
+
+def test_verify_rejects_an_argument_at_another_position():
+    x, y = arg(0, (None,)), arg(0, (None,))
+    with pytest.raises(AssertionError, match="is not argument 0"):
+        verify(Graph((x, y), (add(x, y),)))
+
+
+def test_a_numpy_node_reads_its_call_payload():
+    x = arg(0, (None,))
+    node = Node("sort", NUMPY, (x,), F64, (None,), Call("the call", frozenset({0})))
+    assert node.call == "the call" and node.moving == {0} and node.reduction is None
+    with pytest.raises(TypeError, match="not an argument"):
+        _ = node.index
 
 
 # -------------------------------------------------------------------------- toposort
@@ -128,7 +167,7 @@ def test_toposort_handles_very_deep_graphs_without_recursion():
     node = arg(0, (None,))
     start = node
     for _ in range(20_000):
-        node = Node("negative", ELEMENTWISE, (node,), F64, (None,))
+        node = Node("negative", ELEMENTWISE, (node,), F64, (None,), Loop((F64,)))
     order = toposort([node])
     assert len(order) == 20_001
     assert order[0] is start and order[-1] is node

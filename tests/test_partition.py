@@ -23,7 +23,18 @@ from hypothesis.extra import numpy as hnp
 import numfuse
 from numfuse.codegen import emit
 from numfuse.dtypes import spec_of
-from numfuse.graph import ELEMENTWISE, INPUT, NUMPY, Graph, Node, broadcast_shapes, verify
+from numfuse.graph import (
+    ELEMENTWISE,
+    INPUT,
+    NUMPY,
+    Argument,
+    Call,
+    Graph,
+    Loop,
+    Node,
+    broadcast_shapes,
+    verify,
+)
 from numfuse.partition import (
     MAX_OPERANDS,
     RECOMPUTE_MAX_COST,
@@ -190,22 +201,22 @@ def test_many_inputs_and_many_outputs_are_split_under_the_operand_cap():
 
 
 def arg(index: int, shape=(None,)) -> Node:
-    return Node("arg", INPUT, (), F64, shape, (("index", index),))
+    return Node("arg", INPUT, (), F64, shape, Argument(index))
 
 
 def unary(op: str, source: Node) -> Node:
-    return Node(op, ELEMENTWISE, (source,), F64, source.shape, (("loop", (F64,)),))
+    return Node(op, ELEMENTWISE, (source,), F64, source.shape, Loop((F64,)))
 
 
 def binary(op: str, left: Node, right: Node) -> Node:
     return Node(op, ELEMENTWISE, (left, right), F64, broadcast_shapes(left.shape, right.shape),
-                (("loop", (F64, F64)),))
+                Loop((F64, F64)))
 
 
 def opaque(*sources: Node, shape=None) -> Node:
     """A node numfuse cannot fuse (like a reduction would be): any shape, never in a region."""
     shape = sources[0].shape if shape is None else shape
-    return Node("opaque", "opaque", tuple(sources), F64, shape)
+    return Node("opaque", NUMPY, tuple(sources), F64, shape, Call(None))
 
 
 def region_of(plan: Plan) -> dict[Node, int]:

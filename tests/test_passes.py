@@ -103,7 +103,7 @@ def fold(node):
 
 
 def folded_value(node):
-    return fold(node).param("value").value
+    return fold(node).value.value
 
 
 @pytest.mark.parametrize(("op", "operands"), [
@@ -150,7 +150,7 @@ def test_folding_is_transitive_and_feeds_array_expressions():
     (output,) = graph.outputs
     constant = output.inputs[1]
     assert constant.kind == CONST
-    assert_same(constant.param("value").value, np.sqrt(np.float32(1.0) + 3))
+    assert_same(constant.value.value, np.sqrt(np.float32(1.0) + 3))
     assert [node.op for node in graph.nodes if node.kind == ELEMENTWISE] == ["multiply"]
 
 

@@ -11,6 +11,7 @@ import numpy as np
 from ..dtypes import check_dtype
 from ..graph import (
     CONST,
+    Constant,
     Node,
 )
 from ..ops import OPS
@@ -31,7 +32,7 @@ def _eager(fn: Callable[..., Any], args: Any, kwargs: dict[str, Any]) -> Any:
 
     def unwrap(item: Any) -> Any:
         if isinstance(item, Tracer):
-            value = item.node.param("value").value
+            value = item.node.value.value
             if not isinstance(value, np.ndarray):
                 return value
             copies.append((item, value.copy()))
@@ -42,7 +43,7 @@ def _eager(fn: Callable[..., Any], args: Any, kwargs: dict[str, Any]) -> Any:
 
     result = fn(*unwrap(tuple(args)), **{key: unwrap(value) for key, value in kwargs.items()})
     for tracer, copy in copies:
-        if copy.tobytes() != tracer.node.param("value").value.tobytes():
+        if copy.tobytes() != tracer.node.value.value.tobytes():
             if not tracer.writable:
                 _inplace("writing into a constant a view was taken of")
             tracer.node = const_node(copy)
@@ -109,7 +110,7 @@ def _checked_array(name: str, original: Callable[..., Any], value: Tracer, dtype
 
 def _leaf_const(value: Any) -> Node:
     """A returned value that does not depend on the arguments: returned as numpy gave it."""
-    return Node("const", CONST, (), np.dtype(object), (), (("value", _Opaque(value)),))
+    return Node("const", CONST, (), np.dtype(object), (), Constant(_Opaque(value)))
 
 
 class _Opaque:

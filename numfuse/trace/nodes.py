@@ -22,7 +22,11 @@ from ..graph import (
     ELEMENTWISE,
     INPUT,
     NUMPY,
+    Argument,
+    Call,
     Const,
+    Constant,
+    Loop,
     Node,
     Shape,
     broadcast_shapes,
@@ -33,7 +37,7 @@ from ..ops import OPS, DtypeOrWeak, OpDef, evaluate, template_for
 def input_node(index: int, spec: ArgSpec) -> Node:
     shape: Shape = spec.sizes if spec.sizes is not None else \
         tuple(1 if one else None for one in spec.ones)
-    return Node("arg", INPUT, (), spec.dtype, shape, (("index", index),),
+    return Node("arg", INPUT, (), spec.dtype, shape, Argument(index),
                 weak=spec.kind == "weak" and spec.dtype.kind != "b",
                 scalar=spec.kind != "array")
 
@@ -45,16 +49,16 @@ def const_node(value: Any) -> Node:
         if weak is int and not -(2**63) <= value < 2**64:
             raise OverflowError(f"Python integer {value} is too large for any numpy dtype")
         dtype = np.dtype(bool) if weak is bool else np.asarray(weak(0)).dtype
-        return Node("const", CONST, (), dtype, (), (("value", Const(weak(value))),),
+        return Node("const", CONST, (), dtype, (), Constant(Const(weak(value))),
                     weak=weak is not bool, scalar=True)
     if isinstance(value, np.generic):
         check_dtype(value.dtype, "constant")
-        return Node("const", CONST, (), value.dtype, (), (("value", Const(value)),),
+        return Node("const", CONST, (), value.dtype, (), Constant(Const(value)),
                     scalar=True)
     array = np.asarray(value)
     check_dtype(array.dtype, f"constant {type(value).__name__}")
     array = array.astype(array.dtype.newbyteorder("="), copy=False)
-    return Node("const", CONST, (), array.dtype, array.shape, (("value", Const(array)),))
+    return Node("const", CONST, (), array.dtype, array.shape, Constant(Const(array)))
 
 
 def _operand_type(node: Node) -> DtypeOrWeak:
@@ -67,7 +71,7 @@ def _operand_type(node: Node) -> DtypeOrWeak:
 def _sample(node: Node) -> Any:
     """A value numpy can use to check an operation: the constant itself, or a 0-d one."""
     if node.kind == CONST and node.ndim == 0:
-        return node.param("value").value
+        return node.value.value
     operand = _operand_type(node)
     if isinstance(operand, type):  # a weak Python scalar (bool nodes keep their dtype)
         return operand(1)
@@ -90,7 +94,7 @@ def _widen_comparison(op: OpDef, operands: Sequence[Node],
         if not (node.weak and node.dtype.kind == "i") or loop[position].kind not in "iu":
             continue
         if node.kind == CONST:
-            value = node.param("value").value
+            value = node.value.value
             if _fits(value, loop[position]):
                 continue
             widened[position] = np.dtype(np.int64) if value < 2**63 else np.dtype(np.uint64)
@@ -146,20 +150,19 @@ def elementwise(op: OpDef, operands: Sequence[Node], *, out_dtype: Any = None,
     shape = broadcast_shapes(*(node.shape for node in operands))
     if operands and out_dtype is None and all(node.kind == CONST for node in operands):
         # constants only (np.arange(5) * 2): numpy's value now, as it would compute it
-        value = evaluate(op.name, out, [node.param("value").value for node in operands])
+        value = evaluate(op.name, out, [node.value.value for node in operands])
         if weak:
             value = np.asarray(value).item()
         elif not scalar or shape:
             value = np.asarray(value)
-        return Node("const", CONST, (), out, np.shape(value), (("value", Const(value)),),
+        return Node("const", CONST, (), out, np.shape(value), Constant(Const(value)),
                     weak=weak, scalar=scalar)
     if half:  # float16: numpy computes it (no kernel type), with the same loop dtypes
         call = NumpyCall(ElementwiseCall(op.name, op.reference, loop_in, out, scalar),
                          op.name, (TRACED,) * len(operands), {})
-        return Node(op.name, NUMPY, tuple(operands), out, shape, (("call", call),),
+        return Node(op.name, NUMPY, tuple(operands), out, shape, Call(call),
                     weak=weak, scalar=scalar)
-    params = (("loop", tuple(loop_in)),)
-    return Node(op.name, ELEMENTWISE, tuple(operands), out, shape, params,
+    return Node(op.name, ELEMENTWISE, tuple(operands), out, shape, Loop(tuple(loop_in)),
                 weak=weak, scalar=scalar)
 
 
@@ -170,7 +173,7 @@ class NoKernelCodeError(UnsupportedOperationError):
 def _is_const(node: Node, value: float) -> bool:
     if node.kind != CONST or node.ndim != 0:
         return False
-    constant = node.param("value").value
+    constant = node.value.value
     return type(constant) is float and constant == value
 
 

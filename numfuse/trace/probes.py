@@ -37,6 +37,7 @@ from ..graph import (
     CONST,
     ELEMENTWISE,
     NUMPY,
+    Call,
     Node,
     toposort,
 )
@@ -124,7 +125,7 @@ def _probe(node: Node, scale: int, varied: bool) -> Any:
     or (``varied``) seeded values in [0.5, 1.5) for calls that reject zeros (``inv``),
     stacks of square matrices made symmetric positive definite (``cholesky``)."""
     if node.kind == CONST:
-        return node.param("value").value
+        return node.value.value
     if node.weak:
         return node.dtype.type(1).item()
     example = _example_shape(node)
@@ -196,7 +197,7 @@ def _moving_axes(node: Node) -> frozenset[int]:
             found[item] = frozenset(axis + item.ndim - source.ndim for source in item.inputs
                                     for axis in found[source])
         else:
-            found[item] = item.param("moving", frozenset())
+            found[item] = item.moving
     return found[node]
 
 
@@ -403,15 +404,11 @@ def _call_tracer(call: NumpyCall, nodes: Sequence[Node], first: Any, second: Any
         raise SizeDependentError(
             f"np.{name} gives a size-1 axis for these argument sizes",
             "numfuse compiles such functions once per argument shape.")
-    params: tuple[tuple[str, Any], ...] = (("call", call),)
-    if moving:
-        params += (("moving", frozenset(moving)),)
     reduction = reductions.recognise(call.fn, name, call.args, call.kwargs, nodes[0].ndim,
                                      dtype) if len(nodes) == 1 and \
         nodes[0].dtype in KERNEL_DTYPES and dtype in KERNEL_DTYPES else None
-    if reduction is not None:
-        params += (("reduction", reduction),)
-    node = Node(name, NUMPY, tuple(nodes), dtype, shape, params,
+    node = Node(name, NUMPY, tuple(nodes), dtype, shape,
+                Call(call, frozenset(moving), reduction),
                 scalar=isinstance(first, np.generic))
     memo = _examples.get()
     if memo is not None:

@@ -108,7 +108,7 @@ class Tracer:
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         if self.node.kind == CONST:  # a constant made in the function (np.eye(3))
-            return np.array(self.node.param("value").value, dtype=dtype, copy=copy is not False)
+            return np.array(self.node.value.value, dtype=dtype, copy=copy is not False)
         operation = "np.asarray()/np.array() of a traced value"
         arguments = _scalar_arguments(self.node)
         if arguments:
@@ -376,7 +376,7 @@ class Tracer:
                 hasattr(np.ndarray, name):  # a constant has every ndarray attribute
             attribute = getattr(np.ndarray, name)
             if not callable(attribute):
-                return getattr(self.node.param("value").value, name)
+                return getattr(self.node.value.value, name)
             return lambda *args, **kwargs: _eager(attribute, (self, *args), kwargs)
         if function is None or name.startswith("__"):
             raise AttributeError(
@@ -464,7 +464,7 @@ def _concrete(operation: str, node: Node | None = None,
     """``convert`` of a constant's value; for anything else a ``ConcretizationError`` (a
     ``StaticArgumentError`` naming the scalar arguments the value comes from, if any)."""
     if node is not None and node.kind == CONST and convert is not None:
-        return convert(np.asarray(node.param("value").value))
+        return convert(np.asarray(node.value.value))
     arguments = _scalar_arguments(node) if node is not None else ()
     if arguments:
         raise StaticArgumentError(operation, _advice_for(operation), arguments)
@@ -479,7 +479,7 @@ def _scalar_arguments(node: Node) -> tuple[int, ...]:
         if item.kind == INPUT:
             if item.ndim or not item.scalar:
                 return ()
-            found.append(item.param("index"))
+            found.append(item.index)
     return tuple(found)
 
 

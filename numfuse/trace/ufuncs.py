@@ -23,6 +23,7 @@ from ..errors import (
 from ..graph import (
     CONST,
     NUMPY,
+    Call,
     Node,
     Shape,
     shape_text,
@@ -110,7 +111,7 @@ def assign_item(target: Node, key: Any, value: Any) -> Node:
     static = (TRACED, _strip(key, nodes), _strip(value, nodes))
     call = NumpyCall(Written(operator.setitem), "setitem", static, {})
     return Node("setitem", NUMPY, tuple(nodes), target.dtype, target.shape,
-                (("call", call),), scalar=False)
+                Call(call), scalar=False)
 
 
 def _fills_exactly(value: Node, dtype: np.dtype) -> bool:
@@ -119,7 +120,7 @@ def _fills_exactly(value: Node, dtype: np.dtype) -> bool:
     if value.ndim != 0:
         return False
     if value.kind == CONST and value.weak:
-        constant = value.param("value").value
+        constant = value.value.value
         if isinstance(constant, bool) or (dtype.kind in "fc" and isinstance(constant, int)):
             return dtype.kind != "b" or isinstance(constant, bool)
         if isinstance(constant, int):
