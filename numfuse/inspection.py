@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .graph import CONST, ELEMENTWISE, INPUT, Graph, Node, equation, node_names
+from .kernel import ir_function
 from .partition import Reason, Refusal, Region
 
 if TYPE_CHECKING:
@@ -82,15 +83,10 @@ class VectorReport:
 
 
 def function_body(ir: str, symbol: str) -> list[str]:
-    """The lines of the function ``symbol`` defined in ``ir`` (empty if not defined)."""
-    lines = ir.splitlines()
-    for start, line in enumerate(lines):
-        if line.startswith("define") and f"@{symbol}(" in line:
-            end = start + 1
-            while end < len(lines) and lines[end] != "}":
-                end += 1
-            return lines[start + 1:end]
-    return []
+    """The lines of the function ``symbol`` defined in ``ir`` (empty if not defined),
+    without its ``define`` line and closing brace (``Kernel.llvm_ir(function_only=True)``
+    gives the whole definition)."""
+    return ir_function(ir, symbol).splitlines()[1:-1]
 
 
 def _split_intrinsic(name: str) -> tuple[str, bool] | None:

@@ -42,6 +42,32 @@ def test_asm_is_the_kernels_machine_code(seed):
     assert "sub" in text and "mul" in text  # vsubpd/vmulpd or their scalar forms
 
 
+def test_function_only_gives_the_kernels_loop_function_alone(seed):
+    kernel = seed.kernels[0]
+    module, loop = kernel.llvm_ir(), kernel.llvm_ir(function_only=True)
+    assert loop.startswith("define ") and f"@{kernel.symbol()}(" in loop.splitlines()[0]
+    assert loop.rstrip().endswith("}") and loop.count("define ") == 1
+    assert loop in module and len(loop) < len(module) / 2
+    assert "declare" not in loop and "fsub" in loop
+    assert loop.splitlines()[1:-1] == inspection.function_body(module, kernel.symbol())
+    asm = kernel.asm(function_only=True)
+    assert asm.startswith(f"{kernel.symbol()}:") and asm in kernel.asm()
+    assert "sub" in asm and ".Lfunc_end" not in asm
+
+
+def test_function_extraction_from_text():
+    from numfuse.kernel import asm_function, ir_function
+
+    ir = "@g = global i8 0\ndefine void @k.row(ptr %a) {\nentry:\n  ret void\n}\n" \
+         "define void @k(ptr %a) {\n  ret void\n}\n"
+    assert ir_function(ir, "k.row") == "define void @k.row(ptr %a) {\nentry:\n  ret void\n}\n"
+    assert ir_function(ir, "k") == "define void @k(ptr %a) {\n  ret void\n}\n"
+    assert ir_function(ir, "missing") == ""
+    asm = "\t.text\nk.row:\n\tretq\n.Lfunc_end0:\n\t.size k.row\nk:\n\tretq\n"
+    assert asm_function(asm, "k.row") == "k.row:\n\tretq\n"
+    assert asm_function(asm, "missing") == ""
+
+
 # ------------------------------------------------------------------ vectorisation report
 
 
