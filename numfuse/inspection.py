@@ -319,22 +319,43 @@ def _output_reasons(node: Node, graph: Graph, owner: dict[Node, int],
 
 
 def concrete_shapes(graph: Graph, args: Sequence[Any]) -> dict[Node, tuple[int, ...] | None]:
-    """Each node's shape for these arguments (None where it cannot be derived here)."""
-    shapes: dict[Node, tuple[int, ...] | None] = {}
+    """Each node's shape for these arguments (None where it cannot be derived here).
+
+    Sizes flow from the arguments through elementwise operations.  A free size of a
+    numpy call's result (the ``n`` of ``x.max(axis=1, keepdims=True)``, ``f64[n,1]``) is
+    not known here, but an elementwise operation that broadcasts it against a known size
+    has that size: a free size is never a broadcast 1.
+    """
+    partial: dict[Node, tuple[int | None, ...]] = {}
     for node in graph.nodes:
         if node.kind == INPUT:
             index = node.index
-            shapes[node] = np.shape(args[index]) if index < len(args) else None
+            partial[node] = (tuple(np.shape(args[index])) if index < len(args)
+                             else tuple(None for _ in node.shape))
         elif node.kind == CONST:
-            shapes[node] = np.shape(node.value.value)
-        elif node.kind == ELEMENTWISE and all(shapes.get(s) is not None for s in node.inputs):
-            known: list[Any] = [shapes[source] for source in node.inputs]
-            shapes[node] = np.broadcast_shapes(*known)
-        elif all(size is not None for size in node.shape):
-            shapes[node] = tuple(node.shape)  # type: ignore[arg-type]
+            partial[node] = tuple(np.shape(node.value.value))
+        elif node.kind == ELEMENTWISE:
+            partial[node] = _broadcast_partial(
+                [partial.get(source, tuple(source.shape)) for source in node.inputs],
+                node.ndim)
         else:
-            shapes[node] = None
+            partial[node] = tuple(node.shape)
+    shapes: dict[Node, tuple[int, ...] | None] = {}
+    for node, shape in partial.items():
+        sizes = [size for size in shape if size is not None]
+        shapes[node] = tuple(sizes) if len(sizes) == len(shape) else None
     return shapes
+
+
+def _broadcast_partial(shapes: Sequence[tuple[int | None, ...]], ndim: int
+                       ) -> tuple[int | None, ...]:
+    """numpy's broadcast of shapes whose sizes may be unknown (None, never 1)."""
+    result: list[int | None] = []
+    for axis in range(-ndim, 0):
+        sizes = [shape[axis] for shape in shapes if len(shape) >= -axis]
+        known = [size for size in sizes if size is not None and size != 1]
+        result.append(max(known) if known else None if None in sizes else 1)
+    return tuple(result)
 
 
 # ---------------------------------------------------------------- fusion boundaries
