@@ -140,6 +140,17 @@ def test_jitted_explain_uses_the_call_arguments():
     assert explanation.regions[0].vector is None
 
 
+def test_explain_counts_temporaries_sized_by_a_numpy_calls_result():
+    def softmax(x):
+        e = np.exp(x - x.max(axis=1, keepdims=True))  # f64[n,1] against f64[n,n]
+        return e / e.sum(axis=1, keepdims=True)
+
+    x = np.ones((30, 7))
+    explanation = numfuse.compile(softmax, x).explain(x, vectorisation=False)
+    assert explanation.temporaries == ("c",)
+    assert explanation.bytes_avoided == 30 * 7 * 8
+
+
 def _explained(fn, *args):
     plan = partition(numfuse.trace(fn, *args))
     return inspection.explain(plan.graph, plan.regions, None, "fn", "", args)
