@@ -94,6 +94,7 @@ class Compiled:
         # Run on already-converted operands that match this signature (the hot path).
         self.run: Callable[..., Any] = self.program.fast or self.program
         self._dynamic = [index for index in range(len(self.specs)) if index not in self.static]
+        self._labels = argument_labels(fn, len(self.specs))
 
     def __call__(self, *args: Any, out: Any = None) -> Any:
         """Run on ``args``; ``out`` (an array, or a tuple of arrays for a tuple of results)
@@ -107,7 +108,9 @@ class Compiled:
     def check_arguments(self, args: Sequence[Any]) -> list[Any]:
         """The operands for ``args``; raises ``SignatureMismatchError`` unless they have
         this Compiled's signature."""
-        operands = [value if index in self.static else as_operand(value, f"argument {index}")
+        labels = self._labels if len(args) == len(self._labels) else \
+            argument_labels(self.fn, len(args))
+        operands = [value if index in self.static else as_operand(value, labels[index])
                     for index, value in enumerate(args)]
         if len(operands) != len(self.specs):
             raise SignatureMismatchError(
@@ -115,11 +118,11 @@ class Compiled:
                 f"with {len(operands)}; call numfuse.compile again for the new arguments."
             )
         for index in self._dynamic:
-            spec = _sized(spec_of(operands[index], f"argument {index}"), operands[index],
+            spec = _sized(spec_of(operands[index], labels[index]), operands[index],
                           self.specs[index].sizes is not None)
             if spec != self.specs[index]:
                 raise SignatureMismatchError(
-                    f"argument {index} of {_name(self.fn)} is a {spec.describe()}, but this "
+                    f"{labels[index]} of {_name(self.fn)} is a {spec.describe()}, but this "
                     f"Compiled was made for a {self.specs[index].describe()}; "
                     f"{_difference(self.specs[index], spec)}. Call numfuse.compile with the "
                     "new arguments, or use numfuse.jit to compile per signature."
@@ -128,7 +131,7 @@ class Compiled:
             given = operands[index]
             if given is not value and (type(given) is not type(value) or given != value):
                 raise SignatureMismatchError(
-                    f"static argument {index} of {_name(self.fn)} was {value!r} when compiled "
+                    f"static {labels[index]} of {_name(self.fn)} was {value!r} when compiled "
                     f"and is {operands[index]!r} now; compile again for the new value."
                 )
         return operands
@@ -216,6 +219,29 @@ def _name(fn: Any) -> str:
     return getattr(fn, "__qualname__", getattr(fn, "__name__", repr(fn)))
 
 
+def argument_labels(fn: Any, count: int) -> list[str]:
+    """How messages name the first ``count`` arguments of ``fn``: by position and, when
+    its signature says, by parameter (``argument 1 ('y')``; ``argument 2 ('xs[1]')`` for
+    the second item of ``*xs``)."""
+    try:
+        parameters = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):  # no signature to read (some builtins)
+        parameters = []
+    labels = []
+    for index in range(count):
+        name = None
+        for position, parameter in enumerate(parameters):
+            if parameter.kind == inspect.Parameter.VAR_POSITIONAL:
+                name = f"{parameter.name}[{index - position}]" if index >= position else None
+                break
+            if position == index and parameter.kind != inspect.Parameter.VAR_KEYWORD:
+                name = parameter.name
+                break
+        labels.append(f"argument {index} ({name!r})" if name is not None
+                      else f"argument {index}")
+    return labels
+
+
 class Jitted:
     """A function compiled on demand, once per argument signature.
 
@@ -245,6 +271,7 @@ class Jitted:
         self.per_shape = False
         self._signature = inspect.signature(fn)
         self._n_params = len(self._signature.parameters)
+        self._labels = argument_labels(fn, self._n_params)
         self._kinds = [param.kind for param in self._signature.parameters.values()]
         # out= is numfuse's (numpy's out=) unless the function has a parameter of that name.
         self._out_keyword = "out" not in self._signature.parameters and \
@@ -284,7 +311,7 @@ class Jitted:
                     for index, value in enumerate(args)]
         key = tuple(
             ("static", type(value), value) if index in fixed or is_setting(value)
-            else _sized(spec_of(value, f"argument {index}"), value, self.per_shape)
+            else _sized(spec_of(value, self._describe(index)), value, self.per_shape)
             for index, value in enumerate(operands)
         )
         compiled = self.compiled.get(key)
@@ -301,15 +328,16 @@ class Jitted:
         self.per_shape, self.auto_static = retry_policy(error, self.per_shape,
                                                         self.auto_static)
         self._by_key.clear()
-        detail = (f" (argument(s) {', '.join(map(str, sorted(error.arguments)))})"
+        detail = (f" ({', '.join(self._describe(index) for index in sorted(error.arguments))})"
                   if isinstance(error, StaticArgumentError) else "")
         reason = next(text for kind, text in _ADAPTED.items() if isinstance(error, kind))
         _log.info("%s %s%s", _name(self.fn), reason, detail)
 
     def _describe(self, index: int) -> str:
-        names = list(self._signature.parameters)
-        name = names[index] if index < len(names) else str(index)
-        return f"argument {index} ({name!r})"
+        """``argument 1 ('y')``, as messages name an argument."""
+        if index >= len(self._labels):
+            self._labels = argument_labels(self.fn, index + 1)
+        return self._labels[index]
 
     def _compile(self, key: tuple[Any, ...], operands: list[Any],
                  wait: bool = True) -> Compiled | None:
@@ -602,8 +630,9 @@ def _example_signature(fn: Any, example_args: Sequence[Any]
     function = fn._traced if isinstance(fn, Jitted) else fn
     static = {index: value for index, value in enumerate(example_args)
               if index in static_argnums or is_setting(value)}
+    labels = argument_labels(function, len(example_args))
     specs = [spec_of(0) if index in static
-             else spec_of(as_operand(value, f"argument {index}"), f"argument {index}")
+             else spec_of(as_operand(value, labels[index]), labels[index])
              for index, value in enumerate(example_args)]
     shapes = [() if index in static else np.shape(value)
               for index, value in enumerate(example_args)]
