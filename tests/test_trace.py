@@ -11,7 +11,7 @@ import inspect
 
 import numpy as np
 import pytest
-from conftest import assert_same, check, numpy_result
+from conftest import assert_like_numpy, assert_same, check, numpy_result
 
 import numfuse
 from numfuse.dtypes import spec_of
@@ -768,6 +768,73 @@ def test_writes_into_fresh_arrays_give_numpys_result(fn, args):
     check(fn, *args)
     for arg, copy in zip(args, copies, strict=True):
         assert_same(arg, copy)  # arguments are never written
+
+
+def _written_then_added(u):
+    y = u.copy()
+    y[0] = 0.0
+    return (y + u).sum()
+
+
+def _zeros_like_written_then_sorted(u):
+    y = np.zeros_like(u)
+    y[-1] = u[3]
+    return np.sort(y - u)
+
+
+def _full_like_written_then_cumsum(u):
+    y = np.full_like(u, 2)
+    y[2] = 7
+    return np.cumsum(y)[1:] * u[:-1]
+
+
+def _written_twice_then_sliced(u):
+    y = u * 1
+    y[0] = np.inf
+    y[1:3] = u[:2]
+    return y[::2] - u[::2]  # inf - inf: numpy's invalid warning
+
+
+def _written_matrix_multiplied(m):
+    y = m.copy()
+    y[0, 1] = -1
+    return (y @ m).sum(axis=0) + m[0]
+
+
+def _written_selection_then_summed(x):
+    y = x[x > 0] * 1
+    y[0] = 0.0
+    return np.cumsum(y) + x.sum()
+
+
+def _written_selection_broadcast(x):
+    y = x[x > 0] * 1  # one element here: it broadcasts against x
+    y[0] = 0.5
+    return (np.exp(y) + x * 2).sum()
+
+
+@pytest.mark.parametrize(("fn", "arg"), [
+    (_written_then_added, np.ones(33)),
+    (_written_then_added, np.arange(33, dtype=np.int8)),
+    (_zeros_like_written_then_sorted, np.linspace(-3, 5, 33)),
+    (_full_like_written_then_cumsum, np.arange(33)),
+    (_full_like_written_then_cumsum, np.arange(33.0) + 1j),
+    (_written_twice_then_sliced, np.r_[np.inf, np.ones(32)]),
+    (_written_twice_then_sliced, np.arange(33.0)),
+    (_written_matrix_multiplied, np.arange(16.0).reshape(4, 4)),
+    (_written_selection_then_summed, np.linspace(-3, 5, 33)),
+    (_written_selection_broadcast, np.array([-1.0, 2.0, -3.0])),
+], ids=lambda value: getattr(value, "__name__", "")[1:] or None)
+def test_writes_at_fixed_indices_then_numpy_calls_follow_numpy(fn, arg):
+    """``y[0] = v`` builds its node without running numpy on stand-ins: its stand-in
+    shape is its array's (it was a default size, which later numpy calls on stand-ins
+    could not broadcast with the argument's); a written selection keeps its size that
+    depends on the values, so no kernel loops over it with the argument's size."""
+    jitted = numfuse.jit(fn)
+    assert_like_numpy(fn, arg, jitted=jitted)
+    if fn is not _written_selection_broadcast:
+        for size in (7, 50):  # other sizes reuse the compiled function
+            assert_like_numpy(fn, np.resize(arg, (size,) * arg.ndim), jitted=jitted)
 
 
 def test_masked_out_elements_raise_no_warning():
