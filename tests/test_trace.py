@@ -1086,6 +1086,59 @@ def test_numpy_compiled_code_creating_arrays_gets_arrays():
     assert_same(numfuse.jit(lambda x: x + RNG_FOR_TRACING.random(x.shape[-1]))(X), expected)
 
 
+def _zeros_of_size(x, n):
+    return np.zeros(n) / x  # 0 / 0: numpy's invalid warning
+
+
+def _filled_rows(x, n):
+    y = np.empty((n, 3))
+    y[:] = x
+    return y
+
+
+@pytest.mark.parametrize(("fn", "args"), [
+    (_zeros_of_size, (0.0, 4)),
+    (_zeros_of_size, (np.float32(2), np.int64(3))),
+    (lambda n, v: np.full(n, v), (4, 2.5)),
+    (lambda x, n: np.ones(n, dtype=np.int8) + x, (3, 5)),
+    (_filled_rows, (np.array([1.0, -2.0, 3.0]), 2)),
+    (lambda x, n: np.zeros((n, 3)) + x, (np.ones(3), 4)),
+    (lambda x, n: np.zeros(shape=2 * n) - x, (1.5, 2)),
+    (lambda x, n: np.arange(n) * x, (1.5, 4)),
+    (lambda x, n: np.eye(n, k=1) * x, (2.0, 3)),
+    (lambda x, n: np.full_like(x, 3.0, shape=(n,)) * x.sum(), (np.ones(4), 4)),
+    (lambda x, n: np.zeros_like(x, shape=(n, 2)) + x, (np.ones(2), 3)),
+    (lambda x, n: np.linspace(x, 1.0, n), (0.5, 5)),
+])
+def test_scalar_arguments_giving_sizes_of_new_arrays_become_static(fn, args):
+    """``np.zeros(n)``, ``np.full(n, v)``, ``np.ones((n, 3))``, ``np.arange(n)``: a size
+    needs the scalar argument's value (numpy turned the error saying so into its own
+    TypeError, and ``np.full`` learnt a size of 1 from a stand-in), so ``jit`` makes that
+    argument static, compiling once per size; the data arguments stay traced."""
+    jitted = numfuse.jit(fn)
+    assert_like_numpy(fn, *args, jitted=jitted)
+    size = len(args) - 1 if fn.__code__.co_varnames[0] == "x" else 0
+    assert jitted.auto_static == {size}
+    other = list(args)
+    other[1 - size] = other[1 - size] * 2  # new data, same size: no new compilation
+    assert_like_numpy(fn, *other, jitted=jitted)
+    other[size] = args[size] + 1
+    assert_like_numpy(fn, *other, jitted=jitted)
+    assert len(jitted.compiled) == 2
+    assert_same(numfuse.compile(fn, *args)(*args), fn(*args))
+
+
+def _zeros_of_a_traced_size(x):
+    return np.zeros(x.sum())  # marker
+
+
+def test_sizes_of_new_arrays_computed_from_array_values_say_what_to_do():
+    with pytest.raises(numfuse.ConcretizationError) as excinfo:
+        numfuse.jit(_zeros_of_a_traced_size)(np.ones(3, int))
+    assert_error_message(excinfo.value, _zeros_of_a_traced_size, "# marker",
+                         "np.zeros(shape=...) given a traced value", "static_argnums")
+
+
 def test_conversions_are_numpys_own_outside_tracing():
     numfuse.jit(lambda x: np.asarray(x) + 1)(X)
     assert not hasattr(np.asarray, "__wrapped__")
