@@ -17,6 +17,7 @@ import logging
 import sys
 import threading
 import time
+import types
 import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -220,14 +221,26 @@ class Jitted:
     """A function compiled on demand, once per argument signature.
 
     ``static_argnums`` lists positional arguments passed to the function as concrete
-    Python values (they are part of the cache key and must be hashable).
+    Python values (they are part of the cache key and must be hashable).  As a method it
+    binds its instance as a static first argument (``__get__``; by identity when the
+    instance has no hash).
     """
 
     def __init__(self, fn: Callable[..., Any], static_argnums: Sequence[int] = (),
                  cache: bool = True, threads: int | None = None, fastmath: Any = False,
                  background: bool = False) -> None:
+        # How the function binds as an attribute of a class (``__get__``): "instance" (a
+        # method: the instance is its static first argument), "class" (a classmethod
+        # jitted: the class is) or "static" (a staticmethod jitted: nothing is bound).
+        self._binding = "instance"
+        if isinstance(fn, (staticmethod, classmethod)):
+            self._binding = "static" if isinstance(fn, staticmethod) else "class"
+            fn = fn.__func__
         self.fn = fn
         self.static_argnums = tuple(static_argnums)
+        # The static argument that is the instance of a method (set once bound): keyed by
+        # its hash and ==, or by identity when it has no hash (a dataclass with eq).
+        self._instance_argument: int | None = None
         # True: new signatures compile on the compile thread; their calls run with numpy
         # until the kernels are ready (numfuse.background).
         self.background = background
@@ -253,6 +266,41 @@ class Jitted:
                        for kind in self._kinds)
         self._traced = fn if variadic else _by_parameter(fn, self._signature)
         functools.update_wrapper(self, fn)  # type: ignore[arg-type]
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        """Defined in a class body: a method, also when called through the class
+        (``Model.forward(model, x)``)."""
+        if self._binding == "instance":
+            self._as_method()
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        """A method binds its instance as a static first argument (as
+        ``static_argnums=(0,)`` would); a jitted classmethod binds the class."""
+        if self._binding == "static":
+            return self
+        if self._binding == "class":
+            return types.MethodType(self, owner if owner is not None else type(instance))
+        if instance is None:
+            return self
+        self._as_method()
+        return types.MethodType(self, instance)
+
+    def _as_method(self) -> None:
+        """Make the first argument, the instance, static."""
+        with self._lock:
+            if self._instance_argument is None:
+                self._instance_argument = 0
+                self.static_argnums = tuple(sorted({0, *self.static_argnums}))
+                self._by_key.clear()
+
+    def _static_key(self, index: int, value: Any) -> Any:
+        """What identifies a static argument's value among compilations."""
+        if index == self._instance_argument:
+            try:
+                hash(value)
+            except TypeError:
+                return ("static", type(value), _Identity(value))
+        return ("static", type(value), value)
 
     def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         """All arguments in parameter order (keyword-only ones last); ``DEFAULT`` for each
@@ -283,7 +331,7 @@ class Jitted:
                     else as_operand(value, self._describe(index))
                     for index, value in enumerate(args)]
         key = tuple(
-            ("static", type(value), value) if index in fixed or is_setting(value)
+            self._static_key(index, value) if index in fixed or is_setting(value)
             else _sized(spec_of(value, f"argument {index}"), value, self.per_shape)
             for index, value in enumerate(operands)
         )
@@ -416,6 +464,8 @@ class Jitted:
             inner = Jitted(flat, static_argnums=[positions[index] for index in
                                                  self.static_argnums if index in positions],
                            cache=self.cache, threads=self.threads, fastmath=self.fastmath)
+            if self._instance_argument in positions:
+                inner._instance_argument = positions[self._instance_argument]
             self._by_structure[structure] = inner
         return inner(*leaves) if out is None else inner(*leaves, out=out)
 
@@ -485,6 +535,24 @@ class Jitted:
             changes.append(f"{self._describe(index)}: {change}")
         return (f"{head}: new signature, {'; '.join(changes)} "
                 f"(nearest of {len(self.compiled)} compiled signature(s))")
+
+
+class _Identity:
+    """An unhashable static value (a method's instance) compared by identity."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Identity) and other.value is self.value
+
+    def __hash__(self) -> int:
+        return id(self.value)
+
+    def __repr__(self) -> str:
+        return repr(self.value)
 
 
 def _describe_key(key: tuple[Any, ...]) -> str:

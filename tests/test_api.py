@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import warnings
 
 import numpy as np
 import pytest
-from conftest import assert_same, check, numpy_result
+from conftest import assert_like_numpy, assert_same, check, numpy_result
 
 import numfuse
 import numfuse.api
@@ -495,6 +496,104 @@ def test_static_argument_value_change_recompiles():
     assert_same(jitted(X, 5), X * 5.0)
     assert_same(jitted(X, 2), X * 2.0)
     assert len(jitted.compiled) == 2
+
+
+# ------------------------------------------------------------------------------ methods
+
+
+class Scaled:
+    """A model whose jitted methods read its attributes."""
+
+    def __init__(self, weight, bias):
+        self.weight = weight
+        self.bias = np.asarray(bias)
+
+    @numfuse.jit
+    def forward(self, x):
+        return self.weight / x + self.bias  # 1 / 0: numpy's divide warning
+
+    @numfuse.jit(static_argnums=(2,))
+    def head(self, x, n):  # static_argnums count self, as the function's parameters do
+        return self.forward(x)[:n].sum()  # a jitted method called while tracing: inlined
+
+    scale = 3
+
+    @classmethod
+    @numfuse.jit
+    def by_class(cls, x):
+        return x * cls.scale
+
+    @numfuse.jit
+    @classmethod
+    def by_class_inside(cls, x):
+        return x * cls.scale + 1
+
+    @staticmethod
+    @numfuse.jit
+    def alone(x):
+        return x + 1
+
+    @numfuse.jit
+    @staticmethod
+    def alone_inside(x):
+        return x + 2
+
+
+def test_methods_bind_their_instance_as_a_static_argument():
+    """``@numfuse.jit`` on a method: the instance is a static first argument (it failed
+    with "missing a required argument: 'x'"); each instance compiles once, its
+    attributes are constants of its compilation."""
+    model = Scaled(2.0, [0.5, -1.0, 0.0])
+    x = np.array([1.0, 0.0, 3.0])
+    plain = Scaled.forward.__wrapped__
+    assert_like_numpy(lambda x: plain(model, x), x, jitted=model.forward)
+    assert_same(Scaled.forward(model, x), numpy_result(plain, model, x))
+    assert_same(model.forward(x=x), numpy_result(plain, model, x))
+    assert_like_numpy(lambda x: Scaled.head.__wrapped__(model, x, 2), x,
+                      jitted=lambda x: model.head(x, 2))
+    other = Scaled(np.float32(0.5), np.float32(1.0))
+    assert_like_numpy(lambda x: plain(other, x), x.astype(np.float32), jitted=other.forward)
+    assert len(Scaled.forward.compiled) == 2  # one per instance (and signature of x)
+    model.weight = 10.0  # read when the method was traced for model: not seen
+    assert_same(model.forward(x), numpy_result(plain, Scaled(2.0, model.bias), x))
+    assert len(Scaled.forward.compiled) == 2
+
+
+def test_instances_with_a_hash_share_compilations_by_value():
+    """A frozen dataclass compares by value: an equal instance reuses the compilation, a
+    changed one compiles anew; an unhashable one (a dataclass with eq) is keyed by
+    identity."""
+    @dataclasses.dataclass(frozen=True)
+    class Frozen:
+        weight: float
+
+        @numfuse.jit
+        def forward(self, x):
+            return x * self.weight
+
+    @dataclasses.dataclass
+    class Mutable:
+        weight: float
+
+        @numfuse.jit
+        def forward(self, x):
+            return x * self.weight
+
+    for kind in (Frozen, Mutable):
+        for weight in (2.0, 3.0, 2.0):
+            instance = kind(weight)
+            assert_like_numpy(lambda x, i=instance: x * i.weight, X, jitted=instance.forward)
+    assert len(Frozen.forward.compiled) == 2
+    assert len(Mutable.forward.compiled) == 3
+
+
+def test_classmethods_and_staticmethods_in_either_order():
+    model = Scaled(1.0, 0.0)
+    for owner in (model, Scaled):
+        assert_same(owner.by_class(X), X * 3)
+        assert_same(owner.by_class_inside(X), X * 3 + 1)
+        assert_same(owner.alone(X), X + 1)
+        assert_same(owner.alone_inside(X), X + 2)
 
 
 # --------------------------------------------------------------------------- kernels
