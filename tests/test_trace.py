@@ -617,6 +617,61 @@ def test_len_of_a_0d_value_is_a_concretization_error():
         numfuse.jit(lambda x: len(x))(np.float64(1.0))
 
 
+def _len_of_selection(x):
+    return x.sum() / len(x[x > 1])  # marker
+
+
+def _size_of_selection(x):
+    return x[x > 1].size * x  # marker
+
+
+def _rows_of_selection(m):
+    return m[:, m[0] > 0].shape[1] + m  # marker
+
+
+def _len_of_nonzero(x):
+    return len(np.nonzero(x)[0]) + x  # marker
+
+
+def _len_of_unique(x):
+    return len(np.unique(x)) + x  # marker
+
+
+def _iterates_a_selection(x):
+    return sum(value for value in x[x > 1] * 2)  # marker
+
+
+@pytest.mark.parametrize(("fn", "operation", "advice"), [
+    (_len_of_selection, "len() of a traced array whose size depends on the values (from "
+     "a boolean mask selection x[mask])", "x[mask].sum() / np.count_nonzero(mask)"),
+    (_size_of_selection, "x.size of a traced array whose size depends on the values",
+     "np.count_nonzero(mask) is that size as a traced value"),
+    (_rows_of_selection, "x.shape of a traced array whose size depends on the values",
+     "np.count_nonzero(mask)"),
+    (_len_of_nonzero, "(from np.nonzero(x))", "np.count_nonzero(x) is that size"),
+    (_len_of_unique, "(from np.unique)", "reductions over the values"),
+    (_iterates_a_selection, "iterating over a traced array whose size depends",
+     "np.count_nonzero(mask)"),
+])
+def test_sizes_that_depend_on_the_values_say_how_to_count(fn, operation, advice):
+    """``len(x[mask])``: no compilation fixes a size that depends on the values (it was
+    a SizeDependentError, retried per shape, whose advice was to use x.ndim)."""
+    argument = np.ones((3, 4)) if fn is _rows_of_selection else X
+    with pytest.raises(numfuse.ConcretizationError) as excinfo:
+        numfuse.jit(fn)(argument)
+    assert not isinstance(excinfo.value, numfuse.errors.SizeDependentError)
+    assert_error_message(excinfo.value, fn, "# marker", operation, advice)
+
+
+def _mean_of_selection(x):
+    return x[x > 1].sum() / np.count_nonzero(x > 1)  # 0 / 0 for no selection: invalid
+
+
+@pytest.mark.parametrize("x", [X, np.array([0.5, -1.0, 1.0])], ids=["some", "none"])
+def test_counting_a_selection_as_advised_follows_numpy(x):
+    assert_like_numpy(_mean_of_selection, x)
+
+
 def test_ufunc_on_a_comparison_of_python_scalar_arguments():
     """Found by fuzzing: a comparison of two Python int arguments is a weak bool node,
     and checking the next ufunc with numpy crashed on it."""
