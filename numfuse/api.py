@@ -241,6 +241,8 @@ class Jitted:
         # The static argument that is the instance of a method (set once bound): keyed by
         # its hash and ==, or by identity when it has no hash (a dataclass with eq).
         self._instance_argument: int | None = None
+        # Why numpy ran the function as written (_numpy_runs), each warned about once.
+        self._warned: set[tuple[str, str]] = set()
         # True: new signatures compile on the compile thread; their calls run with numpy
         # until the kernels are ready (numfuse.background).
         self.background = background
@@ -419,7 +421,7 @@ class Jitted:
             try:
                 if compiled is not None:  # the hot path: a signature seen before
                     return compiled.run(args)
-                if None not in key:
+                if None not in key and _numpy_runs(args, {}) is None:
                     found, operands = self._specialize(args, {}, wait=False)
                     if found is None:
                         return self._with_numpy(args, {})
@@ -435,14 +437,25 @@ class Jitted:
             return call_jitted(self, args, kwargs)
         if any(isinstance(value, dict) for value in (*args, *kwargs.values())):
             return self._with_dicts(args, kwargs)
-        subclass = _array_subclass(args, kwargs)
-        if subclass is not None:
-            _warn_subclass(subclass, _name(self.fn))
+        reason = _numpy_runs(args, kwargs)
+        if reason is not None:
+            self._warn_once(reason)
             return self.fn(*args, **kwargs)
         try:
             return self._run(args, kwargs)
         except CallShapeError as error:
             return self._per_shape(args, kwargs, error)
+
+    def _warn_once(self, reason: tuple[str, str]) -> None:
+        """Warn that numpy runs the function as written, once per reason (per ndarray
+        subclass, for object arrays)."""
+        if reason in self._warned:
+            return
+        self._warned.add(reason)
+        what, advice = reason
+        warnings.warn(
+            f"{_name(self.fn)} was called with {what}: numpy runs the function as written "
+            f"(its own result, not fused). {advice}", RuntimeWarning, stacklevel=3)
 
     def _with_dicts(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Dict arguments (``params={"w": w, "b": b}``): their values are arguments of a
@@ -598,25 +611,23 @@ def _leaf_positions(structure: tuple[Any, ...]) -> dict[int, int]:
     return positions
 
 
-def _array_subclass(args: Sequence[Any], kwargs: dict[str, Any]) -> type | None:
-    """The type of an argument that subclasses ndarray with semantics of its own
-    (``np.matrix``'s ``*`` multiplies matrices, a masked array skips masked elements);
-    ``np.memmap`` computes as an ndarray does."""
+def _numpy_runs(args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[str, str] | None:
+    """Why numpy runs the function as written for these arguments (what they hold, and
+    how to fuse it instead), or None: an argument of an ndarray subclass with semantics
+    of its own (``np.matrix``'s ``*`` multiplies matrices, a masked array skips masked
+    elements; ``np.memmap`` computes as an ndarray does), or an array of dtype object
+    (numpy's object loops apply Python's operators to each element)."""
     for value in (*args, *kwargs.values()):
         kind = type(value)
         if kind is not np.ndarray and isinstance(value, np.ndarray) and \
                 not isinstance(value, np.memmap):
-            return kind
+            return (f"a {kind.__module__}.{kind.__qualname__}, an ndarray subclass whose "
+                    "operations numfuse cannot trace",
+                    "Pass np.asarray(value) to fuse it as a plain array.")
+        if isinstance(value, np.ndarray) and value.dtype.hasobject:
+            return (f"an array of dtype {value.dtype}, which numfuse cannot compile",
+                    "Convert it (x.astype(np.float64)) to fuse it.")
     return None
-
-
-@functools.cache
-def _warn_subclass(kind: type, name: str) -> None:
-    warnings.warn(
-        f"{name} was called with a {kind.__module__}.{kind.__qualname__}, an ndarray "
-        "subclass whose operations numfuse cannot trace: numpy runs the function as written "
-        "(its own result, not fused). Pass np.asarray(value) to fuse it as a plain array.",
-        RuntimeWarning, stacklevel=4)
 
 
 def _by_parameter(fn: Callable[..., Any], signature: inspect.Signature) -> Callable[..., Any]:

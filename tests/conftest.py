@@ -9,6 +9,7 @@ of transcendental functions, where numba's libm may differ from numpy's by an ul
 
 from __future__ import annotations
 
+import inspect
 import os
 import tempfile
 import warnings
@@ -72,6 +73,15 @@ def _assert_values(actual: np.ndarray, expected: np.ndarray, rtol: float, atol: 
     assert not mismatch.any(), (
         f"{path}: not bit-identical: {got[mismatch][:5]!r} != {want[mismatch][:5]!r}"
     )
+
+
+def line_of(fn: Any, marker: str) -> int:
+    """The line number of the first line of ``fn``'s source that contains ``marker``."""
+    lines, start = inspect.getsourcelines(fn)
+    for offset, line in enumerate(lines):
+        if marker in line:
+            return start + offset
+    raise AssertionError(f"{marker!r} is not in the source of {fn.__name__}")
 
 
 def numpy_result(fn: Any, *args: Any) -> Any:

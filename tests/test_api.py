@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import warnings
 
 import numpy as np
 import pytest
-from conftest import assert_like_numpy, assert_same, check, numpy_result
+from conftest import assert_like_numpy, assert_same, check, line_of, numpy_result
 
 import numfuse
 import numfuse.api
@@ -422,6 +423,50 @@ def test_ndarray_subclasses_with_their_own_semantics_run_as_written(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert_same(square(mapped), np.asarray(mapped) ** 2 + 1)
+
+
+def _object_arithmetic(x, y=1.5):
+    return x * 2 - y
+
+
+def _object_square_root(x):
+    return np.sqrt(x) + 1  # numpy calls each element's sqrt method: ints have none
+
+
+@pytest.mark.parametrize(("fn", "args"), [
+    (_object_arithmetic, (np.array([1, 2.5, 3], dtype=object),)),
+    (_object_arithmetic, (np.array([[1, 2**70]], dtype=object), np.array([0.5, 1.0]))),
+    (_object_arithmetic, (np.arange(3.0), np.array([1, 2.5, 3], dtype=object))),
+    (lambda x, y: x / y, (np.array([1.0, 2.0], dtype=object), np.array([0.0, 1.0]))),
+    (_object_square_root, (np.array([1.0, 4.0], dtype=object),)),
+    (_object_square_root, (np.array([1, 4], dtype=object),)),
+], ids=["numbers", "big-int", "second", "divide-by-zero", "sqrt", "sqrt-of-ints"])
+def test_object_arrays_run_with_numpy_warning_once(fn, args):
+    """numpy computes object arrays with Python's operators per element (its results,
+    its errors: ZeroDivisionError, a missing sqrt method); numfuse refused them, and now
+    runs the function with numpy, warning once per function."""
+    jitted = numfuse.jit(fn)
+    expected = pytest.warns(RuntimeWarning, match="dtype object, which numfuse cannot compile")
+    # numpy's own errors (ZeroDivisionError, TypeError) are compared below
+    with expected as caught, contextlib.suppress(ZeroDivisionError, TypeError):
+        jitted(*args)  # marker
+    ours = [warning for warning in caught if "numfuse" in str(warning.message)]
+    assert [(warning.filename, warning.lineno) for warning in ours] == [
+        (__file__, line_of(test_object_arrays_run_with_numpy_warning_once, "# marker"))]
+    assert_like_numpy(fn, *args, jitted=jitted)  # no second warning
+
+
+def test_object_arrays_and_compiled_signatures_share_a_function():
+    jitted = numfuse.jit(_object_arithmetic)
+    numbers = np.array([1, 2.5, 3], dtype=object)
+    assert_same(jitted(X), _object_arithmetic(X))
+    with pytest.warns(RuntimeWarning, match="dtype object"):
+        assert_same(jitted(numbers), _object_arithmetic(numbers))
+    assert_same(jitted(X, y=np.float32(2)), _object_arithmetic(X, np.float32(2)))
+    assert_like_numpy(_object_arithmetic, numbers, jitted=jitted)
+    assert_like_numpy(lambda x: _object_arithmetic(x, y=numbers), X,
+                      jitted=lambda x: jitted(x, y=numbers))
+    assert len(jitted.compiled) == 2
 
 
 def test_dict_arguments_are_rebuilt_for_the_function():

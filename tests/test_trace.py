@@ -7,11 +7,10 @@ user's source file and line (not a numfuse internal), and it says what to do ins
 from __future__ import annotations
 
 import collections
-import inspect
 
 import numpy as np
 import pytest
-from conftest import assert_like_numpy, assert_same, check, numpy_result
+from conftest import assert_like_numpy, assert_same, check, line_of, numpy_result
 
 import numfuse
 from numfuse.dtypes import spec_of
@@ -20,15 +19,6 @@ from numfuse.passes import simplify
 from numfuse.trace import trace_graph
 
 X = np.array([-1.5, -0.0, 0.25, 2.0, 3.5])
-
-
-def line_of(fn, marker: str) -> int:
-    """The line number of the first line of ``fn``'s source that contains ``marker``."""
-    lines, start = inspect.getsourcelines(fn)
-    for offset, line in enumerate(lines):
-        if marker in line:
-            return start + offset
-    raise AssertionError(f"{marker!r} is not in the source of {fn.__name__}")
 
 
 def assert_error_message(error: BaseException, fn, marker: str, operation: str,
