@@ -241,6 +241,7 @@ class Jitted:
         # The static argument that is the instance of a method (set once bound): keyed by
         # its hash and ==, or by identity when it has no hash (a dataclass with eq).
         self._instance_argument: int | None = None
+        self._owner: type | None = None  # the class whose body defined it (__set_name__)
         # Why numpy ran the function as written (_numpy_runs), each warned about once.
         self._warned: set[tuple[str, str]] = set()
         # True: new signatures compile on the compile thread; their calls run with numpy
@@ -270,9 +271,16 @@ class Jitted:
         functools.update_wrapper(self, fn)  # type: ignore[arg-type]
 
     def __set_name__(self, owner: type, name: str) -> None:
-        """Defined in a class body: a method, also when called through the class
-        (``Model.forward(model, x)``)."""
+        """Defined in a class body: called through the class with an instance of it
+        first (``Model.forward(model, x)``), it is a method (``_notice_instance``)."""
         if self._binding == "instance":
+            self._owner = owner
+
+    def _notice_instance(self, args: Sequence[Any]) -> None:
+        """Make the first argument static when it is an instance of the class the
+        function was defined in (a method called through its class)."""
+        if self._instance_argument is None and self._owner is not None and args and \
+                isinstance(args[0], self._owner):
             self._as_method()
 
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
@@ -328,6 +336,7 @@ class Jitted:
         a new signature are compiling."""
         if kwargs or len(args) != len(self._signature.parameters):
             args = self._bind(args, kwargs)
+        self._notice_instance(args)
         fixed = set(self.static_argnums) | self.auto_static
         operands = [value if index in fixed or is_setting(value)
                     else as_operand(value, self._describe(index))
@@ -677,6 +686,8 @@ def _example_signature(fn: Any, example_args: Sequence[Any]
                        ) -> tuple[Callable[..., Any], list[ArgSpec], dict[int, Any],
                                   list[tuple[int, ...]]]:
     """The function to trace, the argument signatures and the static arguments."""
+    if isinstance(fn, Jitted):
+        fn._notice_instance(example_args)
     static_argnums = {*fn.static_argnums, *fn.auto_static} if isinstance(fn, Jitted) else set()
     function = fn._traced if isinstance(fn, Jitted) else fn
     static = {index: value for index, value in enumerate(example_args)

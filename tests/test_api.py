@@ -641,6 +641,38 @@ def test_classmethods_and_staticmethods_in_either_order():
         assert_same(owner.alone_inside(X), X + 2)
 
 
+def test_a_function_in_a_class_called_through_the_class_keeps_its_arguments_traced():
+    """Only an instance of the class makes the first argument static: arrays given to a
+    jitted function stored in a class and called through it stay traced arguments."""
+    class Ops:
+        double = numfuse.jit(lambda x: x * 2)
+
+        @numfuse.jit
+        def times(self, x):
+            return x * self.factor
+
+    ops = Ops()
+    ops.factor = 3
+    assert_same(Ops.times(ops, X), X * 3)  # through the class first: ops is static
+    assert_same(ops.times(X + 1), (X + 1) * 3)
+    assert Ops.times.static_argnums == (0,) and len(Ops.times.compiled) == 1
+
+    def compute(model, x):
+        return model.weight / x
+
+    class Late:
+        weight = 4.0
+
+    Late.compute = numfuse.jit(compute)  # no __set_name__: bound on the instance
+    for x in (X, X + 1, M):
+        assert_same(Ops.double(x), x * 2)
+        assert_same(Late().compute(x), compute(Late, x))
+    assert len(Ops.double.compiled) == 2  # per signature, not per array
+    model = Scaled(2.0, 1.0)
+    compiled = numfuse.compile(Scaled.forward, model, X)  # the instance: static
+    assert_same(compiled(model, X + 1), numpy_result(Scaled.forward.__wrapped__, model, X + 1))
+
+
 # --------------------------------------------------------------------------- kernels
 
 
