@@ -440,7 +440,10 @@ def _object_square_root(x):
     (lambda x, y: x / y, (np.array([1.0, 2.0], dtype=object), np.array([0.0, 1.0]))),
     (_object_square_root, (np.array([1.0, 4.0], dtype=object),)),
     (_object_square_root, (np.array([1, 4], dtype=object),)),
-], ids=["numbers", "big-int", "second", "divide-by-zero", "sqrt", "sqrt-of-ints"])
+    (lambda x, y: x + y, (np.arange(2.0), np.array([1, "a"], dtype=object))),
+    (lambda x: x + "!", (np.array(["a", "b"], dtype=object),)),
+], ids=["numbers", "big-int", "second", "divide-by-zero", "sqrt", "sqrt-of-ints", "str-error",
+        "strings"])
 def test_object_arrays_run_with_numpy_warning_once(fn, args):
     """numpy computes object arrays with Python's operators per element (its results,
     its errors: ZeroDivisionError, a missing sqrt method); numfuse refused them, and now
