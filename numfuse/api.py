@@ -17,6 +17,7 @@ import logging
 import sys
 import threading
 import time
+import types
 import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -246,14 +247,29 @@ class Jitted:
     """A function compiled on demand, once per argument signature.
 
     ``static_argnums`` lists positional arguments passed to the function as concrete
-    Python values (they are part of the cache key and must be hashable).
+    Python values (they are part of the cache key and must be hashable).  As a method it
+    binds its instance as a static first argument (``__get__``; by identity when the
+    instance has no hash).
     """
 
     def __init__(self, fn: Callable[..., Any], static_argnums: Sequence[int] = (),
                  cache: bool = True, threads: int | None = None, fastmath: Any = False,
                  background: bool = False) -> None:
+        # How the function binds as an attribute of a class (``__get__``): "instance" (a
+        # method: the instance is its static first argument), "class" (a classmethod
+        # jitted: the class is) or "static" (a staticmethod jitted: nothing is bound).
+        self._binding = "instance"
+        if isinstance(fn, (staticmethod, classmethod)):
+            self._binding = "static" if isinstance(fn, staticmethod) else "class"
+            fn = fn.__func__
         self.fn = fn
         self.static_argnums = tuple(static_argnums)
+        # The static argument that is the instance of a method (set once bound): keyed by
+        # its hash and ==, or by identity when it has no hash (a dataclass with eq).
+        self._instance_argument: int | None = None
+        self._owner: type | None = None  # the class whose body defined it (__set_name__)
+        # Why numpy ran the function as written (_numpy_runs), each warned about once.
+        self._warned: set[tuple[str, str]] = set()
         # True: new signatures compile on the compile thread; their calls run with numpy
         # until the kernels are ready (numfuse.background).
         self.background = background
@@ -281,6 +297,48 @@ class Jitted:
         self._traced = fn if variadic else _by_parameter(fn, self._signature)
         functools.update_wrapper(self, fn)  # type: ignore[arg-type]
 
+    def __set_name__(self, owner: type, name: str) -> None:
+        """Defined in a class body: called through the class with an instance of it
+        first (``Model.forward(model, x)``), it is a method (``_notice_instance``)."""
+        if self._binding == "instance":
+            self._owner = owner
+
+    def _notice_instance(self, args: Sequence[Any]) -> None:
+        """Make the first argument static when it is an instance of the class the
+        function was defined in (a method called through its class)."""
+        if self._instance_argument is None and self._owner is not None and args and \
+                isinstance(args[0], self._owner):
+            self._as_method()
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        """A method binds its instance as a static first argument (as
+        ``static_argnums=(0,)`` would); a jitted classmethod binds the class."""
+        if self._binding == "static":
+            return self
+        if self._binding == "class":
+            return types.MethodType(self, owner if owner is not None else type(instance))
+        if instance is None:
+            return self
+        self._as_method()
+        return types.MethodType(self, instance)
+
+    def _as_method(self) -> None:
+        """Make the first argument, the instance, static."""
+        with self._lock:
+            if self._instance_argument is None:
+                self._instance_argument = 0
+                self.static_argnums = tuple(sorted({0, *self.static_argnums}))
+                self._by_key.clear()
+
+    def _static_key(self, index: int, value: Any) -> Any:
+        """What identifies a static argument's value among compilations."""
+        if index == self._instance_argument:
+            try:
+                hash(value)
+            except TypeError:
+                return ("static", type(value), _Identity(value))
+        return ("static", type(value), value)
+
     def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         """All arguments in parameter order (keyword-only ones last); ``DEFAULT`` for each
         one the caller left out, which the function then sees left out."""
@@ -305,12 +363,13 @@ class Jitted:
         a new signature are compiling."""
         if kwargs or len(args) != len(self._signature.parameters):
             args = self._bind(args, kwargs)
+        self._notice_instance(args)
         fixed = set(self.static_argnums) | self.auto_static
         operands = [value if index in fixed or is_setting(value)
                     else as_operand(value, self._describe(index))
                     for index, value in enumerate(args)]
         key = tuple(
-            ("static", type(value), value) if index in fixed or is_setting(value)
+            self._static_key(index, value) if index in fixed or is_setting(value)
             else _sized(spec_of(value, self._describe(index)), value, self.per_shape)
             for index, value in enumerate(operands)
         )
@@ -399,7 +458,7 @@ class Jitted:
             try:
                 if compiled is not None:  # the hot path: a signature seen before
                     return compiled.run(args)
-                if None not in key:
+                if None not in key and _numpy_runs(args, {}) is None:
                     found, operands = self._specialize(args, {}, wait=False)
                     if found is None:
                         return self._with_numpy(args, {})
@@ -415,14 +474,25 @@ class Jitted:
             return call_jitted(self, args, kwargs)
         if any(isinstance(value, dict) for value in (*args, *kwargs.values())):
             return self._with_dicts(args, kwargs)
-        subclass = _array_subclass(args, kwargs)
-        if subclass is not None:
-            _warn_subclass(subclass, _name(self.fn))
+        reason = _numpy_runs(args, kwargs)
+        if reason is not None:
+            self._warn_once(reason)
             return self.fn(*args, **kwargs)
         try:
             return self._run(args, kwargs)
         except CallShapeError as error:
             return self._per_shape(args, kwargs, error)
+
+    def _warn_once(self, reason: tuple[str, str]) -> None:
+        """Warn that numpy runs the function as written, once per reason (per ndarray
+        subclass, for object arrays)."""
+        if reason in self._warned:
+            return
+        self._warned.add(reason)
+        what, advice = reason
+        warnings.warn(
+            f"{_name(self.fn)} was called with {what}: numpy runs the function as written "
+            f"(its own result, not fused). {advice}", RuntimeWarning, stacklevel=3)
 
     def _with_dicts(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Dict arguments (``params={"w": w, "b": b}``): their values are arguments of a
@@ -444,6 +514,8 @@ class Jitted:
             inner = Jitted(flat, static_argnums=[positions[index] for index in
                                                  self.static_argnums if index in positions],
                            cache=self.cache, threads=self.threads, fastmath=self.fastmath)
+            if self._instance_argument in positions:
+                inner._instance_argument = positions[self._instance_argument]
             self._by_structure[structure] = inner
         return inner(*leaves) if out is None else inner(*leaves, out=out)
 
@@ -515,6 +587,24 @@ class Jitted:
                 f"(nearest of {len(self.compiled)} compiled signature(s))")
 
 
+class _Identity:
+    """An unhashable static value (a method's instance) compared by identity."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Identity) and other.value is self.value
+
+    def __hash__(self) -> int:
+        return id(self.value)
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
 def _describe_key(key: tuple[Any, ...]) -> str:
     return ", ".join(part.describe() if isinstance(part, ArgSpec) else repr(part[-1])
                      for part in key)
@@ -558,25 +648,23 @@ def _leaf_positions(structure: tuple[Any, ...]) -> dict[int, int]:
     return positions
 
 
-def _array_subclass(args: Sequence[Any], kwargs: dict[str, Any]) -> type | None:
-    """The type of an argument that subclasses ndarray with semantics of its own
-    (``np.matrix``'s ``*`` multiplies matrices, a masked array skips masked elements);
-    ``np.memmap`` computes as an ndarray does."""
+def _numpy_runs(args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[str, str] | None:
+    """Why numpy runs the function as written for these arguments (what they hold, and
+    how to fuse it instead), or None: an argument of an ndarray subclass with semantics
+    of its own (``np.matrix``'s ``*`` multiplies matrices, a masked array skips masked
+    elements; ``np.memmap`` computes as an ndarray does), or an array of dtype object
+    (numpy's object loops apply Python's operators to each element)."""
     for value in (*args, *kwargs.values()):
         kind = type(value)
         if kind is not np.ndarray and isinstance(value, np.ndarray) and \
                 not isinstance(value, np.memmap):
-            return kind
+            return (f"a {kind.__module__}.{kind.__qualname__}, an ndarray subclass whose "
+                    "operations numfuse cannot trace",
+                    "Pass np.asarray(value) to fuse it as a plain array.")
+        if isinstance(value, np.ndarray) and value.dtype.hasobject:
+            return (f"an array of dtype {value.dtype}, which numfuse cannot compile",
+                    "Convert it (x.astype(np.float64)) to fuse it.")
     return None
-
-
-@functools.cache
-def _warn_subclass(kind: type, name: str) -> None:
-    warnings.warn(
-        f"{name} was called with a {kind.__module__}.{kind.__qualname__}, an ndarray "
-        "subclass whose operations numfuse cannot trace: numpy runs the function as written "
-        "(its own result, not fused). Pass np.asarray(value) to fuse it as a plain array.",
-        RuntimeWarning, stacklevel=4)
 
 
 def _by_parameter(fn: Callable[..., Any], signature: inspect.Signature) -> Callable[..., Any]:
@@ -626,6 +714,8 @@ def _example_signature(fn: Any, example_args: Sequence[Any]
                        ) -> tuple[Callable[..., Any], list[ArgSpec], dict[int, Any],
                                   list[tuple[int, ...]]]:
     """The function to trace, the argument signatures and the static arguments."""
+    if isinstance(fn, Jitted):
+        fn._notice_instance(example_args)
     static_argnums = {*fn.static_argnums, *fn.auto_static} if isinstance(fn, Jitted) else set()
     function = fn._traced if isinstance(fn, Jitted) else fn
     static = {index: value for index, value in enumerate(example_args)

@@ -41,8 +41,8 @@ def test_unknown_keyword_is_named():
 
 # ------------------------------------------------------------------ dtypes
 
+# (object arrays are not among them: numpy runs the function, see test_api)
 UNSUPPORTED = [
-    pytest.param(np.array([1, "a"], dtype=object), "object", id="object"),
     pytest.param(np.array(["ab", "c"]), "<U2", id="str"),
     pytest.param(np.array([b"ab", b"c"]), "|S2", id="bytes"),
     pytest.param(np.array(["2024-01-01"], dtype="datetime64[D]"), "datetime64[D]",
