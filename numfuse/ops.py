@@ -170,7 +170,7 @@ _row("add", np.add, 2, ARITHMETIC, b="({0} or {1})", i=_WRAP.replace("{op}", "+"
      star="({0} + {1})")
 _row("subtract", np.subtract, 2, ARITHMETIC, i=_WRAP.replace("{op}", "-"), star="({0} - {1})")
 _row("multiply", np.multiply, 2, ARITHMETIC, b="({0} and {1})", i=_WRAP.replace("{op}", "*"),
-     star="({0} * {1})")
+     c="complex_product({0}, {1})", star="({0} * {1})")
 _row("true_divide", np.true_divide, 2, DIVISION, exactness=Exactness.EXACT_FOR_REAL,
      c="complex_divide({0}, {1})", star="({0} / {1})")
 _row("floor_divide", np.floor_divide, 2, DIVISION, i="floor_divide_int({0}, {1}, {min})",
@@ -202,7 +202,7 @@ _row("reciprocal", np.reciprocal, 1, DIVISION, exactness=Exactness.EXACT_FOR_REA
      u="reciprocal_uint({0})", c="complex_reciprocal({0})", star="({L}(1) / {0})")
 _row("square", np.square, 1, ARITHMETIC, b="({0} and {0})", i=_WRAP.replace("{op}",
      "*").replace("{1}", "{0}"),
-     star="({0} * {0})")
+     c="complex_product({0}, {0})", star="({0} * {0})")
 _row("conjugate", np.conjugate, 1, ARITHMETIC, c="np.conjugate({0})", star="{0}")
 _row("heaviside", np.heaviside, 2, ARITHMETIC, f="heaviside_float({0}, {1})")
 _row("gcd", np.gcd, 2, DIVISION, i="gcd_int({0}, {1})", u="gcd_int({0}, {1})")

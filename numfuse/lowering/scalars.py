@@ -12,8 +12,10 @@ computes what the same Python source would compute compiled by numba.
 Each helper is compiled once per argument dtypes and fast-math flags into a module of its
 own (a function with ``alwaysinline``, so LLVM inlines it and can vectorise the loop
 around it).  A numpy function this compiler has no code for (numpy's complex
-transcendental functions) becomes a call of ``fallback.<function>.<dtypes>``, a function
-the backend supplies.
+transcendental functions) becomes a call of numpy's own scalar C function where
+``numpy_loops`` finds one (``numfuse.numpy.<function>.<dtypes>``, registered by the
+backend), else of numfuse's helper for it, else of ``fallback.<function>.<dtypes>``, a
+function the backend compiles with numba.
 """
 
 from __future__ import annotations
@@ -529,6 +531,10 @@ class Emitter:
         first, second = self.convert(first, dtype), self.convert(second, dtype)
         take = self.compare(op, second, first)
         return Value(dtype, self.builder.select(take.ir, second.ir, first.ir))
+
+    def _builtin_fused_multiply_add(self, a: Value, b: Value, c: Value) -> Value:
+        """``kernel_lib.fused_multiply_add``: ``a * b + c`` rounded once (LLVM's ``fma``)."""
+        return self.intrinsic("fma", self.floats([a, b, c]))
 
     def _builtin_bool(self, value: Value) -> Value:
         return self.truth(value)
