@@ -119,8 +119,12 @@ def _linked(lowered: LoweredKernel) -> Any:
     for needed in sorted(lowered.fallbacks, key=lambda fallback: fallback.symbol):
         bitcode, adapter = numba_private.compile_numpy_function(
             needed.function, needed.arguments, needed.result, needed.symbol)
-        module.link_in(llvm.parse_bitcode(bitcode))
+        # The adapter first: LLVM's linker brings in numba's linkonce_odr function only if
+        # the module already calls it.  (Linked the other way round, the kernel called the
+        # copy numba's JIT holds in the compiling process, and crashed loaded from the
+        # disk cache in another.)
         module.link_in(llvm.parse_assembly(adapter))
+        module.link_in(llvm.parse_bitcode(bitcode))
     module.triple = llvm.get_process_triple()
     module.data_layout = layout
     module.verify()
