@@ -452,21 +452,34 @@ def _one(z):  # type: ignore[no-untyped-def]
 
 
 def complex_ge(a, b):  # type: ignore[no-untyped-def]
-    """numpy's lexicographic ``>=`` on complex numbers (False if any part is NaN)."""
-    return (a.real > b.real and a.imag == a.imag and b.imag == b.imag) or (
-        a.real == b.real and a.imag >= b.imag
-    )
+    """numpy's lexicographic ``>=`` on complex numbers (False if any part is NaN), and its
+    "invalid" flag (``_complex_order_flag``)."""
+    _complex_order_flag(a, b)
+    return _quiet_complex_ge(a, b)
 
 
 def complex_gt(a, b):  # type: ignore[no-untyped-def]
-    return (a.real > b.real and a.imag == a.imag and b.imag == b.imag) or (
-        a.real == b.real and a.imag > b.imag
+    _complex_order_flag(a, b)
+    return (less_float(b.real, a.real, a.real) and a.imag == a.imag and b.imag == b.imag) or (
+        a.real == b.real and less_float(b.imag, a.imag, a.imag)
     )
 
 
+def _complex_order_flag(a, b):  # type: ignore[no-untyped-def]
+    """Raise "invalid" where numpy's complex order does: its C compares of parts signal a
+    NaN, and it compares the imaginary parts only for equal real parts that did not
+    decide.  The compares here are quiet (``less_float``: LLVM computes every compare of
+    an expression, where C stops early), so the flag is raised on its own."""
+    decided = less_float(b.real, a.real, a.real) and a.imag == a.imag and b.imag == b.imag
+    if a.real != a.real or b.real != b.real or (
+            not decided and a.real == b.real and (a.imag != a.imag or b.imag != b.imag)):
+        raise_invalid()
+    return
+
+
 def _quiet_complex_ge(a, b):  # type: ignore[no-untyped-def]
-    """``complex_ge`` raising no "invalid" for a NaN: numpy's complex maximum and minimum
-    clear the flags their compares raise, so the parts are ordered by ``less_float``."""
+    """``complex_ge`` raising no flag: numpy's complex maximum and minimum clear the flags
+    their compares raise."""
     return (less_float(b.real, a.real, a.real) and a.imag == a.imag and b.imag == b.imag) or (
         a.real == b.real and less_equal_float(b.imag, a.imag, a.imag)
     )
