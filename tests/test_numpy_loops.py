@@ -35,6 +35,7 @@ QUIET_IN_NUMPY = {"absolute": {"underflow", "overflow"}}
 
 
 def _accepts_complex(op: OpDef) -> bool:
+    """Whether the row is a numpy ufunc numfuse computes for complex operands."""
     ufunc = op.reference
     if not isinstance(ufunc, np.ufunc) or op.template(COMPLEX[1:] * op.arity) is None:
         return False
