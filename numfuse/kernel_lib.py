@@ -395,21 +395,93 @@ def logaddexp2_float(x, y):  # type: ignore[no-untyped-def]
 
 # ------------------------------------------------------------------ complex helpers
 
+# numpy's complex multiply and square loops, dispatched to SIMD code on FMA hardware,
+# round each part once as ``fma(ar, br, -(ai * bi))`` and ``fma(ar, bi, ai * br)``;
+# elsewhere each product is rounded.  The results differ in the last bit and at overflow
+# (the square of 1.7e38+1.7e38j is -inf+infj fused, nan+infj not), so numfuse asks
+# numpy's own loops which it does, once at import.
+
+
+def fused_multiply_add(a, b, c):  # type: ignore[no-untyped-def]
+    """``a * b + c`` rounded once (compiled to LLVM's ``fma``; rounded twice here)."""
+    return a * b + c
+
+
+def _numpy_fuses_complex_products() -> bool:
+    """Whether numpy's complex multiply and square of both widths round as fused
+    multiply-adds, told by two products where that differs from every other rounding."""
+    for part in (np.float32, np.float64):
+        complex_type = np.complex64 if part is np.float32 else np.complex128
+        tiny = np.finfo(part).smallest_subnormal
+        half_max = np.finfo(part).max / 2
+        subnormal = np.array([complex(tiny, tiny)], complex_type)
+        huge = np.array([complex(half_max, half_max)], complex_type)
+        with np.errstate(all="ignore"):
+            product = np.multiply(subnormal, np.array([1.0 + 0.5j], complex_type))[0]
+            squares = (np.multiply(huge, huge)[0], np.square(huge)[0])
+        if product.imag != 2 * tiny or any(square.real != -math.inf for square in squares):
+            return False
+    return True
+
+
+FUSED_COMPLEX_PRODUCTS = _numpy_fuses_complex_products()
+
+
+def complex_product(a, b):  # type: ignore[no-untyped-def]
+    """numpy's complex multiply (and square, ``complex_product(z, z)``), rounded as its
+    loops round on this machine (``FUSED_COMPLEX_PRODUCTS``)."""
+    if FUSED_COMPLEX_PRODUCTS:
+        return complex(fused_multiply_add(a.real, b.real, -(a.imag * b.imag)),
+                       fused_multiply_add(a.real, b.imag, a.imag * b.real))
+    return complex(a.real * b.real - a.imag * b.imag, a.real * b.imag + a.imag * b.real)
+
+
 
 def _complex_nan(z):  # type: ignore[no-untyped-def]
     return z.real != z.real or z.imag != z.imag
 
 
+def _part(z, value):  # type: ignore[no-untyped-def]
+    """``value`` as the type of ``z``'s parts: complex64 arithmetic stays in float32, as
+    numpy's does."""
+    return np.float32(value) if isinstance(z, np.complex64) else value
+
+
+def _one(z):  # type: ignore[no-untyped-def]
+    return _part(z, 1.0)
+
+
 def complex_ge(a, b):  # type: ignore[no-untyped-def]
-    """numpy's lexicographic ``>=`` on complex numbers (False if any part is NaN)."""
-    return (a.real > b.real and a.imag == a.imag and b.imag == b.imag) or (
-        a.real == b.real and a.imag >= b.imag
-    )
+    """numpy's lexicographic ``>=`` on complex numbers (False if any part is NaN), and its
+    "invalid" flag (``_complex_order_flag``)."""
+    _complex_order_flag(a, b)
+    return _quiet_complex_ge(a, b)
 
 
 def complex_gt(a, b):  # type: ignore[no-untyped-def]
-    return (a.real > b.real and a.imag == a.imag and b.imag == b.imag) or (
-        a.real == b.real and a.imag > b.imag
+    _complex_order_flag(a, b)
+    return (less_float(b.real, a.real, a.real) and a.imag == a.imag and b.imag == b.imag) or (
+        a.real == b.real and less_float(b.imag, a.imag, a.imag)
+    )
+
+
+def _complex_order_flag(a, b):  # type: ignore[no-untyped-def]
+    """Raise "invalid" where numpy's complex order does: its C compares of parts signal a
+    NaN, and it compares the imaginary parts only for equal real parts that did not
+    decide.  The compares here are quiet (``less_float``: LLVM computes every compare of
+    an expression, where C stops early), so the flag is raised on its own."""
+    decided = less_float(b.real, a.real, a.real) and a.imag == a.imag and b.imag == b.imag
+    if a.real != a.real or b.real != b.real or (
+            not decided and a.real == b.real and (a.imag != a.imag or b.imag != b.imag)):
+        raise_invalid()
+    return
+
+
+def _quiet_complex_ge(a, b):  # type: ignore[no-untyped-def]
+    """``complex_ge`` raising no flag: numpy's complex maximum and minimum clear the flags
+    their compares raise."""
+    return (less_float(b.real, a.real, a.real) and a.imag == a.imag and b.imag == b.imag) or (
+        a.real == b.real and less_equal_float(b.imag, a.imag, a.imag)
     )
 
 
@@ -422,63 +494,70 @@ def complex_lt(a, b):  # type: ignore[no-untyped-def]
 
 
 def maximum_complex(a, b):  # type: ignore[no-untyped-def]
-    if _complex_nan(a) or complex_ge(a, b):
+    if _complex_nan(a) or _quiet_complex_ge(a, b):
         return a
     return b
 
 
 def minimum_complex(a, b):  # type: ignore[no-untyped-def]
-    if _complex_nan(a) or complex_le(a, b):
+    if _complex_nan(a) or _quiet_complex_ge(b, a):
         return a
     return b
 
 
 def fmax_complex(a, b):  # type: ignore[no-untyped-def]
-    if _complex_nan(b) or complex_ge(a, b):
+    if _complex_nan(b) or _quiet_complex_ge(a, b):
         return a
     return b
 
 
 def fmin_complex(a, b):  # type: ignore[no-untyped-def]
-    if _complex_nan(b) or complex_le(a, b):
+    if _complex_nan(b) or _quiet_complex_ge(b, a):
         return a
     return b
 
 
 def sign_complex(z):  # type: ignore[no-untyped-def]
-    """numpy 2's complex sign: ``z / |z|``, 0 for 0, NaN for NaN."""
-    if _complex_nan(z):
-        return complex(math.nan, math.nan)
+    """numpy 2's complex sign: each part divided by ``hypot(re, im)`` (so a ``-0`` part
+    stays ``-0``); NaN when that is NaN, 0 for 0; for an infinite magnitude the unit
+    along the infinite part, or NaN when both parts are infinite."""
     magnitude = abs(z)
-    if magnitude == 0:
-        return complex(0.0, 0.0)
+    if magnitude != magnitude:
+        return complex(math.nan, math.nan)
     if math.isinf(magnitude):
-        if math.isinf(z.real) and math.isinf(z.imag):
-            return complex(math.nan, math.nan)
         if math.isinf(z.real):
+            if math.isinf(z.imag):
+                return complex(math.nan, math.nan)
             return complex(math.copysign(1.0, z.real), 0.0)
         return complex(0.0, math.copysign(1.0, z.imag))
-    return z / magnitude
+    if magnitude == 0:
+        return complex(0.0, 0.0)
+    return complex(z.real / magnitude, z.imag / magnitude)
 
 
 def complex_abs(z):  # type: ignore[no-untyped-def]
     """numpy's SIMD complex absolute: ``larger * sqrt(fma(ratio, ratio, 1))``.
 
     Compiled with floating-point contraction (see ``CONTRACTED``) so ``ratio * ratio + 1``
-    becomes the same fused multiply-add numpy's loop uses on FMA hardware.
+    becomes the same fused multiply-add numpy's loop uses on FMA hardware.  One formula
+    for every element, as numpy's: an infinite part makes both infinite, else a NaN part
+    the result NaN, and the ratio is 0 where it would be 0 / 0 or inf / inf.  (LLVM computes every
+    line for every element, and drops a guard whose value an early return leaves unused:
+    here every guard decides the result, so no element divides 0 by 0.)
     """
     re = abs(z.real)
     im = abs(z.imag)
-    if math.isinf(re) or math.isinf(im):
-        return math.inf
-    if re != re or im != im:
-        return re + im
+    infinite = math.isinf(re) or math.isinf(im)
+    nan = not infinite and (re != re or im != im)
+    # NaNs kept out of max and min: x86 vector compares raise "invalid" for them
+    re = _part(z, math.inf) if infinite else (_part(z, 0.0) if nan else re)
+    im = _part(z, math.inf) if infinite else (_part(z, 0.0) if nan else im)
     larger = max(re, im)
     smaller = min(re, im)
-    if larger == 0:
-        return larger
-    ratio = smaller / larger
-    return np.sqrt(ratio * ratio + larger / larger) * larger
+    divide = larger != 0 and smaller != math.inf
+    ratio = (smaller if divide else _part(z, 0.0)) / (larger if divide else _part(z, 1.0))
+    larger = _part(z, math.nan) if nan else larger
+    return np.sqrt(ratio * ratio + _part(z, 1.0)) * larger
 
 
 def spacing_float(x):  # type: ignore[no-untyped-def]
@@ -492,18 +571,28 @@ def spacing_float(x):  # type: ignore[no-untyped-def]
 
 
 def complex_divide(a, b):  # type: ignore[no-untyped-def]
-    """numpy's complex division (Smith's method; complex inf or NaN for a zero divisor)."""
+    """numpy's complex division: Smith's method, dividing by the divisor's part of larger
+    magnitude; a zero divisor divides each part by zero (complex inf or NaN).
+
+    numpy takes one of three branches.  Here the operands are chosen first and one
+    sequence of operations runs for every element -- the zero divisor's division by
+    ``|b.real|`` (0) is a division by 1 elsewhere -- so no division of a branch not taken
+    (LLVM computes them all) raises a flag numpy does not."""
     br_abs = abs(b.real)
     bi_abs = abs(b.imag)
-    if br_abs >= bi_abs:
-        if br_abs == 0 and bi_abs == 0:
-            return complex(a.real / br_abs, a.imag / br_abs)
-        ratio = b.imag / b.real
-        scale = 1.0 / (b.real + b.imag * ratio)
-        return complex((a.real + a.imag * ratio) * scale, (a.imag - a.real * ratio) * scale)
-    ratio = b.real / b.imag
-    scale = 1.0 / (b.imag + b.real * ratio)
-    return complex((a.real * ratio + a.imag) * scale, (a.imag * ratio - a.real) * scale)
+    direct = br_abs >= bi_abs
+    zero = br_abs == 0 and bi_abs == 0
+    larger = _one(b) if zero else (b.real if direct else b.imag)
+    smaller = _part(b, 0.0) if zero else (b.imag if direct else b.real)
+    first = _part(b, 0.0) if zero else (a.real if direct else a.imag)
+    second = _part(b, 0.0) if zero else (a.imag if direct else a.real)
+    ratio = smaller / larger
+    scale = _one(b) / (larger + smaller * ratio)
+    across = first * ratio
+    real = (first + second * ratio) * scale
+    imag = ((second - across) if direct else (across - second)) * scale
+    divisor = br_abs if br_abs + bi_abs == 0 else _one(b)
+    return complex((a.real if zero else real) / divisor, (a.imag if zero else imag) / divisor)
 
 
 def complex_quotient(a, b):  # type: ignore[no-untyped-def]
@@ -525,13 +614,20 @@ def complex_quotient(a, b):  # type: ignore[no-untyped-def]
 
 
 def complex_reciprocal(z):  # type: ignore[no-untyped-def]
-    if abs(z.imag) <= abs(z.real):
-        ratio = z.imag / z.real
-        denominator = z.real + z.imag * ratio
-        return complex(1.0 / denominator, -ratio / denominator)
-    ratio = z.real / z.imag
-    denominator = z.real * ratio + z.imag
-    return complex(ratio / denominator, -1.0 / denominator)
+    """numpy's complex reciprocal (Smith's method).  numpy divides by the part of larger
+    magnitude, in one of two branches; here the operands are chosen first and one
+    sequence of operations runs, so no division of the other branch (which LLVM would
+    compute too) raises a flag numpy does not."""
+    direct = abs(z.imag) <= abs(z.real)
+    larger = z.real if direct else z.imag
+    smaller = z.imag if direct else z.real
+    ratio = smaller / larger
+    denominator = larger + smaller * ratio
+    inverse = _one(z) / denominator
+    scaled = ratio / denominator
+    if direct:
+        return complex(inverse, -scaled)
+    return complex(scaled, -inverse)
 
 
 def complex_power(a, b):  # type: ignore[no-untyped-def]

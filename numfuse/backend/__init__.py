@@ -22,7 +22,7 @@ import llvmlite.binding as llvm
 
 from .. import kernel_lib, lowering
 from ..codegen import KernelSource
-from ..lowering import LoweredKernel
+from ..lowering import LoweredKernel, numpy_loops
 from . import numba_private, store
 from .numba_private import thread_count
 from .store import CacheWarning, ObjectCode
@@ -119,8 +119,12 @@ def _linked(lowered: LoweredKernel) -> Any:
     for needed in sorted(lowered.fallbacks, key=lambda fallback: fallback.symbol):
         bitcode, adapter = numba_private.compile_numpy_function(
             needed.function, needed.arguments, needed.result, needed.symbol)
-        module.link_in(llvm.parse_bitcode(bitcode))
+        # The adapter first: LLVM's linker brings in numba's linkonce_odr function only if
+        # the module already calls it.  (Linked the other way round, the kernel called the
+        # copy numba's JIT holds in the compiling process, and crashed loaded from the
+        # disk cache in another.)
         module.link_in(llvm.parse_assembly(adapter))
+        module.link_in(llvm.parse_bitcode(bitcode))
     module.triple = llvm.get_process_triple()
     module.data_layout = layout
     module.verify()
@@ -129,11 +133,15 @@ def _linked(lowered: LoweredKernel) -> Any:
 
 @cache
 def _register_externals() -> None:
-    """Make the C functions of ``kernel_lib.EXTERNAL`` known to the JIT by name."""
+    """Make the C functions kernels call by name known to the JIT: those of
+    ``kernel_lib.EXTERNAL`` and numpy's scalar complex functions (``numpy_loops``), before
+    any kernel, compiled or loaded from the disk cache, is loaded."""
     address = ctypes.cast(kernel_lib.NEGATIVE_POWER_CALLBACK, ctypes.c_void_p).value
     symbol = kernel_lib.EXTERNAL["note_negative_power"]
     assert symbol is not None and address is not None
     llvm.add_symbol(symbol, address)
+    for symbol, address in numpy_loops.available().items():
+        llvm.add_symbol(symbol, address)
 
 
 def _gufunc(kernel: KernelSource, code: ObjectCode, from_disk: bool) -> CompiledGufunc:

@@ -11,8 +11,9 @@ compiling the same kernel at once compile it once.
 
 The kernel's name is a hash of its generated source, which fixes its statements.  What else
 decides the machine code -- the lowering, helper and backend code, the numba, llvmlite,
-numpy and Python versions, the CPU, code-changing settings -- is ``cache_key_material()``,
-whose hash names the kernel directory.
+numpy and Python versions, the numpy functions kernels may call (``numpy_loops``), the
+CPU, code-changing settings -- is ``cache_key_material()``, whose hash names the kernel
+directory.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import llvmlite
 import numpy as np
 
 from .. import kernel_lib, lowering, vector_math
+from ..lowering import numpy_loops
 from ..version import __version__
 from . import numba_private
 
@@ -138,6 +140,7 @@ def _fixed_key_material() -> tuple[tuple[str, str], ...]:
         ("code", _code_digest()),
         ("llvmlite", llvmlite.__version__),
         ("numpy", np.__version__),
+        ("numpy functions", numpy_loops.key()),
         ("python", sys.implementation.cache_tag or sys.version),
         *numba_private.toolchain_key(),
     )

@@ -12,13 +12,16 @@ computes what the same Python source would compute compiled by numba.
 Each helper is compiled once per argument dtypes and fast-math flags into a module of its
 own (a function with ``alwaysinline``, so LLVM inlines it and can vectorise the loop
 around it).  A numpy function this compiler has no code for (numpy's complex
-transcendental functions) becomes a call of ``fallback.<function>.<dtypes>``, a function
-the backend supplies.
+transcendental functions) becomes a call of numpy's own scalar C function where
+``numpy_loops`` finds one (``numfuse.numpy.<function>.<dtypes>``, registered by the
+backend), else of numfuse's helper for it, else of ``fallback.<function>.<dtypes>``, a
+function the backend compiles with numba.
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import inspect
 import math
@@ -32,6 +35,7 @@ import numpy as np
 from llvmlite import ir
 
 from .. import kernel_lib
+from . import numpy_loops
 from . import types as T
 from .types import BOOL, COMPLEX128, FLOAT32, FLOAT64, INT64, UINT64
 
@@ -314,8 +318,9 @@ class Emitter:
         if dtype.kind == "f":
             return self.libm("pow", [self.convert(left, dtype), self.convert(right, dtype)])
         if dtype.kind == "c":
+            # numpy's or numba's, never the helper computing ``**`` with this
             return self.fallback("power", [self.convert(left, dtype),
-                                           self.convert(right, dtype)])
+                                           self.convert(right, dtype)], portable=False)
         raise LoweringError("integer ** is not in the kernel language (use power_int)")
 
     def complex_arithmetic(self, op: type, a: Value, b: Value) -> Value:
@@ -527,6 +532,10 @@ class Emitter:
         take = self.compare(op, second, first)
         return Value(dtype, self.builder.select(take.ir, second.ir, first.ir))
 
+    def _builtin_fused_multiply_add(self, a: Value, b: Value, c: Value) -> Value:
+        """``kernel_lib.fused_multiply_add``: ``a * b + c`` rounded once (LLVM's ``fma``)."""
+        return self.intrinsic("fma", self.floats([a, b, c]))
+
     def _builtin_bool(self, value: Value) -> Value:
         return self.truth(value)
 
@@ -672,12 +681,23 @@ class Emitter:
         except KeyError:
             return ir.Function(module, ir.FunctionType(result, arguments), name=symbol)
 
-    def fallback(self, name: str, arguments: Sequence[Value]) -> Value:
-        """A numpy function the kernel language has no code for, compiled by the backend."""
+    def fallback(self, name: str, arguments: Sequence[Value], portable: bool = True) -> Value:
+        """A numpy function of complex numbers the kernel language has no code for:
+        numpy's own scalar function where this numpy offers one (``numpy_loops``), so the
+        values are numpy's; else, with ``portable``, numfuse's helper for it where
+        ``kernel_lib`` has one (``PORTABLE``); else numba's version, compiled by the
+        backend."""
         dtypes = tuple(argument.dtype for argument in arguments)
         ufunc = getattr(np, name, None)
         if not isinstance(ufunc, np.ufunc) or ufunc.nout != 1:
             raise LoweringError(f"np.{name} of {dtypes} is not in the kernel language")
+        found = numpy_loops.function(name, _loop_dtypes(ufunc, dtypes))
+        if found is not None:
+            return self.numpy_call(found, arguments)
+        if portable and name in PORTABLE:
+            helped = self.call_helper(PORTABLE[name], arguments)
+            assert not isinstance(helped, tuple)
+            return helped
         with np.errstate(all="ignore"):
             result = ufunc(*(np.zeros((), dtype) for dtype in dtypes)).dtype
         needed = Fallback(name, dtypes, result)
@@ -686,6 +706,15 @@ class Emitter:
                                 [T.value_type(dtype) for dtype in dtypes])
         return Value(result, self.builder.call(function, [argument.ir
                                                           for argument in arguments]))
+
+    def numpy_call(self, found: numpy_loops.NumpyFunction,
+                   arguments: Sequence[Value]) -> Value:
+        """A call of numpy's scalar function ``found`` (through its adapter, which takes
+        and returns values in registers; the backend registers the symbol)."""
+        dtype = found.result
+        adapter = _numpy_adapter(self.module, found)
+        values = [self.convert(argument, dtype).ir for argument in arguments]
+        return Value(dtype, self.builder.call(adapter, values))
 
     def call_helper(self, name: str, arguments: Sequence[Value]) -> Result:
         if name in kernel_lib.EXTERNAL:
@@ -887,6 +916,50 @@ class Emitter:
     def _statement_Return(self, statement: ast.Return, frame: _Frame) -> None:
         value = self.visit(statement.value) if statement.value is not None else ()
         frame.returned(self, value)
+
+
+def _loop_dtypes(ufunc: np.ufunc, dtypes: tuple[np.dtype, ...]) -> tuple[np.dtype, ...]:
+    """The dtypes numpy's loop takes for arguments of ``dtypes`` (the inputs are cast to
+    them), or ``()`` when numpy has no loop for them."""
+    try:
+        resolved = ufunc.resolve_dtypes(dtypes + (None,) * ufunc.nout)
+    except (TypeError, np.exceptions.DTypePromotionError):
+        return ()
+    return tuple(resolved[:ufunc.nin])
+
+
+def _numpy_adapter(module: ir.Module, found: numpy_loops.NumpyFunction) -> ir.Function:
+    """``<symbol>.registers(arguments...) -> result``, defined once per module: stores the
+    arguments, calls numpy's ``symbol(&argument..., &result)`` and loads the result.
+    LLVM inlines it and hoists its slots to the caller's entry block."""
+    name = f"{found.symbol}.registers"
+    with contextlib.suppress(KeyError):
+        existing: ir.Function = module.get_global(name)
+        return existing
+    value = T.value_type(found.result)
+    pointer = value.as_pointer()
+    count = len(found.arguments)
+    external = ir.Function(module, ir.FunctionType(ir.VoidType(), [pointer] * (count + 1)),
+                           name=found.symbol)
+    external.attributes.add("nounwind")
+    adapter = ir.Function(module, ir.FunctionType(value, [value] * count), name=name)
+    adapter.linkage = "linkonce_odr"
+    adapter.attributes.add("alwaysinline")
+    adapter.attributes.add("nounwind")
+    builder = ir.IRBuilder(adapter.append_basic_block("entry"))
+    slots = [builder.alloca(value) for _ in range(count + 1)]
+    for slot, argument in zip(slots, adapter.args, strict=False):
+        builder.store(argument, slot)
+    builder.call(external, slots)
+    builder.ret(builder.load(slots[-1]))
+    return adapter
+
+
+# numpy functions of complex numbers that numfuse's helpers compute where numpy's own are
+# not available (``Emitter.fallback``): name -> helper.
+PORTABLE = {"power": "complex_power", "float_power": "complex_power",
+            "expm1": "complex_expm1", "log1p": "complex_log1p", "exp2": "complex_exp2",
+            "arccosh": "complex_arccosh"}
 
 
 def _name_of(target: ast.expr) -> str:
