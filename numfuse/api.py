@@ -415,7 +415,8 @@ class Jitted:
                 [inspect.Parameter("values", inspect.Parameter.VAR_POSITIONAL)])
             inner = Jitted(flat, static_argnums=[positions[index] for index in
                                                  self.static_argnums if index in positions],
-                           cache=self.cache, threads=self.threads, fastmath=self.fastmath)
+                           cache=self.cache, threads=self.threads, fastmath=self.fastmath,
+                           background=self.background)
             self._by_structure[structure] = inner
         return inner(*leaves) if out is None else inner(*leaves, out=out)
 

@@ -6,8 +6,10 @@ the message points at the code to change, not at numfuse internals.
 
 from __future__ import annotations
 
+import linecache
 import os
 import traceback
+from types import FrameType
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -87,3 +89,15 @@ class UnsupportedDtypeError(NumfuseError, TypeError):
 class KernelCompileError(NumfuseError, RuntimeError):
     """A kernel failed to compile (a bug of numfuse: please report it with the kernel's
     source, ``Kernel.source``, which the message includes)."""
+
+
+def source_line_from(frame: FrameType | None) -> str:
+    """``user_source_line`` from ``frame`` outwards: the first frame outside numfuse and
+    numpy, as ``file:line: code`` (for facts recorded while tracing, cheaply)."""
+    while frame is not None:
+        filename = os.path.abspath(frame.f_code.co_filename)
+        if not (filename.startswith(_PACKAGE_DIR) or "/numpy/" in filename):
+            code = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+            return f"{frame.f_code.co_filename}:{frame.f_lineno}: {code}"
+        frame = frame.f_back
+    return "<unknown location>"
