@@ -110,6 +110,18 @@ def _reduction_vjp(reduction: Reduction, g: Tracer, ans: Tracer, x: Tracer) -> P
     raise _Unsupported(f"{reduction.ufunc}.reduce")
 
 
+def _scalar_reduction_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...],
+                          kwargs: dict[str, Any]) -> Pairs:
+    """A reduction of a 0-d value (numpy returns the value): its cotangent as it is, over
+    ``max(1 - ddof, 0)`` for the end of ``var``."""
+    x = args[0]
+    if np.ndim(x) != 0 or set(kwargs) - {"axis", "keepdims", "dtype", "ddof"}:
+        raise _Unsupported("with where=, initial= or out=")
+    if ans.node.op == "sum_over_count":
+        return [(x, g / max(1 - int(kwargs.get("ddof", 0)), 0))]
+    return [(x, g)]
+
+
 def _kept(value: Any, reduction: Reduction, ndim: int) -> Any:
     """A reduction's result with its reduced axes back as length-1 axes, where
     broadcasting against the input needs them (not for leading axes)."""
@@ -194,6 +206,15 @@ def _dot_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...], kwargs: dict[str, An
     if np.ndim(a) == 0 or np.ndim(b) == 0:
         return [(a, g * b), (b, g * a)]
     return _product_pairs(g, a, b)
+
+
+def _outer_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]
+               ) -> Pairs:
+    """``np.outer`` of (flattened) ``a`` and ``b``."""
+    a, b = args[0], _argument(args, kwargs, 1, "b")
+    if np.ndim(a) != 1 or np.ndim(b) != 1 or kwargs.get("out") is not None:
+        raise _Unsupported("of operands that are not 1-d")
+    return [(a, np.matmul(g, b)), (b, np.matmul(a, g))]
 
 
 def _product_pairs(g: Tracer, a: Any, b: Any) -> Pairs:
@@ -333,8 +354,11 @@ def _stack_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...], kwargs: dict[str, 
 
 
 NUMPY_RULES: dict[str, Rule] = {
+    **dict.fromkeys(("sum", "mean", "prod", "max", "min", "amax", "amin", "mean_of",
+                     "sum_over_count"), _scalar_reduction_vjp),
     "matmul": _matmul_vjp,
     "dot": _dot_vjp,
+    "outer": _outer_vjp,
     "reshape": _reshape_vjp,
     "ravel": _ravel_vjp,
     "squeeze": _same_size_vjp,
