@@ -454,6 +454,17 @@ def test_a_gradient_inside_a_jitted_function_is_inlined():
     np.testing.assert_allclose(step(w, x), w - 0.1 * 2 * (w * x - 1.0) * x)
 
 
+def test_a_gradient_of_a_gradient():
+    x = np.linspace(0.1, 1.0, 6)
+    inner = numfuse.grad(lambda y: np.mean(np.sin(y) * y))
+    hessian_diagonal = numfuse.grad(lambda x: np.sum(inner(x)) * 6.0)(x)
+    np.testing.assert_allclose(hessian_diagonal, 2 * np.cos(x) - x * np.sin(x), rtol=1e-13)
+    through_indexing = numfuse.grad(lambda x: np.sum(numfuse.grad(
+        lambda y: np.sum(np.sin(y)[1:]))(x)))
+    with pytest.raises(numfuse.NotDifferentiableError, match=r"np\.add\.at"):
+        through_indexing(x)
+
+
 def test_constant_results_give_zero_gradients():
     x = RNG.standard_normal(3)
     np.testing.assert_array_equal(numfuse.grad(lambda x, y: np.sum(y * 2.0))(x, x), 0.0)

@@ -356,6 +356,10 @@ def _stack_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...], kwargs: dict[str, 
 NUMPY_RULES: dict[str, Rule] = {
     **dict.fromkeys(("sum", "mean", "prod", "max", "min", "amax", "amin", "mean_of",
                      "sum_over_count"), _scalar_reduction_vjp),
+    # the backward pass's own calls, for gradients of gradients
+    "element_count": lambda g, ans, args, kwargs: [],  # depends on sizes only
+    "reshape_as": lambda g, ans, args, kwargs: [(args[0][0],
+                                                  _reshape_back(g, args[0][0]))],
     "matmul": _matmul_vjp,
     "dot": _dot_vjp,
     "outer": _outer_vjp,
