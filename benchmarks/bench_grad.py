@@ -35,6 +35,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+# numpy's OpenBLAS, threaded, took 12 ms for the (62500, 16) @ (16,) product on this shared
+# 2-core machine (0.3 ms on one thread): matrix products run on one thread unless the
+# caller chose otherwise (numpy and numfuse both call numpy's matmul; read at numpy import).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np
 
@@ -213,7 +217,9 @@ def report(results: dict[str, dict[int, dict[str, Cell]]], options, seconds: flo
              f"Median seconds per call of {options.repeats} interleaved repetitions "
              f"(`python benchmarks/bench_grad.py`, {seconds:.0f} s). Ratios above 1 mean "
              "numfuse is faster, but for \"numfuse ÷ its forward\", the cost of the "
-             "gradients on top of the value.", "", *environment(), ""]
+             "gradients on top of the value. numpy's OpenBLAS runs on "
+             f"{os.environ.get('OPENBLAS_NUM_THREADS')} thread(s) (`OPENBLAS_NUM_THREADS`).",
+             "", *environment(), ""]
     for case in CASES:
         if case.name in results:
             lines += table(case, results[case.name])

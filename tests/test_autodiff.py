@@ -378,6 +378,9 @@ def test_argnums_int_and_tuple_and_grad():
     np.testing.assert_allclose(dy, 2 * x * y)
     (dy_only,) = numfuse.grad(f, argnums=(1,))(x, y)
     np.testing.assert_allclose(dy_only, dy)
+    np.testing.assert_allclose(numfuse.grad(f, argnums=-1)(x, y), dy)
+    with pytest.raises(TypeError, match="argnums has 2"):
+        numfuse.grad(f, argnums=2)(x, y)
 
 
 def test_python_and_numpy_scalars_differentiate_like_arrays():

@@ -98,9 +98,10 @@ def _differentiated(fn: Callable[..., Any], positions: tuple[int, ...], single: 
             plain = [np.asarray(arg) if isinstance(arg, np.ndarray) else arg for arg in args]
             return differentiated.jitted(*plain, **kwargs)  # type: ignore[attr-defined]
         targets = []
-        for position in positions:
-            if position >= len(args):
-                raise TypeError(f"numfuse.{kind}({name}): argnums has {position} but the "
+        for argnum in positions:
+            position = argnum + len(args) if argnum < 0 else argnum
+            if not 0 <= position < len(args):
+                raise TypeError(f"numfuse.{kind}({name}): argnums has {argnum} but the "
                                 f"function was called with {len(args)} positional "
                                 "argument(s)")
             leaves, treedef = pytree.flatten(args[position])
