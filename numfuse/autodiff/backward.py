@@ -213,6 +213,6 @@ class _Backward:
 def operand(node: Node) -> Any:
     """How a rule sees an operand: a constant as its value (a Python number stays weak,
     and work on constants alone is done by numpy now), anything else as a traced value."""
-    if node.kind == CONST and not isinstance(node.value.value, Tracer):
+    if node.kind == CONST:
         return node.value.value
     return Tracer(node)
