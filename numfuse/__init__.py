@@ -9,6 +9,7 @@
 
 from . import cache, display, hooks, memory
 from .api import Compiled, Jitted, compile, jit, trace
+from .autodiff import NotDifferentiableError, grad, value_and_grad, vjp
 from .errors import (
     CallShapeError,
     ConcretizationError,
@@ -39,6 +40,7 @@ __all__ = [
     "Jitted",
     "Kernel",
     "Node",
+    "NotDifferentiableError",
     "NumfuseError",
     "SignatureMismatchError",
     "TracingError",
@@ -48,10 +50,13 @@ __all__ = [
     "cache",
     "compile",
     "display",
+    "grad",
     "hooks",
     "jit",
     "memory",
     "retain_freed_memory",
     "supported_functions",
     "trace",
+    "value_and_grad",
+    "vjp",
 ]

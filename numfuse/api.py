@@ -513,7 +513,8 @@ class Jitted:
                 [inspect.Parameter("values", inspect.Parameter.VAR_POSITIONAL)])
             inner = Jitted(flat, static_argnums=[positions[index] for index in
                                                  self.static_argnums if index in positions],
-                           cache=self.cache, threads=self.threads, fastmath=self.fastmath)
+                           cache=self.cache, threads=self.threads, fastmath=self.fastmath,
+                           background=self.background)
             if self._instance_argument in positions:
                 inner._instance_argument = positions[self._instance_argument]
             self._by_structure[structure] = inner

@@ -15,6 +15,7 @@ import os
 import sys
 import traceback
 import types
+from types import FrameType
 
 import numpy as np
 
@@ -170,3 +171,15 @@ class UnsupportedDtypeError(NumfuseError, TypeError):
 class KernelCompileError(NumfuseError, RuntimeError):
     """A kernel failed to compile (a bug of numfuse: please report it with the kernel's
     source, ``Kernel.source``, which the message includes)."""
+
+
+def source_line_from(frame: FrameType | None) -> str:
+    """``user_source_line`` from ``frame`` outwards: the first frame outside numfuse and
+    numpy, as ``file:line: code`` (for facts recorded while tracing, cheaply)."""
+    while frame is not None:
+        filename = os.path.abspath(frame.f_code.co_filename)
+        if not (filename.startswith(_PACKAGE_DIR) or "/numpy/" in filename):
+            code = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+            return f"{frame.f_code.co_filename}:{frame.f_lineno}: {code}"
+        frame = frame.f_back
+    return "<unknown location>"

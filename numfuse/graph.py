@@ -15,16 +15,20 @@ shape" when their patterns have the same length and the same length-1 dimensions
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import enum
 import heapq
-from collections.abc import Iterable, Mapping, Sequence
+import sys
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 
 from .dtypes import short_name
+from .errors import source_line_from
 from .pytree import LEAF
 
 if TYPE_CHECKING:
@@ -112,6 +116,35 @@ class Call:
     reduction: Reduction | None = None
 
 
+# What nodes made now are part of (see ``Node.backward`` and ``Node.source``): None while
+# tracing an ordinary function; set by ``numfuse.autodiff`` while it traces a function it
+# differentiates ("forward") and while it adds the backward pass ("backward").
+_phase: contextvars.ContextVar[str | None] = contextvars.ContextVar("numfuse_phase",
+                                                                     default=None)
+
+
+@contextlib.contextmanager
+def tracing_phase(phase: str) -> Iterator[None]:
+    """Nodes made inside are marked as made in ``phase``: ``"forward"`` records the user's
+    source line of each (for error messages about the backward pass), ``"backward"``
+    marks them as the backward pass's."""
+    token = _phase.set(phase)
+    try:
+        yield
+    finally:
+        _phase.reset(token)
+
+
+def _made_in_backward() -> bool:
+    return _phase.get() == "backward"
+
+
+def _source_line() -> str | None:
+    if _phase.get() != "forward":
+        return None
+    return source_line_from(sys._getframe(2))  # past Node's generated __init__
+
+
 Payload = Union[Argument, Constant, Loop, Call]  # noqa: UP007 - a runtime alias
 PAYLOADS: dict[NodeKind, type] = {INPUT: Argument, CONST: Constant, ELEMENTWISE: Loop,
                                   NUMPY: Call}
@@ -124,7 +157,9 @@ class Node:
     ``kind`` says what it is and ``payload`` carries that kind's facts (``PAYLOADS``
     gives the payload type of each kind; the properties below read them).  ``weak`` marks
     a Python scalar (NEP 50 weak); ``scalar`` marks a 0-d result that numpy returns as a
-    numpy scalar rather than a 0-d array.
+    numpy scalar rather than a 0-d array.  ``backward`` marks a node of a gradient's
+    backward pass (``numfuse.autodiff``); ``source`` is the user's line that made it, kept
+    only while tracing a function being differentiated (see ``tracing_phase``).
     """
 
     op: str
@@ -135,6 +170,8 @@ class Node:
     payload: Payload | None = None
     weak: bool = False
     scalar: bool = False
+    backward: bool = dataclasses.field(default_factory=_made_in_backward)
+    source: str | None = dataclasses.field(default_factory=_source_line, repr=False)
 
     @property
     def ndim(self) -> int:
@@ -271,7 +308,8 @@ def equation(node: Node, names: Mapping[Node, str]) -> str:
         text = f"{node.op} {node.value!r}"
     else:
         text = " ".join([node.op, *operands])
-    return f"{names[node]}:{node.type_str()} = {text}"
+    mark = "  # backward" if node.backward else ""
+    return f"{names[node]}:{node.type_str()} = {text}{mark}"
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -149,6 +149,7 @@ class RegionReport:
     equations: tuple[str, ...]
     outputs: tuple[tuple[str, tuple[str, ...]], ...]
     vector: VectorReport | None
+    passes: str = ""  # for gradients: "forward and backward", "backward", or "" (forward)
 
     @property
     def listing(self) -> tuple[str, ...]:
@@ -234,7 +235,8 @@ def report_lines(explanation: Explanation) -> list[str]:
     lines = [f"numfuse.explain: {e.function}({e.signature})",
              f"  {e.numpy_loops} numpy elementwise loop(s) -> {len(e.regions)} fused kernel(s)"]
     for region in e.regions:
-        lines.append(f"region {region.index}: kernel {region.kernel} {region.layout}")
+        passes = f" ({region.passes} pass)" if region.passes else ""
+        lines.append(f"region {region.index}: kernel {region.kernel} {region.layout}{passes}")
         lines += [f"    {text}" for text in region.listing]
         for name, why in region.outputs:
             lines.append(f"  output {name}: {'; '.join(why)}")
@@ -283,7 +285,7 @@ def explain(graph: Graph, regions: Sequence[Region], kernels: Sequence[Kernel] |
             tuple(equation(node, names) for node in region.nodes),
             tuple((names[node], _output_reasons(node, graph, owner, names))
                   for node in region.outputs),
-            vector,
+            vector, _passes(region),
         ))
     others = tuple(equation(node, names) for node in graph.nodes
                    if node.kind not in (INPUT, CONST, ELEMENTWISE) and node not in owner)
@@ -303,6 +305,13 @@ def explain(graph: Graph, regions: Sequence[Region], kernels: Sequence[Kernel] |
         tuple(names[node] for node in temporaries),
         sum(node.dtype.itemsize for node in temporaries), avoided,
     )
+
+
+def _passes(region: Region) -> str:
+    """Which passes of a gradient a region's nodes belong to ("" when all are forward)."""
+    backward = {node.backward for node in (*region.prelude, *region.nodes)}
+    return {frozenset({True, False}): "forward and backward",
+            frozenset({True}): "backward"}.get(frozenset(backward), "")
 
 
 def _output_reasons(node: Node, graph: Graph, owner: dict[Node, int],

@@ -67,6 +67,12 @@ CATEGORIES = (ARITHMETIC, DIVISION, ROOT, EXPONENTIAL, TRIGONOMETRIC, ROUNDING, 
               EXTREMUM, LOGICAL, BITWISE, CLASSIFICATION, SELECTION, CONVERSION)
 
 Resolver = Callable[[Sequence["DtypeOrWeak"]], tuple[tuple[np.dtype, ...], np.dtype]]
+# A derivative rule: ``vjp(g, ans, *operands)`` is the cotangent of each operand (None for
+# one that gets none) given the cotangent ``g`` of the result ``ans``.  Rules are written
+# with numpy functions, so they run on traced values (``numfuse.autodiff`` calls them while
+# tracing the backward pass) as on arrays; ``g`` may have more dimensions than ``ans``
+# (its sum over them is the cotangent), which numpy's broadcasting carries through.
+VJP = Callable[..., tuple[Any, ...]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,7 +83,8 @@ class OpDef:
     ``code`` maps loop-dtype kinds to scalar templates; ``category`` gives its cost and
     whether it is transcendental; ``exactness`` how its results compare with numpy's;
     ``resolve`` (when not a ufunc) returns the loop dtypes of the inputs and the output
-    dtype.
+    dtype; ``vjp`` is its derivative rule for ``numfuse.grad`` (None: not differentiable,
+    as for integer-only and boolean operations).
     """
 
     name: str
@@ -87,6 +94,7 @@ class OpDef:
     category: Category
     exactness: Exactness
     resolve: Resolver | None = None
+    vjp: VJP | None = None
 
     @property
     def cost(self) -> int:
@@ -138,19 +146,79 @@ _ROWS: list[OpDef] = []
 
 def _row(name: str, reference: Callable[..., Any], arity: int, category: Category, *,
          exactness: Exactness | None = None, resolve: Resolver | None = None,
-         **code: str) -> None:
-    """One row: the facts of ``category`` (``exactness`` overrides its own) and the scalar
-    templates by dtype kinds (``star`` for ``*``)."""
+         vjp: VJP | None = None, **code: str) -> None:
+    """One row: the facts of ``category`` (``exactness`` overrides its own), the scalar
+    templates by dtype kinds (``star`` for ``*``) and the derivative rule."""
     star = code.pop("star", None)
     if star is not None:
         code["*"] = star
     _ROWS.append(OpDef(name, reference, arity, code, category,
-                       exactness or category.exactness, resolve))
+                       exactness or category.exactness, resolve, vjp))
 
 
-def _unary_math(ufunc: np.ufunc, category: Category) -> None:
+def _unary_math(ufunc: np.ufunc, category: Category, vjp: VJP) -> None:
     template = f"np.{ufunc.__name__}({{0}})"
-    _row(ufunc.__name__, ufunc, 1, category, f=_float_math(ufunc.__name__), c=template)
+    _row(ufunc.__name__, ufunc, 1, category, f=_float_math(ufunc.__name__), c=template,
+         vjp=vjp)
+
+
+# --- derivative helpers shared by several rows (JAX's conventions at kinks and ties) ------
+def _no_derivative(g: Any, ans: Any, *operands: Any) -> tuple[None, ...]:
+    """Piecewise-constant operations (rounding, sign, floor division): derivative 0."""
+    return (None,) * len(operands)
+
+
+def _sign_of(x: Any) -> Any:
+    """The derivative of ``abs`` as JAX takes it: +1 where ``x >= 0`` (0 and -0 too)."""
+    return np.where(x >= 0, 1.0, -1.0)
+
+
+def _balanced(x: Any, ans: Any, other: Any) -> Any:
+    """How much of a ``maximum``/``minimum`` result comes from ``x``: 1 where it was
+    chosen, 1/2 on a tie, 0 otherwise (and 0 for both when the result is NaN)."""
+    return np.where(x == ans, 1.0, 0.0) / np.where(other == ans, 2.0, 1.0)
+
+
+def _extremum_vjp(g: Any, ans: Any, x: Any, y: Any) -> tuple[Any, Any]:
+    return g * _balanced(x, ans, y), g * _balanced(y, ans, x)
+
+
+def _chosen_vjp(first: Callable[[Any, Any], Any]) -> VJP:
+    """The rule of an operation choosing ``x`` where ``first(x, y)``, else ``y``."""
+    return lambda g, ans, x, y: (np.where(first(x, y), g, 0.0), np.where(first(x, y), 0.0, g))
+
+
+def _finite_above(value: Any) -> Any:
+    """``value`` with +inf replaced by 0 (JAX's logaddexp derivative does this)."""
+    return np.where(value == np.inf, 0.0, value)
+
+
+def _power_vjp(g: Any, ans: Any, x: Any, y: Any) -> tuple[Any, Any]:
+    """d/dx: y x^(y-1) (0 for an integer exponent 0); d/dy: log(x) x^y, taking log(0) as 0
+    there as JAX does."""
+    dx = y * np.power(x, y - 1)
+    if np.result_type(y).kind in "iub":
+        zero = y == 0
+        if not isinstance(zero, (bool, np.bool_)) or zero:
+            dx = np.where(zero, 0.0, dx)
+    return g * dx, g * np.log(np.where(x == 0, 1.0, x)) * ans
+
+
+def _clip_vjp(g: Any, ans: Any, x: Any, low: Any, high: Any) -> tuple[Any, Any, Any]:
+    """``clip`` as JAX computes it: ``minimum(high, maximum(low, x))``, ties shared."""
+    raised = np.maximum(low, x)
+    g_high, g_raised = _extremum_vjp(g, ans, high, raised)
+    g_low, g_x = _extremum_vjp(g_raised, raised, low, x)
+    return g_x, g_low, g_high
+
+
+def _hypot_vjp(g: Any, ans: Any, x: Any, y: Any) -> tuple[Any, Any]:
+    """x/h and y/h; JAX's values where h is 0 (half of abs's derivative to each) and
+    infinite (NaN)."""
+    def part(value: Any) -> Any:
+        share = np.where(ans == 0, 0.5 * _sign_of(value), value / ans)
+        return g * np.where(np.isinf(ans), np.nan, share)
+    return part(x), part(y)
 
 
 def _float_math(name: str) -> str:
@@ -167,80 +235,110 @@ def _float_math(name: str) -> str:
 # uint64, whose wrap-around is defined, and comes back with the dtype's cast.
 _WRAP = "np.int64(np.uint64({0}) {op} np.uint64({1}))"
 _row("add", np.add, 2, ARITHMETIC, b="({0} or {1})", i=_WRAP.replace("{op}", "+"),
-     star="({0} + {1})")
-_row("subtract", np.subtract, 2, ARITHMETIC, i=_WRAP.replace("{op}", "-"), star="({0} - {1})")
+     star="({0} + {1})", vjp=lambda g, ans, x, y: (g, g))
+_row("subtract", np.subtract, 2, ARITHMETIC, i=_WRAP.replace("{op}", "-"), star="({0} - {1})",
+     vjp=lambda g, ans, x, y: (g, -g))
 _row("multiply", np.multiply, 2, ARITHMETIC, b="({0} and {1})", i=_WRAP.replace("{op}", "*"),
-     c="complex_product({0}, {1})", star="({0} * {1})")
+     c="complex_product({0}, {1})", star="({0} * {1})",
+     vjp=lambda g, ans, x, y: (g * y, g * x))
 _row("true_divide", np.true_divide, 2, DIVISION, exactness=Exactness.EXACT_FOR_REAL,
-     c="complex_divide({0}, {1})", star="({0} / {1})")
+     c="complex_divide({0}, {1})", star="({0} / {1})",
+     vjp=lambda g, ans, x, y: (g / y, -g * ans / y))
 _row("floor_divide", np.floor_divide, 2, DIVISION, i="floor_divide_int({0}, {1}, {min})",
      u="floor_divide_int({0}, {1}, {min})", f="floor_divide_float({0}, {1})",
-     b="floor_divide_int({0}, {1}, {min})")
+     b="floor_divide_int({0}, {1}, {min})", vjp=_no_derivative)
 _row("remainder", np.remainder, 2, DIVISION, i="remainder_int({0}, {1})",
-     u="remainder_int({0}, {1})", f="remainder_float({0}, {1})")
+     u="remainder_int({0}, {1})", f="remainder_float({0}, {1})",
+     vjp=lambda g, ans, x, y: (g, -g * np.floor_divide(x, y)))
 _row("fmod", np.fmod, 2, DIVISION, i="fmod_int({0}, {1})", u="fmod_int({0}, {1})",
-     f="np.fmod({0}, {1})")
+     f="np.fmod({0}, {1})", vjp=lambda g, ans, x, y: (g, -g * np.trunc(x / y)))
 _row("power", np.power, 2, EXPONENTIAL, i="power_int({0}, {1})", u="power_int({0}, {1})",
-     f="power_float({0}, {1})", c="np.power({0}, {1})")
+     f="power_float({0}, {1})", c="np.power({0}, {1})", vjp=_power_vjp)
 _row("float_power", np.float_power, 2, EXPONENTIAL, f="({0} ** {1})",
-     c="np.float_power({0}, {1})")
+     c="np.float_power({0}, {1})", vjp=_power_vjp)
 _row("negative", np.negative, 1, ARITHMETIC, i="np.int64(np.uint64(0) - np.uint64({0}))",
-     star="(-{0})")
-_row("positive", np.positive, 1, ARITHMETIC, star="{0}")
+     star="(-{0})", vjp=lambda g, ans, x: (-g,))
+_row("positive", np.positive, 1, ARITHMETIC, star="{0}", vjp=lambda g, ans, x: (g,))
 _row("absolute", np.absolute, 1, ARITHMETIC, exactness=Exactness.EXACT_FOR_REAL, b="{0}",
      u="{0}", c="complex_abs({0})",
      i="np.int64((np.uint64({0}) ^ np.uint64(np.int64({0}) >> 63)) - "
        "np.uint64(np.int64({0}) >> 63))",
-     star="abs({0})")
-_row("fabs", np.fabs, 1, ARITHMETIC, f="abs({0})")
+     star="abs({0})", vjp=lambda g, ans, x: (g * _sign_of(x),))
+_row("fabs", np.fabs, 1, ARITHMETIC, f="abs({0})", vjp=lambda g, ans, x: (g * _sign_of(x),))
 _row("sign", np.sign, 1, ARITHMETIC, exactness=Exactness.EXACT_FOR_REAL,
      i="(np.int64({0} > 0) - np.int64({0} < 0))", u="({0} > 0)",
      f="sign_float({0})",
-     c="sign_complex({0})")
+     c="sign_complex({0})", vjp=_no_derivative)
 _row("reciprocal", np.reciprocal, 1, DIVISION, exactness=Exactness.EXACT_FOR_REAL, b="{0}",
      i="reciprocal_int({0}, {recip_min})",
-     u="reciprocal_uint({0})", c="complex_reciprocal({0})", star="({L}(1) / {0})")
+     u="reciprocal_uint({0})", c="complex_reciprocal({0})", star="({L}(1) / {0})",
+     vjp=lambda g, ans, x: (-g * ans * ans,))
 _row("square", np.square, 1, ARITHMETIC, b="({0} and {0})", i=_WRAP.replace("{op}",
      "*").replace("{1}", "{0}"),
-     c="complex_product({0}, {0})", star="({0} * {0})")
-_row("conjugate", np.conjugate, 1, ARITHMETIC, c="np.conjugate({0})", star="{0}")
-_row("heaviside", np.heaviside, 2, ARITHMETIC, f="heaviside_float({0}, {1})")
+     c="complex_product({0}, {0})", star="({0} * {0})",
+     vjp=lambda g, ans, x: (g * (2.0 * x),))
+_row("conjugate", np.conjugate, 1, ARITHMETIC, c="np.conjugate({0})", star="{0}",
+     vjp=lambda g, ans, x: (g,))
+_row("heaviside", np.heaviside, 2, ARITHMETIC, f="heaviside_float({0}, {1})",
+     vjp=_no_derivative)
 _row("gcd", np.gcd, 2, DIVISION, i="gcd_int({0}, {1})", u="gcd_int({0}, {1})")
 _row("lcm", np.lcm, 2, DIVISION, i="lcm_int({0}, {1})", u="lcm_int({0}, {1})")
 
 # --- exponentials, logarithms, roots ------------------------------------------------------
 _ufunc: np.ufunc
-_unary_math(np.sqrt, ROOT)
-for _ufunc in (np.exp, np.log, np.log10):
-    _unary_math(_ufunc, EXPONENTIAL)
+_LN2, _LN10 = float(np.log(2.0)), float(np.log(10.0))
+_unary_math(np.sqrt, ROOT, vjp=lambda g, ans, x: (g * (0.5 / ans),))
+_unary_math(np.exp, EXPONENTIAL, vjp=lambda g, ans, x: (g * ans,))
+_unary_math(np.log, EXPONENTIAL, vjp=lambda g, ans, x: (g / x,))
+_unary_math(np.log10, EXPONENTIAL, vjp=lambda g, ans, x: (g / (x * _LN10),))
 # numba lowers float32 and float64 exp2 and log2 in one kernel to one mistyped intrinsic
 # declaration: they compute in float64 (then round, within numpy's float32 ulps).
-_row("log2", np.log2, 1, EXPONENTIAL, f="np.log2(np.float64({0}))", c="np.log2({0})")
-for _ufunc in (np.expm1, np.log1p):
-    _unary_math(_ufunc, EXPONENTIAL)
-_row("exp2", np.exp2, 1, EXPONENTIAL, f="np.exp2(np.float64({0}))", c="np.exp2({0})")
-_row("cbrt", np.cbrt, 1, EXPONENTIAL, f="np.cbrt({0})")
-_row("logaddexp", np.logaddexp, 2, EXPONENTIAL, f="logaddexp_float({0}, {1})")
-_row("logaddexp2", np.logaddexp2, 2, EXPONENTIAL, f="logaddexp2_float({0}, {1})")
+_row("log2", np.log2, 1, EXPONENTIAL, f="np.log2(np.float64({0}))", c="np.log2({0})",
+     vjp=lambda g, ans, x: (g / (x * _LN2),))
+_unary_math(np.expm1, EXPONENTIAL, vjp=lambda g, ans, x: (g * (ans + 1.0),))
+_unary_math(np.log1p, EXPONENTIAL, vjp=lambda g, ans, x: (g / (x + 1.0),))
+_row("exp2", np.exp2, 1, EXPONENTIAL, f="np.exp2(np.float64({0}))", c="np.exp2({0})",
+     vjp=lambda g, ans, x: (g * (ans * _LN2),))
+_row("cbrt", np.cbrt, 1, EXPONENTIAL, f="np.cbrt({0})",
+     vjp=lambda g, ans, x: (g * (1.0 / 3.0) / (ans * ans),))
+# log(exp(x) + exp(y)): exp(x - ans), +inf taken as 0 on both sides (as JAX does)
+_row("logaddexp", np.logaddexp, 2, EXPONENTIAL, f="logaddexp_float({0}, {1})",
+     vjp=lambda g, ans, x, y: (g * np.exp(_finite_above(x) - _finite_above(ans)),
+                               g * np.exp(_finite_above(y) - _finite_above(ans))))
+_row("logaddexp2", np.logaddexp2, 2, EXPONENTIAL, f="logaddexp2_float({0}, {1})",
+     vjp=lambda g, ans, x, y: (g * np.exp2(_finite_above(x) - _finite_above(ans)),
+                               g * np.exp2(_finite_above(y) - _finite_above(ans))))
 
 # --- trigonometric and hyperbolic ---------------------------------------------------------
-for _ufunc in (np.sin, np.cos, np.tan, np.arcsin, np.arccos, np.arctan, np.sinh, np.cosh,
-               np.tanh, np.arcsinh, np.arctanh):
-    _unary_math(_ufunc, TRIGONOMETRIC)
-_row("arccosh", np.arccosh, 1, TRIGONOMETRIC, f="np.arccosh({0})", c="np.arccosh({0})")
-_row("arctan2", np.arctan2, 2, TRIGONOMETRIC, f="np.arctan2({0}, {1})")
-_row("hypot", np.hypot, 2, TRIGONOMETRIC, f="math.hypot({0}, {1})")
+_unary_math(np.sin, TRIGONOMETRIC, vjp=lambda g, ans, x: (g * np.cos(x),))
+_unary_math(np.cos, TRIGONOMETRIC, vjp=lambda g, ans, x: (-g * np.sin(x),))
+_unary_math(np.tan, TRIGONOMETRIC, vjp=lambda g, ans, x: (g * (1.0 + ans * ans),))
+_unary_math(np.arcsin, TRIGONOMETRIC, vjp=lambda g, ans, x: (g / np.sqrt(1.0 - x * x),))
+_unary_math(np.arccos, TRIGONOMETRIC, vjp=lambda g, ans, x: (-g / np.sqrt(1.0 - x * x),))
+_unary_math(np.arctan, TRIGONOMETRIC, vjp=lambda g, ans, x: (g / (1.0 + x * x),))
+_unary_math(np.sinh, TRIGONOMETRIC, vjp=lambda g, ans, x: (g * np.cosh(x),))
+_unary_math(np.cosh, TRIGONOMETRIC, vjp=lambda g, ans, x: (g * np.sinh(x),))
+_unary_math(np.tanh, TRIGONOMETRIC, vjp=lambda g, ans, x: (g * ((1.0 + ans) * (1.0 - ans)),))
+_unary_math(np.arcsinh, TRIGONOMETRIC, vjp=lambda g, ans, x: (g / np.sqrt(x * x + 1.0),))
+_unary_math(np.arctanh, TRIGONOMETRIC,
+            vjp=lambda g, ans, x: (g / ((1.0 + x) * (1.0 - x)),))
+_row("arccosh", np.arccosh, 1, TRIGONOMETRIC, f="np.arccosh({0})", c="np.arccosh({0})",
+     vjp=lambda g, ans, x: (g / np.sqrt((x - 1.0) * (x + 1.0)),))
+# arctan2(y, x): d/dy = x / (x² + y²), d/dx = -y / (x² + y²)
+_row("arctan2", np.arctan2, 2, TRIGONOMETRIC, f="np.arctan2({0}, {1})",
+     vjp=lambda g, ans, y, x: (g * x / (x * x + y * y), -g * y / (x * x + y * y)))
+_row("hypot", np.hypot, 2, TRIGONOMETRIC, f="math.hypot({0}, {1})", vjp=_hypot_vjp)
 _row("deg2rad", np.deg2rad, 1, ARITHMETIC, exactness=Exactness.ULPS,
-     f="({0} * ({L}(math.pi) / {L}(180.0)))")
+     f="({0} * ({L}(math.pi) / {L}(180.0)))", vjp=lambda g, ans, x: (g * (np.pi / 180.0),))
 _row("rad2deg", np.rad2deg, 1, ARITHMETIC, exactness=Exactness.ULPS,
-     f="({0} * ({L}(180.0) / {L}(math.pi)))")
+     f="({0} * ({L}(180.0) / {L}(math.pi)))", vjp=lambda g, ans, x: (g * (180.0 / np.pi),))
 
-# --- rounding -----------------------------------------------------------------------------
+# --- rounding (derivative 0, as JAX takes it) ---------------------------------------------
 for _ufunc in (np.floor, np.ceil, np.trunc):
     _row(_ufunc.__name__, _ufunc, 1, ROUNDING, f=f"np.{_ufunc.__name__}({{0}})", b="{0}",
-         i="{0}", u="{0}")
+         i="{0}", u="{0}", vjp=_no_derivative)
 _row("rint", np.rint, 1, ROUNDING, f="np.rint({0})", c="np.rint({0})", b="{0}", i="{0}",
-     u="{0}")
+     u="{0}", vjp=_no_derivative)
 
 # --- comparisons (complex compares lexicographically, as numpy does) ----------------------
 _row("equal", np.equal, 2, COMPARISON, iu="equal_iu({0}, {1})", ui="equal_iu({1}, {0})",
@@ -259,16 +357,21 @@ _row("greater", np.greater, 2, COMPARISON, iu="less_ui({1}, {0})", ui="less_iu({
 _row("greater_equal", np.greater_equal, 2, COMPARISON, iu="(not less_iu({0}, {1}))",
      ui="(not less_ui({0}, {1}))", c="complex_ge({0}, {1})", f="less_equal_float({1}, {0}, {L}(0))",
      star="({0} >= {1})")
+# maximum/minimum: the chosen operand gets the cotangent, each half of it on a tie;
+# fmax/fmin: the first operand where it is chosen (larger/smaller, or the second is NaN),
+# else the second (ties go to the second, as in JAX)
 _row("maximum", np.maximum, 2, EXTREMUM, f="maximum_float({0}, {1}, {L}(0))",
      c="maximum_complex({0}, {1})",
-     star="({0} if {0} > {1} else {1})")
+     star="({0} if {0} > {1} else {1})", vjp=_extremum_vjp)
 _row("minimum", np.minimum, 2, EXTREMUM, f="minimum_float({0}, {1}, {L}(0))",
      c="minimum_complex({0}, {1})",
-     star="({0} if {0} < {1} else {1})")
+     star="({0} if {0} < {1} else {1})", vjp=_extremum_vjp)
 _row("fmax", np.fmax, 2, EXTREMUM, f="fmax_float({0}, {1}, {L}(0))", c="fmax_complex({0}, {1})",
-     star="({0} if {0} > {1} else {1})")
+     star="({0} if {0} > {1} else {1})",
+     vjp=_chosen_vjp(lambda x, y: (x > y) | np.isnan(y)))
 _row("fmin", np.fmin, 2, EXTREMUM, f="fmin_float({0}, {1}, {L}(0))", c="fmin_complex({0}, {1})",
-     star="({0} if {0} < {1} else {1})")
+     star="({0} if {0} < {1} else {1})",
+     vjp=_chosen_vjp(lambda x, y: (x < y) | np.isnan(y)))
 
 # --- logical and bitwise ------------------------------------------------------------------
 _row("logical_and", np.logical_and, 2, LOGICAL, star="(({0} != 0) and ({1} != 0))")
@@ -290,22 +393,26 @@ _row("isinf", np.isinf, 1, CLASSIFICATION, f="np.isinf({0})", c="np.isinf({0})",
 _row("isfinite", np.isfinite, 1, CLASSIFICATION, f="(({0} == {0}) and (abs({0}) != math.inf))",
      c="np.isfinite({0})", star="True")
 _row("signbit", np.signbit, 1, CLASSIFICATION, f="np.signbit({0})")
-_row("copysign", np.copysign, 2, CLASSIFICATION, f="np.copysign({0}, {1})")
+# copysign(x, y) = ±|x|: the sign of y times abs's derivative; y gets none
+_row("copysign", np.copysign, 2, CLASSIFICATION, f="np.copysign({0}, {1})",
+     vjp=lambda g, ans, x, y: (np.where(np.signbit(y), -g, g) * _sign_of(x), None))
 _row("nextafter", np.nextafter, 2, CLASSIFICATION, f="np.nextafter({0}, {1})")
 _row("spacing", np.spacing, 1, CLASSIFICATION, f="spacing_float({0})")
 
 # --- selection and conversion (not ufuncs in numpy) ---------------------------------------
 _CLIP: np.ufunc = np._core.umath.clip  # type: ignore[attr-defined]  # np.clip's ufunc
-_row("where", np.where, 3, SELECTION, resolve=_resolve_where, star="({1} if {0} else {2})")
+_row("where", np.where, 3, SELECTION, resolve=_resolve_where, star="({1} if {0} else {2})",
+     vjp=lambda g, ans, c, x, y: (None, np.where(c, g, 0.0), np.where(c, 0.0, g)))
 _row("clip", _CLIP, 3, EXTREMUM, f="clip_float({0}, {1}, {2}, {L}(0))",
      c="clip_complex({0}, {1}, {2})",
-     star="min(max({0}, {1}), {2})")
+     star="min(max({0}, {1}), {2})", vjp=_clip_vjp)
+# the cotangent goes back in the operand's dtype (numfuse.autodiff casts it)
 _row("astype", np.ndarray.astype, 1, CONVERSION, resolve=lambda operands: _by_target(),
-     star="{0}")
+     star="{0}", vjp=lambda g, ans, x: (g,))
 _row("real", np.real, 1, CONVERSION, resolve=lambda operands: _real_part(operands[0]),
-     c="{0}.real", star="{0}")
+     c="{0}.real", star="{0}", vjp=lambda g, ans, x: (g,))
 _row("imag", np.imag, 1, CONVERSION, resolve=lambda operands: _real_part(operands[0]),
-     c="{0}.imag", star="{L}(0)")
+     c="{0}.imag", star="{L}(0)", vjp=_no_derivative)
 
 
 def _by_target() -> tuple[tuple[np.dtype, ...], np.dtype]:

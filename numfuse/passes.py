@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import numpy as np
@@ -30,8 +31,7 @@ def rewrite(graph: Graph, rule: Rewrite) -> Graph:
 def _with_inputs(node: Node, inputs: tuple[Node, ...]) -> Node:
     if all(new is old for new, old in zip(inputs, node.inputs, strict=True)):
         return node
-    return Node(node.op, node.kind, inputs, node.dtype, node.shape, node.payload,
-                node.weak, node.scalar)
+    return dataclasses.replace(node, inputs=inputs)
 
 
 def fold_constants(graph: Graph) -> Graph:

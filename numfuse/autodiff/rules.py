@@ -1,0 +1,381 @@
+"""Derivative rules of numpy calls (the graph's ``numpy`` nodes), by the call's name.
+
+Elementwise operations keep their rules in the op table (``ops.py``, ``vjp`` beside each
+row).  The calls here are reductions (read from the node's recognised ``Reduction``, so
+``np.sum``, ``x.mean()``, ``np.add.reduce`` and the halves of ``np.var`` share one rule),
+matrix products, reshapes and transposes, indexing, ``concatenate`` and ``stack``.  A rule
+gets the node's cotangent at the node's shape and the call's arguments with traced values
+in place (``Tracer``s, ``_bound``) and returns ``(operand, cotangent)`` pairs for the traced
+operands; like the elementwise rules it is plain numpy code run on traced values, so
+whatever it computes is recorded into the graph.
+
+A size that is not known while tracing (a free axis) is read when the program runs, by a
+small numpy call of its own (``element_count``, ``reshape_as``, ``concatenate_piece``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .. import pytree
+from ..calls import TRACED
+from ..graph import ELEMENTWISE, INPUT, Node
+from ..reductions import Reduction
+from ..trace import Tracer
+from ..trace.probes import record_call
+from .values import broadcast_to_node, not_differentiable, scalar_source
+
+Pairs = list[tuple[Any, Any]]
+Rule = Callable[[Any, Tracer, tuple[Any, ...], dict[str, Any]], Pairs]
+
+
+def numpy_vjp(node: Node, g: Tracer, active: set[Node]) -> list[tuple[Node, Any]]:
+    """The cotangents a numpy node passes to its active operands, given its own ``g``."""
+    args, kwargs, tracers = _bound(node)
+    reduction = node.reduction
+    if reduction is not None:
+        pairs = _reduction_vjp(reduction, g, Tracer(node), tracers[0])
+    else:
+        rule = NUMPY_RULES.get(node.op)
+        if rule is None:
+            raise not_differentiable(node)
+        try:
+            pairs = rule(g, Tracer(node), args, kwargs)
+        except _Unsupported as error:
+            raise not_differentiable(node, f"np.{node.op} {error}") from None
+    source_of = {id(tracer): source for tracer, source in zip(tracers, node.inputs,
+                                                                strict=True)}
+    return [(source_of[id(operand)], value) for operand, value in pairs
+            if value is not None and source_of[id(operand)] in active]
+
+
+class _Unsupported(Exception):
+    """A call with arguments its rule does not cover (said in the message)."""
+
+
+def _bound(node: Node) -> tuple[tuple[Any, ...], dict[str, Any], list[Tracer]]:
+    """The call's arguments with a new ``Tracer`` of each operand in its place, and those
+    tracers in operand order."""
+    call = node.call
+    leaves, treedef = pytree.flatten((call.args, call.kwargs))
+    tracers = [Tracer(source) for source in node.inputs]
+    supply = iter(tracers)
+    args, kwargs = pytree.unflatten(treedef, [next(supply) if leaf is TRACED else leaf
+                                              for leaf in leaves])
+    return tuple(args), dict(kwargs), tracers
+
+
+def _argument(args: Sequence[Any], kwargs: dict[str, Any], position: int, name: str,
+              default: Any = None) -> Any:
+    if len(args) > position:
+        return args[position]
+    return kwargs.get(name, default)
+
+
+def _shape(value: Any) -> tuple[int | None, ...]:
+    return value.node.shape if isinstance(value, Tracer) else np.shape(value)
+
+
+# ------------------------------------------------------------------------- reductions
+
+
+def _reduction_vjp(reduction: Reduction, g: Tracer, ans: Tracer, x: Tracer) -> Pairs:
+    """sum/mean (and var's halves): the cotangent spread over the reduced axes (divided
+    by the count); prod: the product of the others; max/min: shared among the elements
+    equal to the result, as JAX does."""
+    node = x.node
+    source = scalar_source(g)
+    g = source if source is not None else _kept(g, reduction, node.ndim)
+    if reduction.ufunc == "add":
+        if reduction.divide is not None:
+            ddof = reduction.ddof if reduction.divide == "ddof" else 0
+            g = g / count(node, reduction.axes, ddof, g.node.dtype)
+        return [(x, broadcast_to_node(g, node))]
+    axes = reduction.axes
+    if reduction.ufunc == "multiply":
+        zero = x == 0
+        nonzero = np.where(zero, 1.0, x)
+        product = np.prod(nonzero, axis=axes, keepdims=True)
+        zeros = np.sum(zero, axis=axes, keepdims=True)
+        others = np.where(zeros == 0, product / nonzero,
+                          np.where(zero & (zeros == 1), product, 0.0))
+        return [(x, g * others)]
+    if reduction.ufunc in ("maximum", "minimum"):
+        chosen = (x == _kept(ans, reduction, node.ndim)).astype(g.node.dtype)
+        share = g / np.sum(chosen, axis=axes, keepdims=True)
+        return [(x, share * chosen)]
+    raise _Unsupported(f"{reduction.ufunc}.reduce")
+
+
+def _scalar_reduction_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...],
+                          kwargs: dict[str, Any]) -> Pairs:
+    """A reduction of a 0-d value (numpy returns the value): its cotangent as it is, over
+    ``max(1 - ddof, 0)`` for the end of ``var``."""
+    x = args[0]
+    if np.ndim(x) != 0 or set(kwargs) - {"axis", "keepdims", "dtype", "ddof"}:
+        raise _Unsupported("with where=, initial= or out=")
+    if ans.node.op == "sum_over_count":
+        return [(x, g / max(1 - int(kwargs.get("ddof", 0)), 0))]
+    return [(x, g)]
+
+
+def _kept(value: Any, reduction: Reduction, ndim: int) -> Any:
+    """A reduction's result with its reduced axes back as length-1 axes, where
+    broadcasting against the input needs them (not for leading axes)."""
+    if reduction.keepdims or reduction.axes == tuple(range(len(reduction.axes))):
+        return value
+    return np.expand_dims(value, reduction.axes)
+
+
+def element_count(arrays: tuple[Any, ...], axes: tuple[int, ...], times: int, ddof: int,
+                  dtype: np.dtype) -> Any:
+    """``times`` x the product of the sizes of ``arrays[i]`` along ``axes[i]``, less
+    ``ddof`` (at least 0), as a ``dtype`` scalar: the divisor of a mean or a variance."""
+    total = times
+    for array, axis in zip(arrays, axes, strict=True):
+        total *= np.shape(array)[axis]
+    return np.asarray(max(total - ddof, 0), dtype=dtype)[()]
+
+
+def count(node: Node, axes: Sequence[int], ddof: int, dtype: np.dtype) -> Any:
+    """The number of elements of ``node`` along ``axes`` less ``ddof``: a Python int when
+    the sizes are known, else a traced ``element_count`` of the arguments whose sizes
+    they are (so the count does not wait for the value it counts)."""
+    times, sources, positions = 1, [], []
+    for axis in axes:
+        found = _size_source(node, axis)
+        if isinstance(found, int):
+            times *= found
+        else:
+            sources.append(Tracer(found[0]))
+            positions.append(found[1])
+    if not sources:
+        return max(times - ddof, 0)
+    return record_call(element_count, "element_count", (tuple(sources),),
+                       {"axes": tuple(positions), "times": times, "ddof": ddof,
+                        "dtype": np.dtype(dtype)})
+
+
+def _size_source(node: Node, axis: int) -> int | tuple[Node, int]:
+    """The size of ``node`` along ``axis``, or a node and axis of the same size that the
+    program has before ``node`` (an argument, through elementwise work)."""
+    while True:
+        size = node.shape[axis]
+        if size is not None:
+            return size
+        reduction = node.reduction
+        if reduction is not None:  # a kept axis: the input's axis of the same size
+            kept = [position for position in range(node.inputs[0].ndim)
+                    if position not in reduction.axes]
+            node, axis = node.inputs[0], axis if reduction.keepdims else kept[axis]
+            continue
+        if node.kind != ELEMENTWISE:
+            return node, axis
+        from_right = node.ndim - axis
+        for source in node.inputs:
+            position = source.ndim - from_right
+            if position >= 0 and source.shape[position] is None:
+                node, axis = source, position
+                break
+        else:  # pragma: no cover - a free axis comes from a free axis of an operand
+            return node, axis
+        if node.kind == INPUT:
+            return node, axis
+
+
+# ------------------------------------------------------------------ matrix products
+
+
+def _matmul_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]
+                ) -> Pairs:
+    if kwargs:
+        raise _Unsupported("with keyword arguments")
+    a, b = args[:2]
+    return _product_pairs(g, a, b)
+
+
+def _dot_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Pairs:
+    a, b = args[0], _argument(args, kwargs, 1, "b")
+    if kwargs.get("out") is not None or len(args) > 2:
+        raise _Unsupported("with out=")
+    if np.ndim(a) > 2 or np.ndim(b) > 2:
+        raise _Unsupported("of arrays of more than 2 dimensions")
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
+        return [(a, g * b), (b, g * a)]
+    return _product_pairs(g, a, b)
+
+
+def _outer_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]
+               ) -> Pairs:
+    """``np.outer`` of (flattened) ``a`` and ``b``."""
+    a, b = args[0], _argument(args, kwargs, 1, "b")
+    if np.ndim(a) != 1 or np.ndim(b) != 1 or kwargs.get("out") is not None:
+        raise _Unsupported("of operands that are not 1-d")
+    return [(a, np.matmul(g, b)), (b, np.matmul(a, g))]
+
+
+def _product_pairs(g: Tracer, a: Any, b: Any) -> Pairs:
+    """The cotangents of ``a @ b`` (numpy's matmul rules for 1-d operands; batch axes
+    broadcast and are summed by the caller)."""
+    ndim_a, ndim_b = np.ndim(a), np.ndim(b)
+    if ndim_a == 1 and ndim_b == 1:
+        return [(a, g * b), (b, g * a)]
+    if ndim_a == 1:  # (k) @ (..., k, m) -> (..., m)
+        ga = np.matmul(b, g) if ndim_b == 2 else np.matmul(b, g[..., None])[..., 0]
+        return [(a, ga), (b, a[:, None] * g[..., None, :])]
+    if ndim_b == 1:  # (..., n, k) @ (k) -> (..., n)
+        gb = np.matmul(g, a) if ndim_a == 2 else np.matmul(g[..., None, :], a)[..., 0, :]
+        return [(a, g[..., :, None] * b), (b, gb)]
+    return [(a, np.matmul(g, np.swapaxes(b, -1, -2))),
+            (b, np.matmul(np.swapaxes(a, -1, -2), g))]
+
+
+# ----------------------------------------------------------- reshapes and transposes
+
+
+def reshape_as(pair: tuple[Any, Any], order: str = "C") -> Any:
+    """``pair[0]`` reshaped to the shape of ``pair[1]``."""
+    return np.reshape(pair[0], np.shape(pair[1]), order=order)  # type: ignore[call-overload]
+
+
+def _reshape_back(g: Tracer, x: Any, order: str = "C") -> Any:
+    shape = _shape(x)
+    if all(size is not None for size in shape):
+        return np.reshape(g, shape, order=order)  # type: ignore[call-overload]
+    return record_call(reshape_as, "reshape_as", ((g, x),), {"order": order})
+
+
+def _reshape_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]
+                 ) -> Pairs:
+    order = _argument(args, kwargs, 2, "order", "C")
+    return [(args[0], _reshape_back(g, args[0], order or "C"))]
+
+
+def _ravel_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]
+               ) -> Pairs:
+    order = _argument(args, kwargs, 1, "order", "C")
+    if order not in ("C", "F"):
+        raise _Unsupported(f"with order={order!r}")
+    return [(args[0], _reshape_back(g, args[0], order))]
+
+
+def _same_size_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]
+                   ) -> Pairs:
+    """squeeze, expand_dims, atleast_*d: the same elements in another shape."""
+    return [(args[0], _reshape_back(g, args[0]))]
+
+
+def _transpose_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]
+                   ) -> Pairs:
+    axes = _argument(args, kwargs, 1, "axes")
+    ndim = ans.node.ndim
+    if axes is None:
+        return [(args[0], np.transpose(g))]
+    order = [int(axis) % ndim for axis in axes]
+    return [(args[0], np.transpose(g, tuple(int(i) for i in np.argsort(order))))]
+
+
+def _swapaxes_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]
+                  ) -> Pairs:
+    first = _argument(args, kwargs, 1, "axis1")
+    second = _argument(args, kwargs, 2, "axis2")
+    return [(args[0], np.swapaxes(g, first, second))]
+
+
+def _moveaxis_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]
+                  ) -> Pairs:
+    source = _argument(args, kwargs, 1, "source")
+    destination = _argument(args, kwargs, 2, "destination")
+    return [(args[0], np.moveaxis(g, destination, source))]  # type: ignore[type-var]
+
+
+def _broadcast_to_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]
+                      ) -> Pairs:
+    return [(args[0], g)]  # summed over the broadcast axes by the caller
+
+
+# ------------------------------------------------------------- indexing and joining
+
+
+def _getitem_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]
+                 ) -> Pairs:
+    """Scatter-add: repeated indices add up (``np.add.at``)."""
+    x, key = args
+    if not isinstance(x, Tracer):
+        return []
+    spread = np.zeros_like(x)
+    np.add.at(spread, key, g)
+    return [(x, spread)]
+
+
+def concatenate_piece(values: tuple[Any, ...], axis: int, index: int) -> Any:
+    """Part ``index`` of ``values[0]``, a concatenation of ``values[1:]`` along ``axis``."""
+    joined, parts = values[0], values[1:]
+    sizes = [np.shape(part)[axis] for part in parts]
+    start = sum(sizes[:index])
+    key = (slice(None),) * axis + (slice(start, start + sizes[index]),)
+    return joined[key]
+
+
+def _concatenate_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]
+                     ) -> Pairs:
+    arrays = list(args[0])
+    axis = _argument(args, kwargs, 1, "axis", 0)
+    if axis is None or set(kwargs) - {"axis"}:
+        raise _Unsupported("with axis=None, out=, dtype= or casting=")
+    axis = int(axis) % ans.node.ndim
+    sizes = [_shape(part)[axis] for part in arrays]
+    pairs: Pairs = []
+    for index, part in enumerate(arrays):
+        if not isinstance(part, Tracer):
+            continue
+        if all(size is not None for size in sizes):
+            start = sum(sizes[:index])  # type: ignore[arg-type]
+            stop = start + sizes[index]  # type: ignore[operator]
+            pairs.append((part, g[(slice(None),) * axis + (slice(start, stop),)]))
+        else:
+            pairs.append((part, record_call(concatenate_piece, "concatenate_piece",
+                                            ((g, *arrays),), {"axis": axis,
+                                                              "index": index})))
+    return pairs
+
+
+def _stack_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Pairs:
+    arrays = list(args[0])
+    axis = _argument(args, kwargs, 1, "axis", 0)
+    if set(kwargs) - {"axis"}:
+        raise _Unsupported("with out=, dtype= or casting=")
+    axis = int(axis) % ans.node.ndim
+    return [(part, g[(slice(None),) * axis + (index,)])
+            for index, part in enumerate(arrays) if isinstance(part, Tracer)]
+
+
+NUMPY_RULES: dict[str, Rule] = {
+    **dict.fromkeys(("sum", "mean", "prod", "max", "min", "amax", "amin", "mean_of",
+                     "sum_over_count"), _scalar_reduction_vjp),
+    # the backward pass's own calls, for gradients of gradients
+    "element_count": lambda g, ans, args, kwargs: [],  # depends on sizes only
+    "reshape_as": lambda g, ans, args, kwargs: [(args[0][0],
+                                                  _reshape_back(g, args[0][0]))],
+    "matmul": _matmul_vjp,
+    "dot": _dot_vjp,
+    "outer": _outer_vjp,
+    "reshape": _reshape_vjp,
+    "ravel": _ravel_vjp,
+    "squeeze": _same_size_vjp,
+    "expand_dims": _same_size_vjp,
+    "atleast_1d": _same_size_vjp,
+    "atleast_2d": _same_size_vjp,
+    "atleast_3d": _same_size_vjp,
+    "transpose": _transpose_vjp,
+    "matrix_transpose": lambda g, ans, args, kwargs: [(args[0], np.swapaxes(g, -1, -2))],
+    "swapaxes": _swapaxes_vjp,
+    "moveaxis": _moveaxis_vjp,
+    "broadcast_to": _broadcast_to_vjp,
+    "getitem": _getitem_vjp,
+    "concatenate": _concatenate_vjp,
+    "stack": _stack_vjp,
+}

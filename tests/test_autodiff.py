@@ -1,0 +1,550 @@
+"""numfuse.grad, value_and_grad and vjp: the backward pass traced into the function's graph.
+
+Gradients are checked against central finite differences of the plain numpy function
+(and against ``jax.grad`` on model functions when jax is installed); fusion is checked by
+counting kernels; the API by its results' structure, dtypes and errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import numfuse
+from numfuse.graph import INPUT
+
+# ------------------------------------------------------------------------- helpers
+
+
+def numerical_gradient(fn: Callable[..., Any], args: tuple[Any, ...], argnum: int) -> Any:
+    """Central differences of ``fn``'s scalar result in argument ``argnum``, element by
+    element, in float64."""
+    args = tuple(np.array(arg, dtype=np.float64) if np.asarray(arg).dtype.kind == "f"
+                 else arg for arg in args)
+    base = np.array(args[argnum], dtype=np.float64)
+    gradient = np.zeros_like(base)
+    for index in np.ndindex(base.shape):
+        step = 1e-6 * max(1.0, abs(float(base[index])))
+        values = []
+        for sign in (1, -1):
+            moved = base.copy()
+            moved[index] += sign * step
+            changed = list(args)
+            changed[argnum] = moved if base.ndim else moved[()]
+            values.append(float(fn(*changed)))
+        gradient[index] = (values[0] - values[1]) / (2 * step)
+    return gradient
+
+
+def assert_gradients(fn: Callable[..., Any], args: tuple[Any, ...],
+                     argnums: tuple[int, ...], rtol: float = 1e-5, atol: float = 1e-7
+                     ) -> tuple[Any, ...]:
+    value, grads = numfuse.value_and_grad(fn, argnums=argnums)(*args)
+    np.testing.assert_allclose(value, fn(*args), rtol=1e-10, atol=1e-12)
+    for argnum, got in zip(argnums, grads, strict=True):
+        assert np.shape(got) == np.shape(args[argnum]), argnum
+        np.testing.assert_allclose(got, numerical_gradient(fn, args, argnum), rtol=rtol,
+                                   atol=atol, err_msg=f"argument {argnum}")
+    return grads
+
+
+def normal_logpdf(x, mu, sigma):
+    return np.sum(-0.5 * ((x - mu) / sigma) ** 2 - np.log(sigma))
+
+
+RNG = np.random.default_rng(20240611)
+
+# ------------------------------------------------------ the founding case: one kernel
+
+
+@pytest.mark.parametrize("kind", ["scalars", "arrays", "numpy scalars"])
+def test_normal_log_density_value_and_both_gradients_in_one_kernel(kind):
+    x = RNG.standard_normal(1001)
+    if kind == "scalars":
+        mu, sigma = 0.3, 1.7
+    elif kind == "arrays":
+        mu, sigma = RNG.standard_normal(1001), RNG.uniform(0.5, 2.0, 1001)
+    else:
+        mu, sigma = np.float64(0.3), np.float64(1.7)
+    value_and_grad = numfuse.value_and_grad(normal_logpdf, argnums=(1, 2))
+    compiled = numfuse.compile(value_and_grad, x, mu, sigma)
+    assert len(compiled.kernels) == 1
+    assert not [node for node in compiled.graph.nodes if node.call is not None
+                and node not in compiled.graph.region_of], "a numpy call outside the kernel"
+    value, (d_mu, d_sigma) = compiled(x, mu, sigma)
+    z = (x - mu) / sigma
+    np.testing.assert_allclose(value, normal_logpdf(x, mu, sigma), rtol=1e-13)
+    expected_mu, expected_sigma = z / sigma, (z * z - 1.0) / sigma
+    if kind != "arrays":
+        expected_mu, expected_sigma = expected_mu.sum(), expected_sigma.sum()
+    np.testing.assert_allclose(d_mu, expected_mu, rtol=1e-12)
+    np.testing.assert_allclose(d_sigma, expected_sigma, rtol=1e-12)
+    assert np.shape(d_mu) == np.shape(mu) and np.shape(d_sigma) == np.shape(sigma)
+
+
+def test_the_kernel_reads_each_input_once_and_explain_marks_the_backward_pass():
+    x = RNG.standard_normal(100)
+    compiled = numfuse.compile(numfuse.value_and_grad(normal_logpdf, argnums=(1, 2)), x,
+                               0.1, 2.0)
+    (kernel,) = compiled.kernels
+    assert kernel.n_inputs == 3 and kernel.n_outputs == 3
+    assert all(node.backward for node in compiled.graph.outputs[1:])
+    assert not compiled.graph.outputs[0].backward
+    text = str(compiled.explain(vectorisation=False))
+    assert "# backward" in text
+    assert "forward and backward" in text
+    forward = [line for line in str(compiled.graph).splitlines() if "= log " in line]
+    assert forward and "# backward" not in forward[0]
+
+
+# --------------------------------------------------------- against JAX, model functions
+
+
+@pytest.fixture(scope="module")
+def jax():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    return jax
+
+
+def _student_t(xp: Any) -> Callable[..., Any]:
+    def logpdf(x, mu, scale, nu):
+        z = (x - mu) / scale
+        return xp.sum(-(nu + 1.0) / 2.0 * xp.log1p(z * z / nu) - xp.log(scale)
+                      - 0.5 * xp.log(nu))
+    return logpdf
+
+
+def _logistic_loss(xp: Any) -> Callable[..., Any]:
+    def loss(w, b, X, y):
+        z = X @ w + b
+        return xp.mean(xp.logaddexp(0.0, z) - y * z) + 1e-3 * xp.sum(w * w)
+    return loss
+
+
+def _softmax_cross_entropy(xp: Any) -> Callable[..., Any]:
+    def loss(logits, labels):
+        top = xp.max(logits, axis=-1, keepdims=True)
+        shifted = logits - top
+        log_norm = xp.log(xp.sum(xp.exp(shifted), axis=-1, keepdims=True))
+        return -xp.mean(xp.sum(labels * (shifted - log_norm), axis=-1))
+    return loss
+
+
+def _layer_norm(xp: Any) -> Callable[..., Any]:
+    def loss(x, gamma, beta):
+        mean = xp.mean(x, axis=-1, keepdims=True)
+        var = xp.var(x, axis=-1, keepdims=True)
+        y = (x - mean) / xp.sqrt(var + 1e-5) * gamma + beta
+        return xp.sum(xp.tanh(y))
+    return loss
+
+
+def _black_scholes_call(xp: Any) -> Callable[..., Any]:
+    def normal_cdf(d):
+        # Abramowitz and Stegun 7.1.26 for erf(|d| / sqrt 2)
+        t = 1.0 / (1.0 + 0.3275911 * xp.abs(d) / np.sqrt(2.0))
+        poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (
+            -1.453152027 + t * 1.061405429))))
+        erf = 1.0 - poly * xp.exp(-0.5 * d * d)
+        return 0.5 * (1.0 + xp.where(d < 0, -erf, erf))
+
+    def price(spot, strike, expiry, rate, vol):
+        root = vol * xp.sqrt(expiry)
+        d1 = (xp.log(spot / strike) + (rate + 0.5 * vol * vol) * expiry) / root
+        d2 = d1 - root
+        return xp.sum(spot * normal_cdf(d1) - strike * xp.exp(-rate * expiry) * normal_cdf(d2))
+    return price
+
+
+def _model_cases() -> dict[str, tuple[Callable[[Any], Callable[..., Any]], tuple[Any, ...],
+                                      tuple[int, ...]]]:
+    rng = np.random.default_rng(3)
+    n, d, k = 257, 7, 5
+    return {
+        "normal": (lambda xp: lambda x, mu, s: xp.sum(-0.5 * ((x - mu) / s) ** 2 - xp.log(s)),
+                   (rng.standard_normal(n), 0.2, 1.3), (1, 2)),
+        "student_t": (_student_t, (rng.standard_t(4, n), rng.standard_normal(n), 0.8, 4.5),
+                      (1, 2, 3)),
+        "logistic": (_logistic_loss, (rng.standard_normal(d), 0.1,
+                                      rng.standard_normal((n, d)),
+                                      (rng.random(n) < 0.5).astype(float)), (0, 1)),
+        "softmax_xent": (_softmax_cross_entropy, (rng.standard_normal((n, k)) * 3,
+                                                  np.eye(k)[rng.integers(0, k, n)]), (0,)),
+        "layer_norm": (_layer_norm, (rng.standard_normal((n, d)), rng.uniform(0.5, 1.5, d),
+                                     rng.standard_normal(d)), (0, 1, 2)),
+        "black_scholes": (_black_scholes_call, (rng.uniform(80, 120, n), 100.0, 0.5, 0.02,
+                                                rng.uniform(0.1, 0.5, n)), (0, 4)),
+    }
+
+
+MODELS = _model_cases()
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_model_gradients_match_jax(jax, name):
+    make, args, argnums = MODELS[name]
+    import jax.numpy as jnp
+
+    value, grads = numfuse.value_and_grad(make(np), argnums=argnums)(*args)
+    expected_value, expected = jax.jit(jax.value_and_grad(make(jnp), argnums=argnums))(*args)
+    np.testing.assert_allclose(value, expected_value, rtol=1e-12)
+    for argnum, got, want in zip(argnums, grads, expected, strict=True):
+        assert np.shape(got) == np.shape(args[argnum])
+        np.testing.assert_allclose(got, np.asarray(want), rtol=1e-9, atol=1e-12,
+                                   err_msg=f"{name} argument {argnum}")
+
+
+def test_black_scholes_delta_and_vega_are_the_textbook_ones():
+    make, args, _ = MODELS["black_scholes"]
+    spot, strike, expiry, rate, vol = args
+    delta, vega = numfuse.grad(make(np), argnums=(0, 4))(*args)
+    d1 = (np.log(spot / strike) + (rate + 0.5 * vol**2) * expiry) / (vol * np.sqrt(expiry))
+    from math import erf
+
+    cdf = 0.5 * (1.0 + np.vectorize(erf)(d1 / np.sqrt(2.0)))
+    pdf = np.exp(-0.5 * d1**2) / np.sqrt(2 * np.pi)
+    # within the error of the approximate CDF's derivative
+    np.testing.assert_allclose(delta, cdf, atol=1e-4)
+    np.testing.assert_allclose(vega, spot * pdf * np.sqrt(expiry), rtol=1e-3, atol=1e-3)
+
+
+def test_float32_gradients_stay_float32_and_near_float64():
+    make, args, argnums = MODELS["layer_norm"]
+    single = tuple(np.asarray(arg, np.float32) for arg in args)
+    value, grads = numfuse.value_and_grad(make(np), argnums=argnums)(*single)
+    _, reference = numfuse.value_and_grad(make(np), argnums=argnums)(*args)
+    assert value.dtype == np.float32
+    for got, want in zip(grads, reference, strict=True):
+        assert got.dtype == np.float32
+        np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-4)
+
+
+# ------------------------------------------------ broadcasting and reductions, random
+
+
+REDUCTIONS = {
+    "sum": lambda v, axis, keepdims: np.sum(v, axis=axis, keepdims=keepdims),
+    "mean": lambda v, axis, keepdims: np.mean(v, axis=axis, keepdims=keepdims),
+    "prod": lambda v, axis, keepdims: np.prod(v, axis=axis, keepdims=keepdims),
+    "max": lambda v, axis, keepdims: np.max(v, axis=axis, keepdims=keepdims),
+    "min": lambda v, axis, keepdims: v.min(axis=axis, keepdims=keepdims),
+    "var": lambda v, axis, keepdims: np.var(v, axis=axis, keepdims=keepdims),
+    "std1": lambda v, axis, keepdims: np.std(v, axis=axis, keepdims=keepdims, ddof=1),
+}
+
+
+@st.composite
+def broadcast_cases(draw: Any) -> tuple[Any, ...]:
+    ndim = draw(st.integers(1, 3))
+    shape = tuple(draw(st.integers(2, 4)) for _ in range(ndim))
+    other = tuple(1 if draw(st.booleans()) else size for size in shape)
+    other = other[draw(st.integers(0, ndim)):]
+    axis = draw(st.one_of(st.none(), st.integers(-ndim, ndim - 1),
+                          st.sets(st.integers(0, ndim - 1), min_size=1).map(tuple)))
+    return (shape, other, axis, draw(st.booleans()), draw(st.sampled_from(sorted(REDUCTIONS))),
+            draw(st.integers(0, 2**32 - 1)))
+
+
+def check_broadcast_case(case: tuple[Any, ...], dtype: type) -> None:
+    shape, other, axis, keepdims, reduction, seed = case
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(0.6, 1.4, shape) * rng.choice([-1.0, 1.0], shape)
+    y = rng.uniform(0.5, 1.5, other)
+    reduce = REDUCTIONS[reduction]
+
+    def f(x, y):
+        reduced = reduce(np.sin(x) * y + x / y, axis, keepdims)
+        return np.sum(np.sin(reduced) + reduced * reduced)
+
+    if dtype is np.float64:
+        assert_gradients(f, (x, y), (0, 1), rtol=1e-5, atol=1e-6)
+        return
+    grads = numfuse.grad(f, argnums=(0, 1))(x.astype(dtype), y.astype(dtype))
+    for argnum, got in enumerate(grads):
+        assert got.dtype == dtype
+        np.testing.assert_allclose(got, numerical_gradient(f, (x, y), argnum), rtol=5e-3,
+                                   atol=5e-3)
+
+
+@settings(max_examples=10, deadline=None)
+@given(broadcast_cases())
+def test_broadcasting_and_reductions_match_differences(case):
+    check_broadcast_case(case, np.float64)
+
+
+@settings(max_examples=4, deadline=None)
+@given(broadcast_cases())
+def test_broadcasting_and_reductions_float32(case):
+    check_broadcast_case(case, np.float32)
+
+
+@pytest.mark.slow
+@settings(max_examples=200, deadline=None)
+@given(broadcast_cases(), st.sampled_from([np.float64, np.float32]))
+def test_broadcasting_and_reductions_exhaustive(case, dtype):
+    check_broadcast_case(case, dtype)
+
+
+def test_reduction_ties_share_the_cotangent_as_jax():
+    x = np.array([[1.0, 3.0, 3.0], [2.0, 0.0, 0.0]])
+    np.testing.assert_array_equal(numfuse.grad(lambda x: np.sum(np.max(x, axis=1)))(x),
+                                  [[0.0, 0.5, 0.5], [1.0, 0.0, 0.0]])
+    np.testing.assert_array_equal(numfuse.grad(lambda x: np.min(x))(x),
+                                  [[0.0, 0.0, 0.0], [0.0, 0.5, 0.5]])
+
+
+def test_prod_with_zeros():
+    x = np.array([[1.0, 0.0, 3.0], [2.0, 0.0, 0.0], [2.0, 4.0, 0.5]])
+    np.testing.assert_array_equal(numfuse.grad(lambda x: np.sum(np.prod(x, axis=1)))(x),
+                                  [[0.0, 3.0, 0.0], [0.0, 0.0, 0.0], [2.0, 1.0, 8.0]])
+
+
+# ------------------------------------------------------------ structural numpy calls
+
+
+X = RNG.standard_normal((4, 6))
+V = RNG.standard_normal(6)
+STRUCTURAL = {
+    "matmul 2d 1d": (lambda a, v: np.sum(np.tanh(a @ v)), (X, V)),
+    "matmul 1d 2d": (lambda a, v: np.sum(np.tanh(v @ a.T)), (X, V)),
+    "matmul 2d 2d": (lambda a, v: np.sum(np.sin(a.T @ a) * v), (X, V)),
+    "matmul batched": (lambda a, v: np.sum(np.sin(a.reshape(2, 2, 6) @ np.outer(v, v))),
+                       (X, V)),
+    "dot": (lambda a, v: np.dot(v, v) + np.sum(np.dot(a, v) ** 2), (X, V)),
+    "reshape": (lambda a, v: np.sum(a.reshape(3, 8) ** 3) + np.sum(np.ravel(a) * 0.5),
+                (X, V)),
+    "transpose": (lambda a, v: np.sum(np.transpose(a[None], (2, 0, 1))[1:] ** 3)
+                  + np.sum(a.T * v[:4]), (X, V)),
+    "swapaxes and moveaxis": (lambda a, v: np.sum(np.swapaxes(a[None], 0, 2)[:, 1, 0] ** 2)
+                              + np.sum(np.moveaxis(a[None], 0, -1)[0] * a[..., None]),
+                              (X, V)),
+    "indexing": (lambda a, v: np.sum(a[1:3, ::2] ** 2) + np.sum(a[[0, 0, 3], 2] ** 3)
+                 + np.sum(v[v > 0] ** 2), (X, V)),
+    "concatenate": (lambda a, v: np.sum(np.concatenate([a, v[None], 2 * a[:1]]) ** 3),
+                    (X, V)),
+    "stack": (lambda a, v: np.sum(np.stack([a[0], v, v * v], axis=1) ** 3), (X, V)),
+    "squeeze and expand_dims": (lambda a, v: np.sum(np.squeeze(a[:, :1]) ** 2)
+                                + np.sum(np.expand_dims(v, 0) * a), (X, V)),
+    "broadcast_to": (lambda a, v: np.sum(np.broadcast_to(v, (3, 6)) ** 2 * a[:3]), (X, V)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(STRUCTURAL))
+def test_structural_rules_match_differences(name):
+    fn, args = STRUCTURAL[name]
+    assert_gradients(fn, args, (0, 1))
+
+
+def test_concatenate_of_free_sizes_splits_at_run_time():
+    def f(a, b):
+        return np.sum(np.concatenate([np.sin(a), b * b]) * np.arange(1.0, 3.0))
+
+    grad = numfuse.jit(numfuse.grad(f, argnums=(0, 1)))
+    for rows in ((3, 2), (1, 5)):
+        a, b = RNG.standard_normal((rows[0], 2)), RNG.standard_normal((rows[1], 2))
+        da, db = grad(a, b)
+        np.testing.assert_allclose(da, numerical_gradient(f, (a, b), 0), rtol=1e-6)
+        np.testing.assert_allclose(db, numerical_gradient(f, (a, b), 1), rtol=1e-6)
+
+
+def test_mean_of_free_size_divides_by_the_run_time_count():
+    grad = numfuse.grad(lambda x: np.mean(x * x))
+    for size in (3, 10):
+        x = RNG.standard_normal(size)
+        np.testing.assert_allclose(grad(x), 2 * x / size, rtol=1e-14)
+    counted = numfuse.compile(grad, x).graph.nodes
+    count = [node for node in counted if node.op == "element_count"]
+    assert count and all(source.kind == INPUT for source in count[0].inputs)
+
+
+# ---------------------------------------------------------------------------- API
+
+
+def test_argnums_int_and_tuple_and_grad():
+    x, y = RNG.standard_normal(5), RNG.standard_normal(5)
+
+    def f(x, y):
+        return np.sum(x * y * y)
+
+    np.testing.assert_allclose(numfuse.grad(f)(x, y), y * y)
+    dx, dy = numfuse.grad(f, argnums=(0, 1))(x, y)
+    np.testing.assert_allclose(dx, y * y)
+    np.testing.assert_allclose(dy, 2 * x * y)
+    (dy_only,) = numfuse.grad(f, argnums=(1,))(x, y)
+    np.testing.assert_allclose(dy_only, dy)
+    np.testing.assert_allclose(numfuse.grad(f, argnums=-1)(x, y), dy)
+    with pytest.raises(TypeError, match="argnums has 2"):
+        numfuse.grad(f, argnums=2)(x, y)
+
+
+def test_python_and_numpy_scalars_differentiate_like_arrays():
+    def f(a, b):
+        return a * np.sin(b) + a**2
+
+    for a, b in ((1.5, 0.3), (np.float64(1.5), np.float64(0.3)),
+                 (np.array(1.5), np.array(0.3))):
+        value, (da, db) = numfuse.value_and_grad(f, argnums=(0, 1))(a, b)
+        np.testing.assert_allclose([value, da, db], [f(1.5, 0.3), np.sin(0.3) + 3.0,
+                                                      1.5 * np.cos(0.3)], rtol=1e-15)
+        assert np.asarray(da).dtype == np.float64
+
+
+def test_float32_argument_gets_a_float32_gradient_with_a_float64_one_beside_it():
+    x32 = RNG.standard_normal(8).astype(np.float32)
+    y64 = RNG.standard_normal(8)
+    dx, dy = numfuse.grad(lambda x, y: np.sum(np.exp(x) * y), argnums=(0, 1))(x32, y64)
+    assert dx.dtype == np.float32 and dy.dtype == np.float64
+    np.testing.assert_allclose(dx, np.exp(x32.astype(np.float64)) * y64, rtol=1e-6)
+
+
+def test_has_aux():
+    x = RNG.standard_normal(5)
+    (value, aux), grad = numfuse.value_and_grad(lambda x: (np.sum(x**2), x * 2),
+                                                has_aux=True)(x)
+    np.testing.assert_allclose(value, np.sum(x**2))
+    np.testing.assert_allclose(aux, 2 * x)
+    np.testing.assert_allclose(grad, 2 * x)
+    grad, aux = numfuse.grad(lambda x: (np.sum(x**3), {"mean": np.mean(x)}), has_aux=True)(x)
+    np.testing.assert_allclose(grad, 3 * x**2)
+    np.testing.assert_allclose(aux["mean"], np.mean(x))
+
+
+def test_dict_arguments_get_dict_gradients():
+    x = RNG.standard_normal(6)
+
+    def loss(params, x):
+        return np.sum((params["w"] * x + params["b"]) ** 2) + params["nested"]["c"] ** 2
+
+    params = {"w": 2.0, "b": np.ones(6), "nested": {"c": np.float64(3.0)}}
+    grads = numfuse.grad(loss)(params, x)
+    assert list(grads) == ["w", "b", "nested"] and list(grads["nested"]) == ["c"]
+    residual = 2 * (2.0 * x + 1.0)
+    np.testing.assert_allclose(grads["w"], np.sum(residual * x))
+    np.testing.assert_allclose(grads["b"], residual)
+    np.testing.assert_allclose(grads["nested"]["c"], 6.0)
+
+
+def test_static_argnums_and_compile_and_a_jitted_function():
+    x = RNG.standard_normal(5)
+
+    @numfuse.jit(static_argnums=(1,))
+    def power_sum(x, k):
+        return np.sum(x**k)
+
+    grad = numfuse.grad(power_sum)
+    np.testing.assert_allclose(grad(x, 3), 3 * x**2)
+    np.testing.assert_allclose(grad(x, 4), 4 * x**3)
+    compiled = numfuse.compile(grad, x, 3)
+    np.testing.assert_allclose(compiled(x, 3), 3 * x**2)
+    with pytest.raises(numfuse.SignatureMismatchError):
+        compiled(x, 4)
+    with pytest.raises(ValueError, match="static"):
+        numfuse.grad(power_sum, argnums=(0, 1))
+
+
+def test_a_gradient_inside_a_jitted_function_is_inlined():
+    @numfuse.jit
+    def step(w, x):
+        return w - 0.1 * numfuse.grad(lambda w: np.sum((w * x - 1.0) ** 2))(w)
+
+    w, x = RNG.standard_normal(4), RNG.standard_normal(4)
+    np.testing.assert_allclose(step(w, x), w - 0.1 * 2 * (w * x - 1.0) * x)
+
+
+def test_a_gradient_of_a_gradient():
+    x = np.linspace(0.1, 1.0, 6)
+    inner = numfuse.grad(lambda y: np.mean(np.sin(y) * y))
+    hessian_diagonal = numfuse.grad(lambda x: np.sum(inner(x)) * 6.0)(x)
+    np.testing.assert_allclose(hessian_diagonal, 2 * np.cos(x) - x * np.sin(x), rtol=1e-13)
+    through_indexing = numfuse.grad(lambda x: np.sum(numfuse.grad(
+        lambda y: np.sum(np.sin(y)[1:]))(x)))
+    with pytest.raises(numfuse.NotDifferentiableError, match=r"np\.add\.at"):
+        through_indexing(x)
+
+
+def test_constant_results_give_zero_gradients():
+    x = RNG.standard_normal(3)
+    np.testing.assert_array_equal(numfuse.grad(lambda x, y: np.sum(y * 2.0))(x, x), 0.0)
+    np.testing.assert_array_equal(numfuse.grad(lambda x: 2.0)(x), np.zeros(3))
+
+
+def test_integer_and_bool_arguments_raise_naming_them():
+    x = RNG.standard_normal(3)
+    with pytest.raises(TypeError, match=r"argument 1 \('n'\) has dtype int64"):
+        numfuse.grad(lambda x, n: np.sum(x**n), argnums=1)(x, 3)
+    with pytest.raises(TypeError, match=r"argument 0 \('x'\) has dtype bool"):
+        numfuse.grad(lambda x: np.sum(x * 1.0))(x > 0)
+    with pytest.raises(TypeError, match="float arguments only"):
+        numfuse.grad(lambda x: np.sum(x * 1.0))(np.arange(3))
+
+
+def test_non_scalar_and_complex_results_raise():
+    x = RNG.standard_normal(3)
+    with pytest.raises(TypeError, match=r"scalar result; this one returns shape \(n,\)"):
+        numfuse.grad(lambda x: x * 2.0)(x)
+    with pytest.raises(numfuse.NotDifferentiableError, match="complex"):
+        numfuse.grad(lambda x: np.sum(np.abs(x * 1j)))(x)
+
+
+def test_an_operation_without_a_rule_names_the_function_and_the_users_line():
+    x = RNG.standard_normal(4)
+
+    def f(x):
+        y = np.exp(x)
+        return np.sum(np.sort(y) * np.arange(4.0))  # the line the error names
+
+    with pytest.raises(numfuse.NotDifferentiableError) as error:
+        numfuse.grad(f)(x)
+    message = str(error.value)
+    assert "np.sort has no derivative rule" in message
+    assert "test_autodiff.py" in message and "np.sort(y)" in message
+
+
+def test_integer_work_stops_the_gradient_as_in_jax():
+    x = np.array([0.3, 1.7, 2.2])
+    grad = numfuse.grad(lambda x: np.sum(x * np.floor(x).astype(np.int64)))(x)
+    np.testing.assert_array_equal(grad, np.floor(x))
+    grad = numfuse.grad(lambda x: x[np.argmax(x)] * 2.0)(x)
+    np.testing.assert_array_equal(grad, [0.0, 0.0, 2.0])
+
+
+def test_vjp_of_a_function_with_array_results():
+    x = RNG.standard_normal(5)
+    out, pullback = numfuse.vjp(lambda x, y: (np.sin(x) * y, np.sum(x)), x, 2.0)
+    np.testing.assert_allclose(out[0], np.sin(x) * 2.0)
+    cotangent = RNG.standard_normal(5)
+    dx, dy = pullback((cotangent, np.float64(3.0)))
+    np.testing.assert_allclose(dx, cotangent * np.cos(x) * 2.0 + 3.0)
+    np.testing.assert_allclose(dy, np.sum(cotangent * np.sin(x)))
+    with pytest.raises(TypeError, match="structure"):
+        pullback(cotangent)
+
+
+def test_vjp_with_aux_and_an_integer_primal():
+    x = RNG.standard_normal(4)
+    out, pullback, aux = numfuse.vjp(lambda x, k: (x * k, np.max(x)), x, np.arange(4),
+                                     has_aux=True)
+    np.testing.assert_allclose(out, x * np.arange(4))
+    np.testing.assert_allclose(aux, np.max(x))
+    dx, dk = pullback(np.ones(4))
+    np.testing.assert_allclose(dx, np.arange(4.0))
+    assert dk is None
+
+
+def test_dask_arrays():
+    da = pytest.importorskip("dask.array")
+    x = RNG.standard_normal(1000)
+    mu = RNG.standard_normal(1000)
+    value_and_grad = numfuse.value_and_grad(normal_logpdf, argnums=(1, 2))
+    value, (d_mu, d_sigma) = value_and_grad(da.from_array(x, chunks=300),
+                                            da.from_array(mu, chunks=300), 1.5)
+    expected_value, (expected_mu, expected_sigma) = value_and_grad(x, mu, 1.5)
+    np.testing.assert_allclose(np.asarray(value), expected_value, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(d_mu), expected_mu, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(d_sigma), expected_sigma, rtol=1e-12)
