@@ -302,7 +302,8 @@ _row("exp2", np.exp2, 1, EXPONENTIAL, f="np.exp2(np.float64({0}))", c="np.exp2({
 _row("cbrt", np.cbrt, 1, EXPONENTIAL, f="np.cbrt({0})",
      vjp=lambda g, ans, x: (g * (1.0 / 3.0) / (ans * ans),))
 # log(exp(x) + exp(y)): exp(x - ans), +inf taken as 0 on both sides (as JAX does)
-_row("logaddexp", np.logaddexp, 2, EXPONENTIAL, f="logaddexp_float({0}, {1})",
+_row("logaddexp", np.logaddexp, 2, EXPONENTIAL,
+     f="logaddexp_f{bits}({0}, {1})" if vector_math.ENABLED else "logaddexp_float({0}, {1})",
      vjp=lambda g, ans, x, y: (g * np.exp(_finite_above(x) - _finite_above(ans)),
                                g * np.exp(_finite_above(y) - _finite_above(ans))))
 _row("logaddexp2", np.logaddexp2, 2, EXPONENTIAL, f="logaddexp2_float({0}, {1})",

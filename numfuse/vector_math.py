@@ -312,6 +312,40 @@ def tanh_f32(x):  # type: ignore[no-untyped-def]
     return result
 
 
+# ------------------------------------------------------------------ logaddexp
+# numpy's logaddexp without branches: max(x, y) + log1p(exp(-|x - y|)), equal arguments
+# answered as numpy does (x + log 2, before x - y is formed, so inf - inf raises nothing).
+# The ordered comparison of the difference raises "invalid" for NaN, as numpy's does.
+
+
+def logaddexp_f64(x, y):  # type: ignore[no-untyped-def]
+    same = x == y
+    a = 0.0 if same else x
+    b = 0.0 if same else y
+    tmp = a - b
+    larger = a if tmp > 0 else b
+    result = larger + log1p_f64(exp_f64(-abs(tmp)))
+    if same:
+        return x + 0.6931471805599453
+    if tmp != tmp:
+        return tmp
+    return result
+
+
+def logaddexp_f32(x, y):  # type: ignore[no-untyped-def]
+    same = x == y
+    a = np.float32(0.0) if same else x
+    b = np.float32(0.0) if same else y
+    tmp = a - b
+    larger = a if tmp > 0 else b
+    result = larger + log1p_f32(exp_f32(-abs(tmp)))
+    if same:
+        return x + np.float32(0.6931471805599453)
+    if tmp != tmp:
+        return tmp
+    return result
+
+
 HELPERS = tuple(
     name for name, value in list(globals().items())
     if callable(value) and not name.startswith("__") and value.__module__ == __name__

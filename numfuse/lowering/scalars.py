@@ -191,7 +191,10 @@ class Emitter:
     def _visit_Attribute(self, node: ast.Attribute) -> Value:
         if isinstance(node.value, ast.Name) and node.value.id == "math" and \
                 node.attr in _MATH_CONSTANTS:
-            return self.literal(_MATH_CONSTANTS[node.attr])
+            constant = self.literal(_MATH_CONSTANTS[node.attr])
+            # A NaN operand known to LLVM folds the operations on it, and their "invalid"
+            # flag with them (numpy's loops raise it, e.g. logaddexp(x, nan)).
+            return self.opaque(constant) if self.guarded and node.attr == "nan" else constant
         value = self.scalar(node.value)
         if node.attr in ("real", "imag"):
             return self.part(value, node.attr)
