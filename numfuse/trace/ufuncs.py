@@ -29,6 +29,7 @@ from ..graph import (
     shape_text,
 )
 from ..ops import BY_UFUNC, MULTI_OUTPUT, OPS, OpDef
+from . import errstate
 from .nodes import NoKernelCodeError, _fits, _operand_type, _sample, const_node, elementwise
 
 
@@ -111,7 +112,7 @@ def assign_item(target: Node, key: Any, value: Any) -> Node:
     static = (TRACED, _strip(key, nodes), _strip(value, nodes))
     call = NumpyCall(Written(operator.setitem), "setitem", static, {})
     return Node("setitem", NUMPY, tuple(nodes), target.dtype, target.shape,
-                Call(call), scalar=False)
+                Call(call), scalar=False, errstate=errstate.current())
 
 
 def _fills_exactly(value: Node, dtype: np.dtype) -> bool:
