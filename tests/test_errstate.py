@@ -549,3 +549,39 @@ def test_dask_block_tasks_run_under_the_inner_state():
         assert_same(result, _log_ignoring_divide(POSITIVE), rtol=1e-15)
         with pytest.raises(FloatingPointError):
             numfuse.jit(_reciprocal_raising_divide)(x).compute(scheduler="sync")
+
+
+# ----------------------------------------------- flags of values a np.where guards or drops
+
+
+def test_a_float32_constant_in_a_guard_keeps_the_operation_off_the_guarded_values():
+    """``np.where(m, x, 0.0)`` on float32 holds ``np.float32(0.0)``, a cast LLVM folds to a
+    constant: it then computed ``rad2deg`` on ``x`` and selected after, raising "overflow"
+    for the element the guard keeps out (found by tests/test_fpflags.py)."""
+    x = np.array([1.0, np.finfo(np.float32).max, 2.0] * 7, np.float32)
+    m = np.array([True, False, True] * 7)
+    for fn in (lambda m, x: np.rad2deg(np.where(m, x, 0.0)),
+               lambda m, x: np.where(m, x, 0.0).astype(np.int32),
+               lambda m, x: np.sqrt(3.0 - np.where(m, x, 1.0))):
+        with np.errstate(all="raise"):
+            assert_same(numfuse.jit(fn)(m, x), fn(m, x), rtol=1e-6)
+
+
+def test_a_dropped_result_keeps_its_flags_in_a_loop_that_is_not_vectorised():
+    """In a loop LLVM does not vectorise (``//`` of floats branches), the x86 back end
+    turned ``np.where(m, x + y, 0)`` into a branch and computed ``x + y`` only where m
+    holds, losing numpy's "overflow" for the other elements (found by
+    tests/test_fpflags.py)."""
+    big = np.finfo(np.float64).max
+    x = np.array([big, 1.0, 2.0] * 7)
+    m = np.array([False, True, True] * 7)
+
+    def fn(m, x, a, b):
+        return np.where(m, x + x, 0), np.where(m, 1.0 / a, 0), np.where(m, a // b, 0)
+
+    args = (m, x, np.array([0.0, 1.0, 2.0] * 7), np.ones(21))
+    expected = _observe(lambda arg: fn(*arg), args)
+    actual = _observe(lambda arg: numfuse.jit(fn)(*arg), args)
+    assert actual[1] == expected[1] == {("RuntimeWarning", "overflow"),
+                                        ("RuntimeWarning", "divide by zero")}
+    assert_same(actual[0], expected[0])
