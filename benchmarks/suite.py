@@ -1,9 +1,11 @@
 """numfuse against its peers on six workloads at sizes 1e2 ... 1e7.
 
 Peers, all in this one process: numpy, numexpr, numba ``@njit`` and ``@njit(parallel=True)``
-of the same numpy code, ``jax.jit`` (64-bit enabled) and a hand-written ``@njit`` loop over
-the elements (the practical limit of one compiled loop).  numexpr and jax are used when
-importable (``pip install -e '.[bench]'``).
+of the same numpy code, ``jax.jit`` (64-bit enabled), ``torch.compile`` of the same numpy
+function (Inductor compiles numpy code: numpy arrays in, numpy arrays out) and a
+hand-written ``@njit`` loop over the elements (the practical limit of one compiled loop).
+numexpr, jax and torch are used when importable (``pip install -e '.[bench]'``; torch from
+its own index, e.g. ``pip install torch --index-url https://download.pytorch.org/whl/cpu``).
 
 For every workload and size: every implementation is called once to compile (warm-up) and
 its results are checked against numpy's (``np.testing.assert_allclose``, rtol 1e-12 for
@@ -63,14 +65,21 @@ try:
 except ImportError:
     jax = None
 
+try:
+    import torch
+except ImportError:
+    torch = None
+
 SIZES = (10**2, 10**3, 10**4, 10**5, 10**6, 10**7)
 QUICK_SIZES = (10**2, 10**4, 10**6)
 RESULTS = Path(__file__).parent / "results"
 # Display order; numfuse first, the hand loop last.
-ORDER = ("numpy", "numfuse", "numexpr", "numba", "numba_par", "jax", "loop")
+ORDER = ("numpy", "numfuse", "numexpr", "numba", "numba_par", "jax", "torch", "loop")
 LABELS = {"numpy": "numpy", "numfuse": "numfuse", "numexpr": "numexpr", "numba": "njit",
-          "numba_par": "njit(parallel)", "jax": "jax.jit", "loop": "hand loop"}
-PEERS = ("numpy", "numexpr", "numba", "numba_par", "jax")  # "best peer" is chosen among these
+          "numba_par": "njit(parallel)", "jax": "jax.jit", "torch": "torch.compile",
+          "loop": "hand loop"}
+# "best peer" is chosen among these
+PEERS = ("numpy", "numexpr", "numba", "numba_par", "jax", "torch")
 
 
 @dataclass
@@ -118,6 +127,9 @@ def implementations(workload: Workload) -> dict[str, Implementation]:
     if jax is not None:
         found["jax"] = Implementation("jax", _jax_call(jax.jit(workload.build(jnp))),
                                       _jax_convert)
+    if torch is not None:
+        # Shapes marked dynamic: one compiled program serves every size, as for numfuse.
+        found["torch"] = Implementation("torch", torch.compile(reference, dynamic=True))
     if workload.loop is not None:
         found["loop"] = Implementation("loop", workload.loop)
     return found
@@ -324,13 +336,14 @@ def summary_tables(results: dict[str, dict[int, dict[str, Cell]]]) -> list[str]:
 
     out = ["## Summary: numfuse speed-up (other's median time ÷ numfuse's; above 1 = "
            "numfuse faster)", ""]
-    for other in ("numpy", "numexpr", "numba", "numba_par", "jax", "loop"):
+    for other in ("numpy", "numexpr", "numba", "numba_par", "jax", "torch", "loop"):
         if not any(other in cells for by_size in results.values()
                    for cells in by_size.values()):
             continue
         out += [f"### numfuse vs {LABELS[other]}", "", *matrix(
             lambda cells, other=other: numfuse_over(cells, other)), ""]
-    out += ["### numfuse vs the best peer (numpy, numexpr, njit, njit(parallel), jax.jit)", "",
+    out += ["### numfuse vs the best peer (numpy, numexpr, njit, njit(parallel), jax.jit, "
+            "torch.compile)", "",
             *matrix(vs_best), ""]
     return out
 
@@ -363,6 +376,8 @@ def environment() -> list[str]:
                     if numexpr is not None else "numexpr not installed")
     versions.append(f"jax {jax.__version__} ({jax.default_backend()}, x64)"
                     if jax is not None else "jax not installed")
+    versions.append(f"torch {torch.__version__} ({torch.get_num_threads()} threads)"
+                    if torch is not None else "torch not installed")
     return [f"* CPU: {cpu_model()}, {os.cpu_count()} logical cores, {platform.machine()}, "
             f"{platform.system()}",
             "* " + ", ".join(versions)]
@@ -383,11 +398,12 @@ def report(results, workloads: dict[str, Workload], plans: dict[str, str], optio
         "implementation once, round-robin); in brackets the speed-up over numpy (numpy's "
         "median ÷ the implementation's; above 1 = faster than numpy). "
         "\"numfuse ÷ best peer\" is the best peer's median ÷ numfuse's median (above 1 = numfuse "
-        "faster), the best peer being the fastest of numpy, numexpr, njit, njit(parallel) and "
-        "jax.jit; \"numfuse ÷ hand loop\" likewise against the hand-written `@njit` loop. "
-        "numexpr, njit(parallel) and jax use both cores; numfuse splits a call over both "
-        "when that pays on the machine at the time (see numfuse/threads.py); numpy, njit and "
-        "the hand loop use one. Before timing, every result is checked against numpy's; "
+        "faster), the best peer being the fastest of numpy, numexpr, njit, njit(parallel), "
+        "jax.jit and torch.compile; \"numfuse ÷ hand loop\" likewise against the hand-written "
+        "`@njit` loop. numexpr, njit(parallel), jax and torch use both cores; numfuse "
+        "splits a call over both when that pays on the machine at the time (see "
+        "numfuse/threads.py); numpy, njit and the hand loop use one. Before timing, every "
+        "result is checked against numpy's; "
         "\"mismatch\", \"error\" and \"n/a\" cells were not timed (reasons below each table).",
         f"Repetitions: up to {options.repeats}, at least {options.min_repeats}, capped at about "
         f"{options.budget:g} s per workload and size; calls shorter than "
@@ -428,7 +444,8 @@ def plot(results, workloads: dict[str, Workload], path: Path) -> None:
     fig, axes = plt.subplots(rows, columns, figsize=(5.2 * columns, 3.9 * rows), squeeze=False)
     styles = {"numpy": ("black", ":"), "numfuse": ("tab:red", "-"), "numexpr": ("tab:green", "--"),
               "numba": ("tab:blue", "--"), "numba_par": ("tab:purple", "--"),
-              "jax": ("tab:orange", "--"), "loop": ("tab:gray", "-.")}
+              "jax": ("tab:orange", "--"), "torch": ("tab:brown", "--"),
+              "loop": ("tab:gray", "-.")}
     for ax, name in zip(axes.flat, names, strict=False):
         by_size = results[name]
         for impl in ORDER:

@@ -17,6 +17,7 @@ import logging
 import sys
 import threading
 import time
+import types
 import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -94,6 +95,7 @@ class Compiled:
         # Run on already-converted operands that match this signature (the hot path).
         self.run: Callable[..., Any] = self.program.fast or self.program
         self._dynamic = [index for index in range(len(self.specs)) if index not in self.static]
+        self._labels = argument_labels(fn, len(self.specs))
 
     def __call__(self, *args: Any, out: Any = None) -> Any:
         """Run on ``args``; ``out`` (an array, or a tuple of arrays for a tuple of results)
@@ -107,7 +109,9 @@ class Compiled:
     def check_arguments(self, args: Sequence[Any]) -> list[Any]:
         """The operands for ``args``; raises ``SignatureMismatchError`` unless they have
         this Compiled's signature."""
-        operands = [value if index in self.static else as_operand(value, f"argument {index}")
+        labels = self._labels if len(args) == len(self._labels) else \
+            argument_labels(self.fn, len(args))
+        operands = [value if index in self.static else as_operand(value, labels[index])
                     for index, value in enumerate(args)]
         if len(operands) != len(self.specs):
             raise SignatureMismatchError(
@@ -115,11 +119,11 @@ class Compiled:
                 f"with {len(operands)}; call numfuse.compile again for the new arguments."
             )
         for index in self._dynamic:
-            spec = _sized(spec_of(operands[index], f"argument {index}"), operands[index],
+            spec = _sized(spec_of(operands[index], labels[index]), operands[index],
                           self.specs[index].sizes is not None)
             if spec != self.specs[index]:
                 raise SignatureMismatchError(
-                    f"argument {index} of {_name(self.fn)} is a {spec.describe()}, but this "
+                    f"{labels[index]} of {_name(self.fn)} is a {spec.describe()}, but this "
                     f"Compiled was made for a {self.specs[index].describe()}; "
                     f"{_difference(self.specs[index], spec)}. Call numfuse.compile with the "
                     "new arguments, or use numfuse.jit to compile per signature."
@@ -128,7 +132,7 @@ class Compiled:
             given = operands[index]
             if given is not value and (type(given) is not type(value) or given != value):
                 raise SignatureMismatchError(
-                    f"static argument {index} of {_name(self.fn)} was {value!r} when compiled "
+                    f"static {labels[index]} of {_name(self.fn)} was {value!r} when compiled "
                     f"and is {operands[index]!r} now; compile again for the new value."
                 )
         return operands
@@ -216,18 +220,56 @@ def _name(fn: Any) -> str:
     return getattr(fn, "__qualname__", getattr(fn, "__name__", repr(fn)))
 
 
+def argument_labels(fn: Any, count: int) -> list[str]:
+    """How messages name the first ``count`` arguments of ``fn``: by position and, when
+    its signature says, by parameter (``argument 1 ('y')``; ``argument 2 ('xs[1]')`` for
+    the second item of ``*xs``)."""
+    try:
+        parameters = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):  # no signature to read (some builtins)
+        parameters = []
+    labels = []
+    for index in range(count):
+        name = None
+        for position, parameter in enumerate(parameters):
+            if parameter.kind == inspect.Parameter.VAR_POSITIONAL:
+                name = f"{parameter.name}[{index - position}]" if index >= position else None
+                break
+            if position == index and parameter.kind != inspect.Parameter.VAR_KEYWORD:
+                name = parameter.name
+                break
+        labels.append(f"argument {index} ({name!r})" if name is not None
+                      else f"argument {index}")
+    return labels
+
+
 class Jitted:
     """A function compiled on demand, once per argument signature.
 
     ``static_argnums`` lists positional arguments passed to the function as concrete
-    Python values (they are part of the cache key and must be hashable).
+    Python values (they are part of the cache key and must be hashable).  As a method it
+    binds its instance as a static first argument (``__get__``; by identity when the
+    instance has no hash).
     """
 
     def __init__(self, fn: Callable[..., Any], static_argnums: Sequence[int] = (),
                  cache: bool = True, threads: int | None = None, fastmath: Any = False,
                  background: bool = False) -> None:
+        # How the function binds as an attribute of a class (``__get__``): "instance" (a
+        # method: the instance is its static first argument), "class" (a classmethod
+        # jitted: the class is) or "static" (a staticmethod jitted: nothing is bound).
+        self._binding = "instance"
+        if isinstance(fn, (staticmethod, classmethod)):
+            self._binding = "static" if isinstance(fn, staticmethod) else "class"
+            fn = fn.__func__
         self.fn = fn
         self.static_argnums = tuple(static_argnums)
+        # The static argument that is the instance of a method (set once bound): keyed by
+        # its hash and ==, or by identity when it has no hash (a dataclass with eq).
+        self._instance_argument: int | None = None
+        self._owner: type | None = None  # the class whose body defined it (__set_name__)
+        # Why numpy ran the function as written (_numpy_runs), each warned about once.
+        self._warned: set[tuple[str, str]] = set()
         # True: new signatures compile on the compile thread; their calls run with numpy
         # until the kernels are ready (numfuse.background).
         self.background = background
@@ -245,6 +287,7 @@ class Jitted:
         self.per_shape = False
         self._signature = inspect.signature(fn)
         self._n_params = len(self._signature.parameters)
+        self._labels = argument_labels(fn, self._n_params)
         self._kinds = [param.kind for param in self._signature.parameters.values()]
         # out= is numfuse's (numpy's out=) unless the function has a parameter of that name.
         self._out_keyword = "out" not in self._signature.parameters and \
@@ -253,6 +296,48 @@ class Jitted:
                        for kind in self._kinds)
         self._traced = fn if variadic else _by_parameter(fn, self._signature)
         functools.update_wrapper(self, fn)  # type: ignore[arg-type]
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        """Defined in a class body: called through the class with an instance of it
+        first (``Model.forward(model, x)``), it is a method (``_notice_instance``)."""
+        if self._binding == "instance":
+            self._owner = owner
+
+    def _notice_instance(self, args: Sequence[Any]) -> None:
+        """Make the first argument static when it is an instance of the class the
+        function was defined in (a method called through its class)."""
+        if self._instance_argument is None and self._owner is not None and args and \
+                isinstance(args[0], self._owner):
+            self._as_method()
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        """A method binds its instance as a static first argument (as
+        ``static_argnums=(0,)`` would); a jitted classmethod binds the class."""
+        if self._binding == "static":
+            return self
+        if self._binding == "class":
+            return types.MethodType(self, owner if owner is not None else type(instance))
+        if instance is None:
+            return self
+        self._as_method()
+        return types.MethodType(self, instance)
+
+    def _as_method(self) -> None:
+        """Make the first argument, the instance, static."""
+        with self._lock:
+            if self._instance_argument is None:
+                self._instance_argument = 0
+                self.static_argnums = tuple(sorted({0, *self.static_argnums}))
+                self._by_key.clear()
+
+    def _static_key(self, index: int, value: Any) -> Any:
+        """What identifies a static argument's value among compilations."""
+        if index == self._instance_argument:
+            try:
+                hash(value)
+            except TypeError:
+                return ("static", type(value), _Identity(value))
+        return ("static", type(value), value)
 
     def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         """All arguments in parameter order (keyword-only ones last); ``DEFAULT`` for each
@@ -278,13 +363,14 @@ class Jitted:
         a new signature are compiling."""
         if kwargs or len(args) != len(self._signature.parameters):
             args = self._bind(args, kwargs)
+        self._notice_instance(args)
         fixed = set(self.static_argnums) | self.auto_static
         operands = [value if index in fixed or is_setting(value)
                     else as_operand(value, self._describe(index))
                     for index, value in enumerate(args)]
         key = tuple(
-            ("static", type(value), value) if index in fixed or is_setting(value)
-            else _sized(spec_of(value, f"argument {index}"), value, self.per_shape)
+            self._static_key(index, value) if index in fixed or is_setting(value)
+            else _sized(spec_of(value, self._describe(index)), value, self.per_shape)
             for index, value in enumerate(operands)
         )
         compiled = self.compiled.get(key)
@@ -301,15 +387,16 @@ class Jitted:
         self.per_shape, self.auto_static = retry_policy(error, self.per_shape,
                                                         self.auto_static)
         self._by_key.clear()
-        detail = (f" (argument(s) {', '.join(map(str, sorted(error.arguments)))})"
+        detail = (f" ({', '.join(self._describe(index) for index in sorted(error.arguments))})"
                   if isinstance(error, StaticArgumentError) else "")
         reason = next(text for kind, text in _ADAPTED.items() if isinstance(error, kind))
         _log.info("%s %s%s", _name(self.fn), reason, detail)
 
     def _describe(self, index: int) -> str:
-        names = list(self._signature.parameters)
-        name = names[index] if index < len(names) else str(index)
-        return f"argument {index} ({name!r})"
+        """``argument 1 ('y')``, as messages name an argument."""
+        if index >= len(self._labels):
+            self._labels = argument_labels(self.fn, index + 1)
+        return self._labels[index]
 
     def _compile(self, key: tuple[Any, ...], operands: list[Any],
                  wait: bool = True) -> Compiled | None:
@@ -371,7 +458,7 @@ class Jitted:
             try:
                 if compiled is not None:  # the hot path: a signature seen before
                     return compiled.run(args)
-                if None not in key:
+                if None not in key and _numpy_runs(args, {}) is None:
                     found, operands = self._specialize(args, {}, wait=False)
                     if found is None:
                         return self._with_numpy(args, {})
@@ -387,14 +474,25 @@ class Jitted:
             return call_jitted(self, args, kwargs)
         if any(isinstance(value, dict) for value in (*args, *kwargs.values())):
             return self._with_dicts(args, kwargs)
-        subclass = _array_subclass(args, kwargs)
-        if subclass is not None:
-            _warn_subclass(subclass, _name(self.fn))
+        reason = _numpy_runs(args, kwargs)
+        if reason is not None:
+            self._warn_once(reason)
             return self.fn(*args, **kwargs)
         try:
             return self._run(args, kwargs)
         except CallShapeError as error:
             return self._per_shape(args, kwargs, error)
+
+    def _warn_once(self, reason: tuple[str, str]) -> None:
+        """Warn that numpy runs the function as written, once per reason (per ndarray
+        subclass, for object arrays)."""
+        if reason in self._warned:
+            return
+        self._warned.add(reason)
+        what, advice = reason
+        warnings.warn(
+            f"{_name(self.fn)} was called with {what}: numpy runs the function as written "
+            f"(its own result, not fused). {advice}", RuntimeWarning, stacklevel=3)
 
     def _with_dicts(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Dict arguments (``params={"w": w, "b": b}``): their values are arguments of a
@@ -416,6 +514,8 @@ class Jitted:
             inner = Jitted(flat, static_argnums=[positions[index] for index in
                                                  self.static_argnums if index in positions],
                            cache=self.cache, threads=self.threads, fastmath=self.fastmath)
+            if self._instance_argument in positions:
+                inner._instance_argument = positions[self._instance_argument]
             self._by_structure[structure] = inner
         return inner(*leaves) if out is None else inner(*leaves, out=out)
 
@@ -487,6 +587,24 @@ class Jitted:
                 f"(nearest of {len(self.compiled)} compiled signature(s))")
 
 
+class _Identity:
+    """An unhashable static value (a method's instance) compared by identity."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Identity) and other.value is self.value
+
+    def __hash__(self) -> int:
+        return id(self.value)
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
 def _describe_key(key: tuple[Any, ...]) -> str:
     return ", ".join(part.describe() if isinstance(part, ArgSpec) else repr(part[-1])
                      for part in key)
@@ -530,25 +648,23 @@ def _leaf_positions(structure: tuple[Any, ...]) -> dict[int, int]:
     return positions
 
 
-def _array_subclass(args: Sequence[Any], kwargs: dict[str, Any]) -> type | None:
-    """The type of an argument that subclasses ndarray with semantics of its own
-    (``np.matrix``'s ``*`` multiplies matrices, a masked array skips masked elements);
-    ``np.memmap`` computes as an ndarray does."""
+def _numpy_runs(args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[str, str] | None:
+    """Why numpy runs the function as written for these arguments (what they hold, and
+    how to fuse it instead), or None: an argument of an ndarray subclass with semantics
+    of its own (``np.matrix``'s ``*`` multiplies matrices, a masked array skips masked
+    elements; ``np.memmap`` computes as an ndarray does), or an array of dtype object
+    (numpy's object loops apply Python's operators to each element)."""
     for value in (*args, *kwargs.values()):
         kind = type(value)
         if kind is not np.ndarray and isinstance(value, np.ndarray) and \
                 not isinstance(value, np.memmap):
-            return kind
+            return (f"a {kind.__module__}.{kind.__qualname__}, an ndarray subclass whose "
+                    "operations numfuse cannot trace",
+                    "Pass np.asarray(value) to fuse it as a plain array.")
+        if isinstance(value, np.ndarray) and value.dtype.hasobject:
+            return (f"an array of dtype {value.dtype}, which numfuse cannot compile",
+                    "Convert it (x.astype(np.float64)) to fuse it.")
     return None
-
-
-@functools.cache
-def _warn_subclass(kind: type, name: str) -> None:
-    warnings.warn(
-        f"{name} was called with a {kind.__module__}.{kind.__qualname__}, an ndarray "
-        "subclass whose operations numfuse cannot trace: numpy runs the function as written "
-        "(its own result, not fused). Pass np.asarray(value) to fuse it as a plain array.",
-        RuntimeWarning, stacklevel=4)
 
 
 def _by_parameter(fn: Callable[..., Any], signature: inspect.Signature) -> Callable[..., Any]:
@@ -598,12 +714,15 @@ def _example_signature(fn: Any, example_args: Sequence[Any]
                        ) -> tuple[Callable[..., Any], list[ArgSpec], dict[int, Any],
                                   list[tuple[int, ...]]]:
     """The function to trace, the argument signatures and the static arguments."""
+    if isinstance(fn, Jitted):
+        fn._notice_instance(example_args)
     static_argnums = {*fn.static_argnums, *fn.auto_static} if isinstance(fn, Jitted) else set()
     function = fn._traced if isinstance(fn, Jitted) else fn
     static = {index: value for index, value in enumerate(example_args)
               if index in static_argnums or is_setting(value)}
+    labels = argument_labels(function, len(example_args))
     specs = [spec_of(0) if index in static
-             else spec_of(as_operand(value, f"argument {index}"), f"argument {index}")
+             else spec_of(as_operand(value, labels[index]), labels[index])
              for index, value in enumerate(example_args)]
     shapes = [() if index in static else np.shape(value)
               for index, value in enumerate(example_args)]

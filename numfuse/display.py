@@ -4,7 +4,8 @@ drawings (SVG) through graphviz.
 A drawing needs the ``graphviz`` Python package *and* Graphviz's ``dot`` program; without
 them every object still renders as HTML text, with a note saying how to enable drawings.
 ``to_dot(graph)`` always works: it returns the DOT source (regions as coloured clusters,
-materialised region outputs with a double border, returned values marked ``out k``).
+each titled by a node ``kernel k <layout>`` at its top; materialised region outputs with
+a double border; each returned value linked by a dashed edge to a marker ``out k``).
 
 ``graph.py`` stays free of presentation code: importing this module gives ``Graph`` its
 ``_repr_html_`` (``numfuse`` imports it).
@@ -60,9 +61,17 @@ def _quote(text: str) -> str:
 
 
 def to_dot(graph: Graph) -> str:
-    """The graph as Graphviz DOT source (see the module docstring for the conventions)."""
+    """The graph as Graphviz DOT source (see the module docstring for the conventions).
+
+    A kernel's title is a node of its own at the top of its cluster (``title_k``), not
+    the cluster's label: edges are routed around nodes but straight through cluster
+    labels.  Each returned value gets a marker node ``out_k`` outside every cluster and an
+    edge from the node holding it, so the marker cannot be mistaken for another edge's.
+    """
     names = _names(graph)
-    drawn = [node for node in graph.nodes if not (node.kind == CONST and node.ndim == 0)]
+    returned = set(graph.outputs)
+    drawn = [node for node in graph.nodes
+             if not (node.kind == CONST and node.ndim == 0) or node in returned]
     members: dict[int, list[Node]] = {}
     for node in drawn:
         region = graph.region_of.get(node)
@@ -70,7 +79,6 @@ def to_dot(graph: Graph) -> str:
             members.setdefault(region, []).append(node)
     stored = {source for node in drawn for source in node.inputs
               if source in graph.region_of and graph.region_of.get(node) != graph.region_of[source]}
-    returned = {node: index for index, node in reversed(list(enumerate(graph.outputs)))}
     lines = ["digraph numfuse {", "  rankdir=TB;", "  graph [fontname=Helvetica];",
              '  node [shape=box, style="rounded,filled", fillcolor=white, fontname=Helvetica];']
 
@@ -83,22 +91,30 @@ def to_dot(graph: Graph) -> str:
         if node in stored or node in returned:
             attributes.append("peripheries=2")
         if node in returned:
-            attributes += ["penwidth=2", f"xlabel={_quote(f'out {returned[node]}')}"]
+            attributes.append("penwidth=2")
         return f"  {names[node]} [{', '.join(attributes)}];"
 
     for region, nodes in sorted(members.items()):
         colour = PALETTE[region % len(PALETTE)]
         layout = graph.layouts.get(region, "")
+        inside = set(nodes)
+        # the title sits above the nodes that read nothing computed in the same kernel
+        first = [node for node in nodes if not any(source in inside for source in node.inputs)]
         lines += [f"  subgraph cluster_{region} {{",
-                  f"    label={_quote(f'kernel {region} {layout}')}; style=filled; "
-                  f'color="{colour}"; fillcolor="{colour}";']
+                  f'    label=""; style=filled; color="{colour}"; fillcolor="{colour}";',
+                  f"    title_{region} [label={_quote(f'kernel {region} {layout}'.rstrip())}, "
+                  'shape=plaintext, style="", fontsize=12];']
         lines += ["  " + node_line(node) for node in nodes]
+        lines += [f"    title_{region} -> {names[node]} [style=invis];" for node in first]
         lines.append("  }")
     lines += [node_line(node) for node in drawn if node not in graph.region_of]
     for node in drawn:
         for source in node.inputs:
             if source in names and not (source.kind == CONST and source.ndim == 0):
                 lines.append(f"  {names[source]} -> {names[node]};")
+    for index, node in enumerate(graph.outputs):
+        lines += [f'  out_{index} [label="out {index}", shape=plaintext, style=""];',
+                  f"  {names[node]} -> out_{index} [style=dashed];"]
     lines.append("}")
     return "\n".join(lines)
 
@@ -113,8 +129,15 @@ def svg(graph: Graph) -> str | None:
     return drawing[drawing.find("<svg"):]  # without the XML prolog, to embed in HTML
 
 
+# Inline styles: notebook front ends right-align table cells and may restyle <pre>; a
+# report reads best left-aligned, in monospace, top-aligned and without stray margins.
+CELL_STYLE = "text-align:left; vertical-align:top; padding:2px 8px"
+PRE_STYLE = ("text-align:left; font-family:monospace; white-space:pre; margin:0; "
+             "padding:0; background:none; line-height:1.35")
+
+
 def _pre(text: str) -> str:
-    return f"<pre>{html.escape(text)}</pre>"
+    return f'<pre style="{PRE_STYLE}">{html.escape(text)}</pre>'
 
 
 def graph_html(graph: Graph) -> str:
@@ -128,9 +151,9 @@ def graph_html(graph: Graph) -> str:
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
-    head = "".join(f"<th>{html.escape(cell)}</th>" for cell in header)
-    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>"
-                   for row in rows)
+    head = "".join(f'<th style="{CELL_STYLE}">{html.escape(cell)}</th>' for cell in header)
+    body = "".join("<tr>" + "".join(f'<td style="{CELL_STYLE}">{cell}</td>' for cell in row)
+                   + "</tr>" for row in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 

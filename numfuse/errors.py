@@ -6,8 +6,17 @@ the message points at the code to change, not at numfuse internals.
 
 from __future__ import annotations
 
+import ast
+import builtins
+import dis
+import linecache
+import math
 import os
+import sys
 import traceback
+import types
+
+import numpy as np
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -24,6 +33,80 @@ def user_source_line() -> str:
         code = (frame.line or "").strip()
         return f"{frame.filename}:{frame.lineno}: {code}"
     return "<unknown location>"
+
+
+def _user_frame() -> types.FrameType | None:
+    frame: types.FrameType | None = sys._getframe(1)
+    while frame is not None:
+        filename = os.path.abspath(frame.f_code.co_filename)
+        if not (filename.startswith(_PACKAGE_DIR) or "/numpy/" in filename):
+            return frame
+        frame = frame.f_back
+    return None
+
+
+def called_math_function() -> str | None:
+    """The name of the ``math`` function the user's code is calling right now
+    (``math.exp(x)``, or ``exp(x)`` after ``from math import exp``), else None.
+
+    Read from the source span of the call instruction the user's frame is executing
+    (Python 3.11 and later; None on 3.10 or when the source is not available).  Used only
+    to word error messages.
+    """
+    frame = _user_frame()
+    if frame is None:
+        return None
+    instruction = next((item for item in dis.get_instructions(frame.f_code)
+                        if item.offset == frame.f_lasti), None)
+    positions = getattr(instruction, "positions", None)
+    if positions is None or None in (positions.lineno, positions.end_lineno,
+                                     positions.col_offset, positions.end_col_offset):
+        return None
+    lines = [linecache.getline(frame.f_code.co_filename, number).encode()
+             for number in range(positions.lineno, positions.end_lineno + 1)]
+    lines[-1] = lines[-1][:positions.end_col_offset]  # offsets count UTF-8 bytes
+    lines[0] = lines[0][positions.col_offset:]
+    try:
+        call = ast.parse(b"".join(lines).decode().strip(), mode="eval").body
+    except (SyntaxError, UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(call, ast.Call):
+        return None
+
+    def lookup(name: str) -> object:
+        for namespace in (frame.f_locals, frame.f_globals, vars(builtins)):
+            if name in namespace:
+                return namespace[name]
+        return None
+
+    function = call.func
+    if isinstance(function, ast.Attribute) and isinstance(function.value, ast.Name):
+        if lookup(function.value.id) is math and callable(getattr(math, function.attr, None)):
+            return function.attr
+    elif isinstance(function, ast.Name):
+        value = lookup(function.id)
+        name = getattr(value, "__name__", None)
+        if name is not None and value is getattr(math, name, None) and callable(value):
+            return name
+    return None
+
+
+# math functions whose numpy namesakes compute something else (IEEE remainder vs floored)
+_NOT_NUMPYS = frozenset({"remainder"})
+
+
+def math_advice() -> str | None:
+    """What to write instead when the user's code is calling a ``math`` function on a
+    traced value (``math.exp(x)``: ``np.exp(x)``); None when it is not."""
+    name = called_math_function()
+    if name is None:
+        return None
+    head = (f"math.{name}() computes on Python numbers, but inside a numfuse function "
+            "values are traced, not computed")
+    if name not in _NOT_NUMPYS and callable(getattr(np, name, None)):
+        return f"{head}. Use np.{name}(...) instead: it takes traced values and fuses."
+    return (f"{head}, and numpy has no {name}() that matches it. Compute it outside the "
+            "function and pass the result in, or write it with numpy functions.")
 
 
 class NumfuseError(Exception):

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .graph import CONST, ELEMENTWISE, INPUT, Graph, Node, equation, node_names
+from .kernel import ir_function
 from .partition import Reason, Refusal, Region
 
 if TYPE_CHECKING:
@@ -82,15 +83,10 @@ class VectorReport:
 
 
 def function_body(ir: str, symbol: str) -> list[str]:
-    """The lines of the function ``symbol`` defined in ``ir`` (empty if not defined)."""
-    lines = ir.splitlines()
-    for start, line in enumerate(lines):
-        if line.startswith("define") and f"@{symbol}(" in line:
-            end = start + 1
-            while end < len(lines) and lines[end] != "}":
-                end += 1
-            return lines[start + 1:end]
-    return []
+    """The lines of the function ``symbol`` defined in ``ir`` (empty if not defined),
+    without its ``define`` line and closing brace (``Kernel.llvm_ir(function_only=True)``
+    gives the whole definition)."""
+    return ir_function(ir, symbol).splitlines()[1:-1]
 
 
 def _split_intrinsic(name: str) -> tuple[str, bool] | None:
@@ -323,22 +319,43 @@ def _output_reasons(node: Node, graph: Graph, owner: dict[Node, int],
 
 
 def concrete_shapes(graph: Graph, args: Sequence[Any]) -> dict[Node, tuple[int, ...] | None]:
-    """Each node's shape for these arguments (None where it cannot be derived here)."""
-    shapes: dict[Node, tuple[int, ...] | None] = {}
+    """Each node's shape for these arguments (None where it cannot be derived here).
+
+    Sizes flow from the arguments through elementwise operations.  A free size of a
+    numpy call's result (the ``n`` of ``x.max(axis=1, keepdims=True)``, ``f64[n,1]``) is
+    not known here, but an elementwise operation that broadcasts it against a known size
+    has that size: a free size is never a broadcast 1.
+    """
+    partial: dict[Node, tuple[int | None, ...]] = {}
     for node in graph.nodes:
         if node.kind == INPUT:
             index = node.index
-            shapes[node] = np.shape(args[index]) if index < len(args) else None
+            partial[node] = (tuple(np.shape(args[index])) if index < len(args)
+                             else tuple(None for _ in node.shape))
         elif node.kind == CONST:
-            shapes[node] = np.shape(node.value.value)
-        elif node.kind == ELEMENTWISE and all(shapes.get(s) is not None for s in node.inputs):
-            known: list[Any] = [shapes[source] for source in node.inputs]
-            shapes[node] = np.broadcast_shapes(*known)
-        elif all(size is not None for size in node.shape):
-            shapes[node] = tuple(node.shape)  # type: ignore[arg-type]
+            partial[node] = tuple(np.shape(node.value.value))
+        elif node.kind == ELEMENTWISE:
+            partial[node] = _broadcast_partial(
+                [partial.get(source, tuple(source.shape)) for source in node.inputs],
+                node.ndim)
         else:
-            shapes[node] = None
+            partial[node] = tuple(node.shape)
+    shapes: dict[Node, tuple[int, ...] | None] = {}
+    for node, shape in partial.items():
+        sizes = [size for size in shape if size is not None]
+        shapes[node] = tuple(sizes) if len(sizes) == len(shape) else None
     return shapes
+
+
+def _broadcast_partial(shapes: Sequence[tuple[int | None, ...]], ndim: int
+                       ) -> tuple[int | None, ...]:
+    """numpy's broadcast of shapes whose sizes may be unknown (None, never 1)."""
+    result: list[int | None] = []
+    for axis in range(-ndim, 0):
+        sizes = [shape[axis] for shape in shapes if len(shape) >= -axis]
+        known = [size for size in sizes if size is not None and size != 1]
+        result.append(max(known) if known else None if None in sizes else 1)
+    return tuple(result)
 
 
 # ---------------------------------------------------------------- fusion boundaries

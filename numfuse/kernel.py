@@ -84,16 +84,26 @@ class Kernel:
         """The region alone as a graph: its inputs are arguments, its outputs returned."""
         return region_graph(self.region)
 
-    def llvm_ir(self) -> str:
-        """The optimised LLVM IR of the module holding this kernel's function."""
-        return self._inspector().llvm_ir(self.compiled)
+    def llvm_ir(self, function_only: bool = False) -> str:
+        """The optimised LLVM IR of the module holding this kernel's function.
 
-    def asm(self) -> str:
-        """The assembly of this kernel's module for this machine."""
-        return self._inspector().asm(self.compiled)
+        With ``function_only=True``, only the definition of the kernel's element loop
+        (``define ... @<symbol()>(...) { ... }``), without the module's declarations,
+        constants and helper functions.
+        """
+        ir = self._inspector().llvm_ir(self.compiled)
+        return ir_function(ir, self.symbol()) if function_only else ir
+
+    def asm(self, function_only: bool = False) -> str:
+        """The assembly of this kernel's module for this machine; with
+        ``function_only=True``, only that of the kernel's element loop."""
+        text = self._inspector().asm(self.compiled)
+        return asm_function(text, self.symbol()) if function_only else text
 
     def symbol(self) -> str:
-        """The LLVM name of the kernel's function (a line ``define ... @symbol(`` of the IR)."""
+        """The LLVM name of the kernel's element loop: the function the gufunc's loop calls
+        once per row (a line ``define ... @symbol(`` of the IR, a label ``symbol:`` of the
+        assembly)."""
         return self._inspector().kernel_symbol(self.compiled)
 
     def _inspector(self) -> Inspector:
@@ -118,6 +128,34 @@ class Kernel:
         if isinstance(compiler, types.ModuleType):
             compiler = compiler.__name__  # modules pickle by name
         return _unpickled_kernel, (_standalone(self.region), self.generated, compiler)
+
+
+def ir_function(ir: str, symbol: str) -> str:
+    """The definition of function ``symbol`` in the LLVM IR ``ir``, from its ``define``
+    line to its closing brace ("" if ``ir`` does not define it)."""
+    lines = ir.splitlines()
+    for start, line in enumerate(lines):
+        if line.startswith("define") and (f"@{symbol}(" in line or f'@"{symbol}"(' in line):
+            end = start + 1
+            while end < len(lines) and lines[end] != "}":
+                end += 1
+            return "\n".join(lines[start:end + 1]) + "\n"
+    return ""
+
+
+def asm_function(asm: str, symbol: str) -> str:
+    """The assembly of function ``symbol``: from its label to the end of its code (its
+    ``.Lfunc_end`` label or the next function's ``.type``), "" if ``asm`` has no such label."""
+    lines = asm.splitlines()
+    labels = (f"{symbol}:", f'"{symbol}":')
+    for start, line in enumerate(lines):
+        if line in labels:
+            end = start + 1
+            while end < len(lines) and not lines[end].startswith(".Lfunc_end") \
+                    and not lines[end].lstrip().startswith(".type"):
+                end += 1
+            return "\n".join(lines[start:end]) + "\n"
+    return ""
 
 
 def region_graph(region: Region) -> Graph:

@@ -11,12 +11,17 @@ numba's setting (``numba.set_num_threads`` / ``NUMBA_NUM_THREADS``) when called 
 main thread, and one thread when called from any other thread (a thread pool, a dask
 worker), so nested parallelism never oversubscribes the cores.
 
-When: each kernel measures its cost per element on its own single-threaded calls (its
-first large call always runs on one thread); a call is split only when its expected time
-is well above the cost of handing out chunks, and only while splitting pays: each split
-call compares its time with the single-threaded estimate, and when the gain falls below
-``MIN_GAIN`` (the other cores are busy) the kernel stays on one thread, trying a split
-again every ``RETRY_EVERY`` large calls in case the machine has become free.
+When: each kernel measures its cost per element on its own single-threaded calls, per
+size class (calls within a factor of two of each other: a call of a million elements
+costs more per element than one of a hundred thousand — its fresh output pages are
+faulted in, its operands do not stay in cache — so the cost learnt at one size must not
+decide at another); the first large call of each class runs on one thread. A call is
+split only when its expected time is well above the cost of handing out chunks, and
+only while splitting pays in its class: each split call compares its time with the
+class's single-threaded estimate, and when the gain falls below ``MIN_GAIN`` (the other
+cores are busy) the class stays on one thread, trying a split again every
+``RETRY_EVERY`` large calls in case the machine has become free; while splitting pays,
+every ``RETRY_EVERY``-th call runs on one thread to keep the estimate current.
 
 ``ThreadPolicy`` applies this policy to the gufunc calls of one kernel step of a program
 (the calls of its ``runtime.LocalRunner``); ``run_chunks`` runs the chunks.
@@ -148,28 +153,47 @@ def split_plan(length: int, rows: tuple[int, ...], count: int
     return None
 
 
+class SizeClass:
+    """What one kernel learnt of its calls of one size class: ``cost``, seconds per loop
+    element, the kernel's guess until ``measured``, then a running mean over its
+    single-threaded calls; ``gain``, a running mean of how much faster split calls were
+    than that estimate; ``large``, how many calls it has seen."""
+
+    __slots__ = ("cost", "gain", "large", "measured")
+
+    def __init__(self, cost: float) -> None:
+        self.cost = cost
+        self.measured = False
+        self.gain = 2.0
+        self.large = 0
+
+
 class ThreadPolicy:
     """The gufunc calls of one kernel step: each call as it is, or cut into chunks that
     several threads run when that pays (see the module docstring).
 
-    Invariants: ``cost`` is the kernel's seconds per loop element, a guess from its
-    operations until ``measured``, then a running mean over single-threaded calls of at
-    least ``CALIBRATE_ELEMENTS``; ``small`` is ``PARALLEL_MIN_SECONDS / cost``, the loop
-    size below which a call is never split; ``gain`` is a running mean of how much faster
-    split calls were than the single-threaded estimate; ``large`` counts the calls of at
-    least ``small`` elements.
+    Invariants: ``guess`` is the kernel's seconds per loop element guessed from its
+    operations; ``classes`` holds a ``SizeClass`` per size class met by a large call;
+    ``small`` is ``PARALLEL_MIN_SECONDS`` divided by the lowest cost known (measured in
+    any class, else the guess): the loop size below which a call is never split.
     """
 
-    __slots__ = ("cost", "gain", "large", "measured", "settings", "small", "step")
+    __slots__ = ("classes", "guess", "settings", "small", "step")
 
     def __init__(self, step: KernelStep, settings: Settings) -> None:
         self.step = step
         self.settings = settings
-        self.cost = initial_cost(step.kernel.region.nodes)
-        self.small = int(PARALLEL_MIN_SECONDS / self.cost)
-        self.measured = False
-        self.gain = 2.0
-        self.large = 0
+        self.guess = initial_cost(step.kernel.region.nodes)
+        self.small = int(PARALLEL_MIN_SECONDS / self.guess)
+        self.classes: dict[int, SizeClass] = {}
+
+    def size_class(self, elements: int) -> SizeClass:
+        """The record of calls of about ``elements`` (within a factor of two)."""
+        key = elements.bit_length()
+        found = self.classes.get(key)
+        if found is None:
+            found = self.classes[key] = SizeClass(self.guess)
+        return found
 
     def call(self, operands: list[Any], outs: Sequence[Any] | None) -> Any:
         """The step's gufunc call (see ``runtime.GufuncCalls``): one plain call when the
@@ -192,25 +216,28 @@ class ThreadPolicy:
                                      for value, core in zip(operands, cores, strict=True)))
         length = np.shape(operands[step.operands.core])[-1]
         elements = length * math.prod(rows)
-        expected = self.cost * elements
-        self.large += 1
+        known = self.size_class(elements)
+        expected = known.cost * elements
+        known.large += 1
         count = chunk_count(expected, elements, self._threads())
-        paying = self.gain >= MIN_GAIN or self.large % RETRY_EVERY == 0
-        if count > 1 and self.measured and paying:
+        due = known.large % RETRY_EVERY == 0
+        paying = known.gain >= MIN_GAIN
+        if count > 1 and known.measured and paying != due:
             split = split_plan(length, rows, count)
             if split is not None:
                 start = time.perf_counter()
                 results = self._split(operands, cores, rows, length, outs, *split)
                 observed = expected / max(time.perf_counter() - start, 1e-9)
-                self.gain = 0.7 * self.gain + 0.3 * observed
+                known.gain = 0.7 * known.gain + 0.3 * observed
                 return results
         start = time.perf_counter()
         results = step.ufunc(*operands) if outs is None else step.ufunc(*operands, out=outs)
         if elements >= CALIBRATE_ELEMENTS:  # learn this kernel's cost per element
             measured = (time.perf_counter() - start) / elements
-            self.cost = measured if not self.measured else 0.5 * self.cost + 0.5 * measured
-            self.measured = True
-            self.small = int(PARALLEL_MIN_SECONDS / self.cost)
+            known.cost = measured if not known.measured else 0.5 * known.cost + 0.5 * measured
+            known.measured = True
+            lowest = min(found.cost for found in self.classes.values() if found.measured)
+            self.small = int(PARALLEL_MIN_SECONDS / lowest)
         return results
 
     def _split(self, operands: list[Any], cores: list[bool], rows: tuple[int, ...],

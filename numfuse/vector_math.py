@@ -64,10 +64,27 @@ def _pow2_f64(k):  # type: ignore[no-untyped-def]
     return np.int64((k + 1023) << 52).view(np.float64)
 
 
+# Conversions between float64 and int64 lanes have no AVX2 instruction (LLVM would convert
+# lane by lane); these two go through the bits of 1.5 * 2**52 instead, whose last bits are
+# an integer's two's complement after an addition, with integer adds and bit casts only.
+
+
+def _round_to_int(y):  # type: ignore[no-untyped-def]
+    """``y`` (|y| < 2**50) rounded to the nearest integer, ties to even like ``np.rint``:
+    as a float64 and as an int64."""
+    shifted = np.float64(y + 6755399441055744.0)
+    return shifted - 6755399441055744.0, shifted.view(np.int64) - 4843621399236968448
+
+
+def _int_to_f64(n):  # type: ignore[no-untyped-def]
+    """The int64 ``n`` (|n| < 2**50) as a float64, exactly."""
+    return np.int64(n + 4843621399236968448).view(np.float64) - 6755399441055744.0
+
+
 def _exp_f64_reduced(x):  # type: ignore[no-untyped-def]
     """``exp(x)`` for a finite ``|x| <= 1000``; the last multiplication overflows or
     underflows (raising the flag) exactly when the result does."""
-    k = np.rint(x * 1.4426950408889634)
+    k, scale = _round_to_int(x * 1.4426950408889634)
     # ln 2 in two parts; the high part has 21 trailing zero bits, so k * high is exact.
     r = (x - k * 0.6931471803691238) - k * 1.9082149292705877e-10
     # |r| <= ln(2) / 2: the Taylor series to r**13 leaves a relative error below 5e-18.
@@ -78,7 +95,6 @@ def _exp_f64_reduced(x):  # type: ignore[no-untyped-def]
     q = 1.0 + r * (0.5 + r * (0.16666666666666666 + r * (
         0.041666666666666664 + r * (0.008333333333333333 + r * q))))
     p = 1.0 + r * q
-    scale = np.int64(k)
     half = scale >> 1  # two factors keep each power of two a normal number
     return (p * _pow2_f64(half)) * _pow2_f64(scale - half)
 
@@ -86,7 +102,7 @@ def _exp_f64_reduced(x):  # type: ignore[no-untyped-def]
 def _expm1_f64_reduced(x, short):  # type: ignore[no-untyped-def]
     """``exp(x) - 1`` for a finite ``-50 <= x <= 1000`` that is 0 or at least 1e-30 in
     magnitude; ``short`` selects a polynomial good to 2e-11 (for float32 results)."""
-    k = np.rint(x * 1.4426950408889634)
+    k, scale = _round_to_int(x * 1.4426950408889634)
     r = (x - k * 0.6931471803691238) - k * 1.9082149292705877e-10
     if short:
         q = 0.5 + r * (0.16666666666666666 + r * (0.041666666666666664 + r * (
@@ -101,7 +117,6 @@ def _expm1_f64_reduced(x, short):  # type: ignore[no-untyped-def]
         q = 0.5 + r * (0.16666666666666666 + r * (0.041666666666666664 + r * (
             0.008333333333333333 + r * q)))
     p = r + (r * r) * q  # expm1(r), accurate relative to r
-    scale = np.int64(k)
     # 2**k * (1 + p) - 1: exact 2**k - 1 while k is small, the -1 vanishes once it is large.
     power = _pow2_f64(min(scale, np.int64(56)))
     moderate = power * p + (power - 1.0)
@@ -129,7 +144,7 @@ def _log_f64_reduced(x, short):  # type: ignore[no-untyped-def]
     if mantissa > 1.4142135623730951:  # reduce to [sqrt(1/2), sqrt(2))
         mantissa = mantissa * 0.5
         exponent = exponent + 1
-    e = np.float64(exponent)
+    e = _int_to_f64(exponent)
     f = mantissa - 1.0  # exact
     # log(1 + f) = 2 atanh(s) = 2s + s R(s*s) with s = f / (2 + f), and 2s = f - s f.
     s = f / (2.0 + f)
@@ -230,13 +245,13 @@ def exp_f32(x):  # type: ignore[no-untyped-def]
     clean = wide if wide == wide else 0.0
     infinite = abs(clean) == math.inf
     argument = 0.0 if infinite else min(max(clean, -200.0), 200.0)
-    k = np.rint(argument * 1.4426950408889634)
+    k, scale = _round_to_int(argument * 1.4426950408889634)
     r = (argument - k * 0.6931471803691238) - k * 1.9082149292705877e-10
     p = 1.0 + r * (1.0 + r * (0.5 + r * (0.16666666666666666 + r * (
         0.041666666666666664 + r * (0.008333333333333333 + r * (
             0.001388888888888889 + r * (0.0001984126984126984 + r * (
                 2.48015873015873e-05 + r * 2.7557319223985893e-06))))))))
-    result = np.float32(p * _pow2_f64(np.int64(k)))
+    result = np.float32(p * _pow2_f64(scale))
     if wide != wide:
         return x
     if infinite:

@@ -9,8 +9,10 @@ of transcendental functions, where numba's libm may differ from numpy's by an ul
 
 from __future__ import annotations
 
+import inspect
 import os
 import tempfile
+import warnings
 from typing import Any
 
 import numpy as np
@@ -73,6 +75,15 @@ def _assert_values(actual: np.ndarray, expected: np.ndarray, rtol: float, atol: 
     )
 
 
+def line_of(fn: Any, marker: str) -> int:
+    """The line number of the first line of ``fn``'s source that contains ``marker``."""
+    lines, start = inspect.getsourcelines(fn)
+    for offset, line in enumerate(lines):
+        if marker in line:
+            return start + offset
+    raise AssertionError(f"{marker!r} is not in the source of {fn.__name__}")
+
+
 def numpy_result(fn: Any, *args: Any) -> Any:
     """What the undecorated function returns when numpy runs it."""
     with np.errstate(all="ignore"):
@@ -85,3 +96,38 @@ def check(fn: Any, *args: Any, rtol: float = 0.0, atol: float = 0.0) -> Any:
     actual = numfuse.jit(fn)(*args)
     assert_same(actual, expected, rtol=rtol, atol=atol)
     return actual
+
+
+def observe(fn: Any, *args: Any, **errstate: str) -> tuple[Any, list[tuple[str, str]]]:
+    """(result, or the exception raised, and the warnings given) of ``fn(*args)`` under
+    ``np.errstate(**errstate)``; a warning is its category and its message up to
+    " encountered" (numpy names its loop after that, numfuse its kernel)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with np.errstate(**errstate):
+            try:
+                result: Any = fn(*args)
+            except Exception as error:  # compared with numpy's below
+                result = error
+    return result, [(warning.category.__name__, str(warning.message).split(" encountered")[0])
+                    for warning in caught]
+
+
+def assert_like_numpy(fn: Any, *args: Any, jitted: Any = None) -> Any:
+    """``jitted`` (default: a new ``numfuse.jit(fn)``) behaves as numpy running ``fn``:
+    the same result (type, dtype, shape, values) and the same warnings by default, and
+    under ``np.errstate(all="raise")`` the same result or the same exception."""
+    jitted = numfuse.jit(fn) if jitted is None else jitted
+    results = []
+    for errstate in ({}, {"all": "raise"}):
+        expected, expected_warnings = observe(fn, *args, **errstate)
+        actual, actual_warnings = observe(jitted, *args, **errstate)
+        assert actual_warnings == expected_warnings, (errstate, actual_warnings)
+        if isinstance(expected, Exception):
+            assert type(actual) is type(expected), f"numfuse gave {actual!r}, numpy {expected!r}"
+            assert str(actual).split(" encountered")[0] == str(expected).split(" encountered")[0]
+        else:
+            assert not isinstance(actual, Exception), f"numfuse raised {actual!r}"
+            assert_same(actual, expected)
+        results.append(expected)
+    return results[0]

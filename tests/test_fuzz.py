@@ -1,10 +1,13 @@
 """Differential fuzzing: random programs run by numfuse and by numpy must agree.
 
 A program is a random DAG over the op table (``numfuse.ops.OPS``), Python scalars and the
-non-fusible numpy operations numfuse supports (reductions, reshapes, matmul, indexing,
-concatenation, masks and ``unique``, whose sizes depend on the values...), on arguments of
-mixed dtypes and broadcasting shapes filled with edge values (NaN, ±inf, -0.0, integer
-extremes, subnormals, huge and tiny magnitudes) in several memory layouts.  Every value the
+non-fusible numpy operations numfuse supports (reductions over any axis, reshapes, matmul,
+indexing, concatenation, masks and ``unique``, whose sizes depend on the values...), ops
+guarded by ``np.where`` (on their input or on their result), ops inside an
+``np.errstate`` block, and writes at a fixed index, on arguments of mixed dtypes and
+broadcasting shapes filled with edge values (NaN, ±inf, -0.0, integer extremes,
+subnormals, huge and tiny magnitudes, complex numbers with extreme parts) in several memory
+layouts.  Every value the
 program computes is returned, so nothing is eliminated.
 
 Compared with numpy: the type, dtype and shape of every result; the values bit for bit for
@@ -97,6 +100,15 @@ NUMPY_CALLS: dict[str, Callable[..., Any]] = {
     "nonzero": lambda x: np.nonzero(x)[-1],
     "unique": lambda x: np.unique(x),
 }
+# An op whose input or whose result is chosen by np.where(condition > 0, ...).
+GUARDED = ("guarded_input", "guarded_result")
+# Steps that apply one op row (under a guard or an errstate block).
+OP_LIKE = ("op", *GUARDED, "errstate")
+# Parts of complex arguments that reach the special cases of complex functions: overflow
+# thresholds of exp/cosh/sinh/tanh in both precisions, the largest finite values, tiny.
+COMPLEX_PARTS = (0.0, -0.0, 1e-30, 45.0, -45.0, 89.5, -89.5, 710.0, -710.0, 1e30, 3e38,
+                 -3e38, 1e308, -1e308, np.inf, -np.inf, np.nan)
+
 # Results numpy computes by summing: compared within count * eps * sum(|x|).
 SUMMED = frozenset({"sum", "mean", "cumsum", "matmul", "prod"})
 
@@ -106,6 +118,18 @@ def apply(step: Step, pool: Sequence[Any]) -> Any:
     operands = [pool[index] for index in step.operands]
     if step.kind == "op":
         return OPS[step.name].reference(*operands, *step.extra)
+    if step.kind in GUARDED:  # the last operand is the guard's condition
+        reference, condition = OPS[step.name].reference, operands[-1] > 0
+        if step.kind == "guarded_result":
+            return np.where(condition, reference(*operands[:-1]), 0)
+        return reference(np.where(condition, operands[0], 1), *operands[1:-1])
+    if step.kind == "errstate":
+        with np.errstate(all=step.extra[0]):
+            return OPS[step.name].reference(*operands)
+    if step.kind == "setitem":
+        written = np.array(operands[0], copy=True)
+        written[0] = step.extra[0]
+        return written
     if step.kind == "scalar":  # a Python scalar constant on either side
         (value, left), = (step.extra,)
         reference = OPS[step.name].reference
@@ -153,6 +177,10 @@ def _values(dtype: np.dtype) -> st.SearchStrategy[Any]:
         info = np.iinfo(dtype)
         return st.one_of(st.sampled_from(edges),
                          st.integers(int(info.min), int(info.max)))
+    if dtype.kind == "c":
+        extreme = st.builds(complex, st.sampled_from(COMPLEX_PARTS),
+                            st.sampled_from(COMPLEX_PARTS))
+        return st.one_of(st.sampled_from(edges), extreme)
     return st.sampled_from(edges)
 
 
@@ -216,10 +244,21 @@ def _candidate(draw: Any, pool: Sequence[Any]) -> Step:
         return draw(st.integers(0, len(pool) - 1))
 
     kind = draw(st.sampled_from(["op"] * 8 + ["scalar", "operator", "operator", "astype",
-                                              "call", "call", "call"]))
+                                              "call", "call", "call", *GUARDED,
+                                              "errstate", "setitem"]))
     if kind == "op":
         name = draw(st.sampled_from(ROWS))
         return Step("op", name, tuple(pick() for _ in range(OPS[name].arity)))
+    if kind in GUARDED:
+        name = draw(st.sampled_from(ROWS))
+        return Step(kind, name, tuple(pick() for _ in range(OPS[name].arity + 1)))
+    if kind == "errstate":
+        name = draw(st.sampled_from(ROWS))
+        mode = draw(st.sampled_from(["ignore", "warn", "raise"]))
+        return Step(kind, name, tuple(pick() for _ in range(OPS[name].arity)), (mode,))
+    if kind == "setitem":
+        value = draw(st.sampled_from([0, 2, -1, 0.5, float("nan"), True]))
+        return Step(kind, "setitem", (pick(),), (value,))
     if kind == "scalar":
         name = draw(st.sampled_from([row for row in ROWS if OPS[row].arity == 2]))
         value = draw(st.sampled_from([2, -1, 0, 3, 127, 255, 1000, 2**40, 0.5, -2.5, 1e300,
@@ -255,8 +294,8 @@ def _try(step: Step, pool: Sequence[Any]) -> Any:
             return None
         if dtype is not None and (dtype == np.float16 or dtype.kind not in "biufc"):
             return None
-    if step.kind == "op":  # numfuse has no kernel for float16 loops (documented)
-        operands = [pool[index] for index in step.operands]
+    if step.kind in OP_LIKE:  # numfuse has no kernel for float16 loops (documented)
+        operands = [pool[index] for index in step.operands][:OPS[step.name].arity]
         try:
             loop, _out = OPS[step.name].loop_dtypes(
                 [_dtype_or_weak(operand) for operand in operands])
@@ -292,8 +331,9 @@ def programs(draw: Any) -> tuple[list[Step], list[Any]]:
         if step.kind == "operator" and all(_is_python_scalar(pool[index])
                                            for index in step.operands):
             continue  # README limit: Python operators on Python scalars follow numpy's rules
-        if len(set(step.operands)) < len(step.operands) and (step.name in _FALSE_ON_SAME or any(
-                np.asarray(pool[index]).dtype.kind in "biu" for index in step.operands)):
+        computed = step.operands[:-1] if step.kind in GUARDED else step.operands
+        if len(set(computed)) < len(computed) and (step.name in _FALSE_ON_SAME or any(
+                np.asarray(pool[index]).dtype.kind in "biu" for index in computed)):
             continue  # README limit: LLVM folds x - x, x != x, x < x... and their float flags
         if step.name in _CONSTANT_ON_INTEGERS and all(
                 np.asarray(pool[index]).dtype.kind in "biu" for index in step.operands):
@@ -349,6 +389,8 @@ _WRAPPING = frozenset({"add", "subtract", "multiply", "negative", "absolute", "s
 def _signed_overflow(step: Step, operands: Sequence[Any]) -> bool:
     """Whether a signed integer operation wrapped around (numpy wraps; numba's compiled
     arithmetic treats it as undefined, so later operations may see another value)."""
+    if step.kind in OP_LIKE and step.kind != "op":
+        step, operands = Step("op", step.name, step.operands), operands[:OPS[step.name].arity]
     if step.name not in _WRAPPING or step.kind not in ("op", "operator", "scalar"):
         return False
     with np.errstate(all="ignore"), warnings.catch_warnings():
@@ -493,6 +535,8 @@ def _power_ulps(step: Step, pool: Sequence[Any]) -> Any:
     """The ulps complex ``a ** b`` may differ by: numpy's C library and numfuse both compute
     exp(b log a), whose rounding error grows with |b log a| (README)."""
     operands = [pool[index] for index in step.operands]
+    if step.kind in GUARDED:
+        operands = operands[:-1]  # the guard's condition comes last
     if step.kind == "scalar":
         value, left = step.extra
         operands = [value, operands[0]] if left else [operands[0], value]

@@ -42,6 +42,32 @@ def test_asm_is_the_kernels_machine_code(seed):
     assert "sub" in text and "mul" in text  # vsubpd/vmulpd or their scalar forms
 
 
+def test_function_only_gives_the_kernels_loop_function_alone(seed):
+    kernel = seed.kernels[0]
+    module, loop = kernel.llvm_ir(), kernel.llvm_ir(function_only=True)
+    assert loop.startswith("define ") and f"@{kernel.symbol()}(" in loop.splitlines()[0]
+    assert loop.rstrip().endswith("}") and loop.count("define ") == 1
+    assert loop in module and len(loop) < len(module) / 2
+    assert "declare" not in loop and "fsub" in loop
+    assert loop.splitlines()[1:-1] == inspection.function_body(module, kernel.symbol())
+    asm = kernel.asm(function_only=True)
+    assert asm.startswith(f"{kernel.symbol()}:") and asm in kernel.asm()
+    assert "sub" in asm and ".Lfunc_end" not in asm
+
+
+def test_function_extraction_from_text():
+    from numfuse.kernel import asm_function, ir_function
+
+    ir = "@g = global i8 0\ndefine void @k.row(ptr %a) {\nentry:\n  ret void\n}\n" \
+         "define void @k(ptr %a) {\n  ret void\n}\n"
+    assert ir_function(ir, "k.row") == "define void @k.row(ptr %a) {\nentry:\n  ret void\n}\n"
+    assert ir_function(ir, "k") == "define void @k(ptr %a) {\n  ret void\n}\n"
+    assert ir_function(ir, "missing") == ""
+    asm = "\t.text\nk.row:\n\tretq\n.Lfunc_end0:\n\t.size k.row\nk:\n\tretq\n"
+    assert asm_function(asm, "k.row") == "k.row:\n\tretq\n"
+    assert asm_function(asm, "missing") == ""
+
+
 # ------------------------------------------------------------------ vectorisation report
 
 
@@ -112,6 +138,17 @@ def test_jitted_explain_uses_the_call_arguments():
     explanation = jitted.explain(np.ones((10, 20)), 0.25, vectorisation=False)
     assert explanation.bytes_avoided == 3 * 200 * 8
     assert explanation.regions[0].vector is None
+
+
+def test_explain_counts_temporaries_sized_by_a_numpy_calls_result():
+    def softmax(x):
+        e = np.exp(x - x.max(axis=1, keepdims=True))  # f64[n,1] against f64[n,n]
+        return e / e.sum(axis=1, keepdims=True)
+
+    x = np.ones((30, 7))
+    explanation = numfuse.compile(softmax, x).explain(x, vectorisation=False)
+    assert explanation.temporaries == ("c",)
+    assert explanation.bytes_avoided == 30 * 7 * 8
 
 
 def _explained(fn, *args):

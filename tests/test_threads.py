@@ -158,10 +158,40 @@ def test_splitting_stops_while_it_does_not_pay_and_is_retried(chunk_calls):
     compiled = numfuse.compile(logp_and_sums, x, 0.25, threads=2)
     compiled(x, 0.25)
     policy = compiled.program.runners[0].calls
+    (known,) = policy.classes.values()
     for _ in range(threads.RETRY_EVERY):
-        policy.gain = 1.0  # as if the other core were busy: splits were no faster
+        known.gain = 1.0  # as if the other core were busy: splits were no faster
         assert_same(compiled(x, 0.25)[:2], logp_and_sums(x, 0.25)[:2])
     assert len(chunk_calls) == 1  # one retry in RETRY_EVERY calls
+
+
+def test_while_splitting_pays_one_call_in_retry_every_measures_on_one_thread(chunk_calls):
+    x = RNG.standard_normal(600_000)
+    compiled = numfuse.compile(logp_and_sums, x, 0.25, threads=2)
+    compiled(x, 0.25)  # measures
+    (known,) = compiled.program.runners[0].calls.classes.values()
+    for _ in range(2 * threads.RETRY_EVERY):
+        known.gain = 2.0  # as if splits kept paying
+        compiled(x, 0.25)
+    assert len(chunk_calls) == 2 * threads.RETRY_EVERY - 2
+
+
+def test_a_cost_learnt_at_one_size_does_not_decide_at_another(chunk_calls):
+    large, medium = RNG.standard_normal(1_200_000), RNG.standard_normal(300_000)
+    compiled = numfuse.compile(logp_and_sums, large, 0.25, threads=2)
+    compiled(large, 0.25)
+    policy = compiled.program.runners[0].calls
+    (known,) = policy.classes.values()
+    known.cost *= 100  # as if the large calls had been slowed (page faults, a busy core)
+    compiled(large, 0.25)
+    assert len(chunk_calls) == 1
+    policy.small = 1  # every call below takes the policy's decision, however fast the machine
+    # A call of another size class runs on one thread first, measuring its own cost, so
+    # the inflated estimate of the large calls does not make it split.
+    assert_same(compiled(medium, 0.25)[:2], logp_and_sums(medium, 0.25)[:2])
+    assert len(chunk_calls) == 1 and len(policy.classes) == 2
+    assert policy.size_class(medium.size).measured
+    assert policy.size_class(medium.size).cost < known.cost / 10
 
 
 def test_split_plan_cuts_a_long_core_axis_else_the_rows():

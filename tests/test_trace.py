@@ -7,11 +7,10 @@ user's source file and line (not a numfuse internal), and it says what to do ins
 from __future__ import annotations
 
 import collections
-import inspect
 
 import numpy as np
 import pytest
-from conftest import assert_same, check, numpy_result
+from conftest import assert_like_numpy, assert_same, check, line_of, numpy_result
 
 import numfuse
 from numfuse.dtypes import spec_of
@@ -20,15 +19,6 @@ from numfuse.passes import simplify
 from numfuse.trace import trace_graph
 
 X = np.array([-1.5, -0.0, 0.25, 2.0, 3.5])
-
-
-def line_of(fn, marker: str) -> int:
-    """The line number of the first line of ``fn``'s source that contains ``marker``."""
-    lines, start = inspect.getsourcelines(fn)
-    for offset, line in enumerate(lines):
-        if marker in line:
-            return start + offset
-    raise AssertionError(f"{marker!r} is not in the source of {fn.__name__}")
 
 
 def assert_error_message(error: BaseException, fn, marker: str, operation: str,
@@ -617,6 +607,61 @@ def test_len_of_a_0d_value_is_a_concretization_error():
         numfuse.jit(lambda x: len(x))(np.float64(1.0))
 
 
+def _len_of_selection(x):
+    return x.sum() / len(x[x > 1])  # marker
+
+
+def _size_of_selection(x):
+    return x[x > 1].size * x  # marker
+
+
+def _rows_of_selection(m):
+    return m[:, m[0] > 0].shape[1] + m  # marker
+
+
+def _len_of_nonzero(x):
+    return len(np.nonzero(x)[0]) + x  # marker
+
+
+def _len_of_unique(x):
+    return len(np.unique(x)) + x  # marker
+
+
+def _iterates_a_selection(x):
+    return sum(value for value in x[x > 1] * 2)  # marker
+
+
+@pytest.mark.parametrize(("fn", "operation", "advice"), [
+    (_len_of_selection, "len() of a traced array whose size depends on the values (from "
+     "a boolean mask selection x[mask])", "x[mask].sum() / np.count_nonzero(mask)"),
+    (_size_of_selection, "x.size of a traced array whose size depends on the values",
+     "np.count_nonzero(mask) is that size as a traced value"),
+    (_rows_of_selection, "x.shape of a traced array whose size depends on the values",
+     "np.count_nonzero(mask)"),
+    (_len_of_nonzero, "(from np.nonzero(x))", "np.count_nonzero(x) is that size"),
+    (_len_of_unique, "(from np.unique)", "reductions over the values"),
+    (_iterates_a_selection, "iterating over a traced array whose size depends",
+     "np.count_nonzero(mask)"),
+])
+def test_sizes_that_depend_on_the_values_say_how_to_count(fn, operation, advice):
+    """``len(x[mask])``: no compilation fixes a size that depends on the values (it was
+    a SizeDependentError, retried per shape, whose advice was to use x.ndim)."""
+    argument = np.ones((3, 4)) if fn is _rows_of_selection else X
+    with pytest.raises(numfuse.ConcretizationError) as excinfo:
+        numfuse.jit(fn)(argument)
+    assert not isinstance(excinfo.value, numfuse.errors.SizeDependentError)
+    assert_error_message(excinfo.value, fn, "# marker", operation, advice)
+
+
+def _mean_of_selection(x):
+    return x[x > 1].sum() / np.count_nonzero(x > 1)  # 0 / 0 for no selection: invalid
+
+
+@pytest.mark.parametrize("x", [X, np.array([0.5, -1.0, 1.0])], ids=["some", "none"])
+def test_counting_a_selection_as_advised_follows_numpy(x):
+    assert_like_numpy(_mean_of_selection, x)
+
+
 def test_ufunc_on_a_comparison_of_python_scalar_arguments():
     """Found by fuzzing: a comparison of two Python int arguments is a weak bool node,
     and checking the next ufunc with numpy crashed on it."""
@@ -768,6 +813,73 @@ def test_writes_into_fresh_arrays_give_numpys_result(fn, args):
     check(fn, *args)
     for arg, copy in zip(args, copies, strict=True):
         assert_same(arg, copy)  # arguments are never written
+
+
+def _written_then_added(u):
+    y = u.copy()
+    y[0] = 0.0
+    return (y + u).sum()
+
+
+def _zeros_like_written_then_sorted(u):
+    y = np.zeros_like(u)
+    y[-1] = u[3]
+    return np.sort(y - u)
+
+
+def _full_like_written_then_cumsum(u):
+    y = np.full_like(u, 2)
+    y[2] = 7
+    return np.cumsum(y)[1:] * u[:-1]
+
+
+def _written_twice_then_sliced(u):
+    y = u * 1
+    y[0] = np.inf
+    y[1:3] = u[:2]
+    return y[::2] - u[::2]  # inf - inf: numpy's invalid warning
+
+
+def _written_matrix_multiplied(m):
+    y = m.copy()
+    y[0, 1] = -1
+    return (y @ m).sum(axis=0) + m[0]
+
+
+def _written_selection_then_summed(x):
+    y = x[x > 0] * 1
+    y[0] = 0.0
+    return np.cumsum(y) + x.sum()
+
+
+def _written_selection_broadcast(x):
+    y = x[x > 0] * 1  # one element here: it broadcasts against x
+    y[0] = 0.5
+    return (np.exp(y) + x * 2).sum()
+
+
+@pytest.mark.parametrize(("fn", "arg"), [
+    (_written_then_added, np.ones(33)),
+    (_written_then_added, np.arange(33, dtype=np.int8)),
+    (_zeros_like_written_then_sorted, np.linspace(-3, 5, 33)),
+    (_full_like_written_then_cumsum, np.arange(33)),
+    (_full_like_written_then_cumsum, np.arange(33.0) + 1j),
+    (_written_twice_then_sliced, np.r_[np.inf, np.ones(32)]),
+    (_written_twice_then_sliced, np.arange(33.0)),
+    (_written_matrix_multiplied, np.arange(16.0).reshape(4, 4)),
+    (_written_selection_then_summed, np.linspace(-3, 5, 33)),
+    (_written_selection_broadcast, np.array([-1.0, 2.0, -3.0])),
+], ids=lambda value: getattr(value, "__name__", "")[1:] or None)
+def test_writes_at_fixed_indices_then_numpy_calls_follow_numpy(fn, arg):
+    """``y[0] = v`` builds its node without running numpy on stand-ins: its stand-in
+    shape is its array's (it was a default size, which later numpy calls on stand-ins
+    could not broadcast with the argument's); a written selection keeps its size that
+    depends on the values, so no kernel loops over it with the argument's size."""
+    jitted = numfuse.jit(fn)
+    assert_like_numpy(fn, arg, jitted=jitted)
+    if fn is not _written_selection_broadcast:
+        for size in (7, 50):  # other sizes reuse the compiled function
+            assert_like_numpy(fn, np.resize(arg, (size,) * arg.ndim), jitted=jitted)
 
 
 def test_masked_out_elements_raise_no_warning():
@@ -1017,6 +1129,59 @@ def test_numpy_compiled_code_creating_arrays_gets_arrays():
     expected = X + RNG_FOR_TRACING.random(X.shape[-1])
     RNG_FOR_TRACING.bit_generator.state = state
     assert_same(numfuse.jit(lambda x: x + RNG_FOR_TRACING.random(x.shape[-1]))(X), expected)
+
+
+def _zeros_of_size(x, n):
+    return np.zeros(n) / x  # 0 / 0: numpy's invalid warning
+
+
+def _filled_rows(x, n):
+    y = np.empty((n, 3))
+    y[:] = x
+    return y
+
+
+@pytest.mark.parametrize(("fn", "args"), [
+    (_zeros_of_size, (0.0, 4)),
+    (_zeros_of_size, (np.float32(2), np.int64(3))),
+    (lambda n, v: np.full(n, v), (4, 2.5)),
+    (lambda x, n: np.ones(n, dtype=np.int8) + x, (3, 5)),
+    (_filled_rows, (np.array([1.0, -2.0, 3.0]), 2)),
+    (lambda x, n: np.zeros((n, 3)) + x, (np.ones(3), 4)),
+    (lambda x, n: np.zeros(shape=2 * n) - x, (1.5, 2)),
+    (lambda x, n: np.arange(n) * x, (1.5, 4)),
+    (lambda x, n: np.eye(n, k=1) * x, (2.0, 3)),
+    (lambda x, n: np.full_like(x, 3.0, shape=(n,)) * x.sum(), (np.ones(4), 4)),
+    (lambda x, n: np.zeros_like(x, shape=(n, 2)) + x, (np.ones(2), 3)),
+    (lambda x, n: np.linspace(x, 1.0, n), (0.5, 5)),
+])
+def test_scalar_arguments_giving_sizes_of_new_arrays_become_static(fn, args):
+    """``np.zeros(n)``, ``np.full(n, v)``, ``np.ones((n, 3))``, ``np.arange(n)``: a size
+    needs the scalar argument's value (numpy turned the error saying so into its own
+    TypeError, and ``np.full`` learnt a size of 1 from a stand-in), so ``jit`` makes that
+    argument static, compiling once per size; the data arguments stay traced."""
+    jitted = numfuse.jit(fn)
+    assert_like_numpy(fn, *args, jitted=jitted)
+    size = len(args) - 1 if fn.__code__.co_varnames[0] == "x" else 0
+    assert jitted.auto_static == {size}
+    other = list(args)
+    other[1 - size] = other[1 - size] * 2  # new data, same size: no new compilation
+    assert_like_numpy(fn, *other, jitted=jitted)
+    other[size] = args[size] + 1
+    assert_like_numpy(fn, *other, jitted=jitted)
+    assert len(jitted.compiled) == 2
+    assert_same(numfuse.compile(fn, *args)(*args), fn(*args))
+
+
+def _zeros_of_a_traced_size(x):
+    return np.zeros(x.sum())  # marker
+
+
+def test_sizes_of_new_arrays_computed_from_array_values_say_what_to_do():
+    with pytest.raises(numfuse.ConcretizationError) as excinfo:
+        numfuse.jit(_zeros_of_a_traced_size)(np.ones(3, int))
+    assert_error_message(excinfo.value, _zeros_of_a_traced_size, "# marker",
+                         "np.zeros(shape=...) given a traced value", "static_argnums")
 
 
 def test_conversions_are_numpys_own_outside_tracing():

@@ -16,6 +16,7 @@ from ..calls import (
 from ..dtypes import KERNEL_DTYPES, ArgSpec, check_dtype, weak_python_type
 from ..errors import (
     UnsupportedOperationError,
+    math_advice,
 )
 from ..graph import (
     CONST,
@@ -190,7 +191,7 @@ def _check_with_numpy(op: OpDef, operands: Sequence[Node], out_dtype: Any) -> No
 
 
 def _advice_for(operation: str) -> str:
-    return (
+    return math_advice() or (
         f"{operation} needs a concrete value, but inside a numfuse function values are "
         "traced, not computed. Use np.where(cond, a, b) instead of if/else on array values, "
         "or pass the value as a static (non-array) Python argument computed outside."

@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import (
+    ConcretizationError,
+    StaticArgumentError,
     UnsupportedOperationError,
 )
 from ..graph import (
@@ -25,7 +27,7 @@ from ..graph import (
     Node,
     broadcast_shapes,
 )
-from .nodes import const_node
+from .nodes import _advice_for, const_node
 
 # ------------------------------------------------------- np.asarray and friends on tracers
 #
@@ -184,11 +186,53 @@ def _converter(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     return functools.wraps(original)(convert)
 
 
+# The parameters of the creation functions that are data, which may be traced (a fill
+# value, the prototype of ``zeros_like``, the ends of ``linspace``); every other one (a
+# size, a shape, ``arange``'s numbers, ``eye``'s diagonal) is needed as a Python value.
+_DATA_PARAMETERS = {
+    "full": ("fill_value",), "full_like": ("a", "fill_value"), "zeros_like": ("a",),
+    "ones_like": ("a",), "empty_like": ("prototype",), "linspace": ("start", "stop"),
+    "logspace": ("start", "stop", "base"), "geomspace": ("start", "stop"),
+}
+_CREATION_SIGNATURES = {name: inspect.signature(function)
+                        for name, function in _CREATIONS.items()}
+
+
+def _check_sizes(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Raise what a traced size or shape given to ``np.<name>`` calls for: the
+    ``StaticArgumentError`` naming the scalar arguments it comes from (``jit`` then passes
+    them as Python values, compiling once per value), else a ``ConcretizationError``.
+    numpy itself would turn the error of ``operator.index`` into its own TypeError."""
+    try:
+        bound = _CREATION_SIGNATURES[name].bind(*args, **kwargs)
+    except TypeError:  # numpy's own error, raised by the call
+        return
+    for parameter, value in bound.arguments.items():
+        if parameter in _DATA_PARAMETERS.get(name, ()):
+            continue
+        for tracer in tracers_in(value):
+            if tracer.node.kind == CONST:  # its value is known
+                continue
+            operation = f"np.{name}({parameter}=...) given a traced value"
+            arguments = _scalar_arguments(tracer.node)
+            if arguments:
+                raise StaticArgumentError(operation, _advice_for(operation), arguments)
+            raise ConcretizationError(operation, (
+                f"the {parameter} of an array numfuse makes must be known when it traces "
+                "the function: pass it as a Python int argument or list it in "
+                "static_argnums (numfuse compiles once per value), or take it from an "
+                "argument's shape (x.shape[0], len(x)); for a "
+                "size that depends on the values, select with a mask (x[mask]) or keep the "
+                "full size and use np.where."))
+
+
 def _creator(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     zeros: Callable[..., Any] = _CREATIONS.get(
         {"empty": "zeros", "empty_like": "zeros_like"}.get(name, name), original)
 
     def create(*args: Any, **kwargs: Any) -> Any:
+        if has_tracer((args, tuple(kwargs.values()))):
+            _check_sizes(name, args, kwargs)
         if name in ("full", "full_like") and has_tracer((args, tuple(kwargs.values()))):
             if _constants_only(args, kwargs):
                 return _eager(original, args, kwargs)
@@ -242,4 +286,4 @@ _STATEMENT_ENDS = ("STORE_", "POP_TOP", "RETURN_", "JUMP", "POP_JUMP")
 # Imported last: these modules and this one use each other's functions at call time.
 from .constants import _as_array, _checked_array, _constants_only, _eager, _wrapped  # noqa: E402
 from .probes import record_call  # noqa: E402
-from .tracer import Tracer, has_tracer  # noqa: E402
+from .tracer import Tracer, _scalar_arguments, has_tracer, tracers_in  # noqa: E402

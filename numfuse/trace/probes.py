@@ -70,6 +70,9 @@ def _example_shape(node: Node) -> tuple[int, ...]:
                 memo[item] = np.broadcast_shapes(*(memo[source] for source in item.inputs))
             except ValueError:  # a data-dependent size meets an argument's: take the latter
                 memo[item] = _known_broadcast(item, [memo[source] for source in item.inputs])
+        elif isinstance(getattr(item.call, "fn", None), Written):
+            # a write (``y[0] = v`` builds its node itself) keeps its array's shape
+            memo[item] = memo[item.inputs[0]]
         else:
             memo[item] = tuple(_DEFAULT_SIZE if size is None else size for size in item.shape)
     return memo[node]

@@ -22,6 +22,7 @@ from ..errors import (
 from ..graph import (
     CONST,
     INPUT,
+    NUMPY,
     Node,
     toposort,
 )
@@ -72,14 +73,20 @@ class Tracer:
         if not self.node.ndim:
             return _concrete("len() of a 0-d traced value")
         first = self.node.shape[0]
-        return first if first is not None else self._sizes("len() of a traced array")[0]
+        return first if first is not None else \
+            self._sizes("len() of a traced array", axes=(0,))[0]
 
-    def _sizes(self, operation: str) -> tuple[int, ...]:
+    def _sizes(self, operation: str, axes: Sequence[int] | None = None) -> tuple[int, ...]:
         """The concrete shape, or a ``SizeDependentError`` (which makes ``jit`` retry
-        with one compilation per shape)."""
+        with one compilation per shape); a ``ConcretizationError`` saying what to do
+        when one of the free ``axes`` (default: all) has a size that depends on the
+        values, which no compilation fixes."""
         shape = self.node.shape
         if all(size is not None for size in shape):
             return tuple(size for size in shape if size is not None)
+        free = {axis for axis, size in enumerate(shape) if size is None}
+        if free & set(range(len(shape)) if axes is None else axes) & _moving_axes(self.node):
+            _data_dependent_size(operation, self.node)
         raise SizeDependentError(
             operation,
             "array sizes are not fixed when numfuse compiles (a new size does not "
@@ -483,6 +490,31 @@ def _scalar_arguments(node: Node) -> tuple[int, ...]:
     return tuple(found)
 
 
+def _data_dependent_size(operation: str, node: Node) -> Any:
+    """Raise the ``ConcretizationError`` for reading a size that depends on the values
+    (``len(x[mask])``), naming where it comes from and how to count it instead."""
+    origin = next((item for item in toposort([node]) if item.kind == NUMPY and item.moving),
+                  node)
+    name = origin.op.partition("[")[0]
+    if name == "getitem" and any(source.dtype == bool for source in origin.inputs[1:]):
+        source, count = "a boolean mask selection x[mask]", "np.count_nonzero(mask)"
+    elif name in ("nonzero", "flatnonzero", "argwhere"):
+        source, count = f"np.{name}(x)", "np.count_nonzero(x)"
+    elif name in ("compress", "extract"):
+        source, count = f"np.{name}(condition, x)", "np.count_nonzero(condition)"
+    else:
+        source, count = ("indexing" if name == "getitem" else f"np.{name}"), ""
+    how = (f"{count} is that size as a traced value, usable in arithmetic"
+           + (" (x[mask].sum() / np.count_nonzero(mask))" if "mask" in count else "")
+           + "; " if count else "")
+    raise ConcretizationError(
+        f"{operation} whose size depends on the values (from {source})",
+        "numfuse compiles one function for all values, so this size is only known when the "
+        f"function runs and is no Python int: {how}reductions over the values (.sum(), "
+        ".mean(), .max()) need no size. For Python control flow on the size, compute it "
+        "outside the jitted function.")
+
+
 def _inplace(operation: str) -> Any:
     raise UnsupportedOperationError(
         f"in-place {operation} on an argument or a view of one",
@@ -507,5 +539,5 @@ def _scalar_type_name(node: Node) -> str:
 # Imported last: these modules and this one use each other's functions at call time.
 from .constants import _constants_only, _eager  # noqa: E402
 from .functions import FUNCTIONS, _copy, _method, astype, clip, round_  # noqa: E402
-from .probes import LINALG_UFUNCS, record_call  # noqa: E402
+from .probes import LINALG_UFUNCS, _moving_axes, record_call  # noqa: E402
 from .ufuncs import _fast_power, _operator, apply_ufunc, assign_item  # noqa: E402

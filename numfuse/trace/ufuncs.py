@@ -111,8 +111,10 @@ def assign_item(target: Node, key: Any, value: Any) -> Node:
     nodes = [target]
     static = (TRACED, _strip(key, nodes), _strip(value, nodes))
     call = NumpyCall(Written(operator.setitem), "setitem", static, {})
+    # the array written keeps its shape, data-dependent sizes included (x[mask] written)
     return Node("setitem", NUMPY, tuple(nodes), target.dtype, target.shape,
-                Call(call), scalar=False, errstate=errstate.current())
+                Call(call, _moving_axes(target)), scalar=False,
+                errstate=errstate.current())
 
 
 def _fills_exactly(value: Node, dtype: np.dtype) -> bool:
@@ -287,7 +289,7 @@ def _compute_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any
 # Imported last: these modules and this one use each other's functions at call time.
 from .constants import _constants_only, _eager  # noqa: E402
 from .functions import astype, where  # noqa: E402
-from .probes import _strip, record_call  # noqa: E402
+from .probes import _moving_axes, _strip, record_call  # noqa: E402
 from .tracer import Tracer, _immutable, _inplace  # noqa: E402
 
 for _name, _ufunc, _symbol in (
