@@ -26,6 +26,11 @@ for its kernel steps; the numpy-call steps and the result assembly are the progr
 The block tasks pickle (a kernel pickles as its region and generated source and is
 compiled again, once per process, on a ``dask.distributed`` worker).
 
+Floating-point errors are raised when dask computes, under the ``np.errstate`` of the
+thread computing; a block task of a kernel whose work the function put under error
+handling of its own (``np.errstate``/warnings filters inside it) runs under that.  A numpy
+call handed to dask computes under dask's state only.
+
 This module imports dask; ``numfuse`` imports it only when a dask array is passed.
 """
 
@@ -55,7 +60,15 @@ from .errors import UnsupportedOperationError
 from .graph import ELEMENTWISE
 from .kernel import Kernel
 from .reductions import Reduction
-from .runtime import CallStep, KernelStep, LocalRunner, Runner, block_runner, kernel_runner
+from .runtime import (
+    CallStep,
+    KernelStep,
+    LocalRunner,
+    Runner,
+    block_runner,
+    governed,
+    kernel_runner,
+)
 
 __all__ = ["DaskKernel", "KernelBlocks", "LazyCall", "call_compiled", "call_jitted", "run"]
 
@@ -142,7 +155,7 @@ class DaskKernel:
         arrays = [position for position, value in enumerate(operands)
                   if isinstance(value, da.Array) or (isinstance(value, np.ndarray) and value.ndim)]
         if not arrays:
-            LocalRunner(step).run(values)
+            governed(LocalRunner(step), step.errstate).run(values)
             return
         if any(math.isnan(size) for position in arrays for size in operands[position].shape):
             raise UnsupportedOperationError(
@@ -289,4 +302,4 @@ class KernelBlocks:
         # one source but present their operands differently.
         return ("numfuse-kernel", generated.name, generated.dropped_axes,
                 generated.core_inputs, tuple(node.shape for node in self.kernel.region.inputs),
-                self.fixed, self.totals)
+                self.fixed, self.totals, self.kernel.region.errstate)

@@ -21,6 +21,7 @@ import dataclasses
 import enum
 import heapq
 import sys
+import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Union
@@ -143,6 +144,97 @@ def _source_line() -> str | None:
     if _phase.get() != "forward":
         return None
     return source_line_from(sys._getframe(2))  # past Node's generated __init__
+# The floating-point error categories of ``np.errstate``, in numpy's order.
+ERROR_CATEGORIES = ("divide", "over", "under", "invalid")
+
+
+class _Callers:
+    """The ``call`` of an ``ErrState`` that leaves the caller's error handler in force."""
+
+    def __repr__(self) -> str:
+        return "CALLERS"
+
+    def __reduce__(self) -> str:
+        return "CALLERS"
+
+
+CALLERS: Any = _Callers()
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ErrState:
+    """How the floating-point errors of an operation are handled when the traced function
+    chose it itself: ``np.errstate``/``np.seterr``/``np.seterrcall`` or warnings filters
+    in force, inside the function, where the operation was traced.  A node without one
+    (``Node.errstate`` None) follows the caller's state at call time.
+
+    ``modes`` are the ``(category, mode)`` pairs the function set (``("divide",
+    "ignore")``), the other categories stay the caller's; ``call`` is the handler it set
+    with ``call=``/``seterrcall`` (``CALLERS``: the caller's).  ``filters`` are the
+    warnings filters (``warnings.filters`` entries) it put in front of the caller's, or,
+    when ``own_filters``, the whole list it left (it reset or reordered the caller's).
+    Two states are equal when they do the same (``call`` compared by identity).
+    """
+
+    modes: tuple[tuple[str, str], ...] = ()
+    call: Any = CALLERS
+    filters: tuple[tuple[Any, ...], ...] = ()
+    own_filters: bool = False
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.modes, id(self.call), self.filters, self.own_filters)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ErrState) and (self is other or self._key() == other._key())
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    @contextlib.contextmanager
+    def applied(self) -> Iterator[None]:
+        """Run the block as the traced function ran the operation: the caller's state
+        (``np.errstate``, warnings filters) with this state's changes on top.  Warnings
+        filters are process-wide (``warnings.catch_warnings``): a state holding filters
+        applies them to every thread while the block runs."""
+        options: dict[str, Any] = dict(self.modes)
+        if self.call is not CALLERS:
+            options["call"] = self.call
+        if not (self.filters or self.own_filters):
+            with np.errstate(**options):
+                yield
+            return
+        with warnings.catch_warnings(), np.errstate(**options):
+            # catch_warnings has just invalidated the warning registries; editing the
+            # list in place now is what warnings.filterwarnings does, without re-parsing.
+            filters: list[Any] = warnings.filters  # type: ignore[assignment]
+            filters[: len(filters) if self.own_filters else 0] = self.filters
+            yield
+
+    def describe(self) -> str:
+        """``np.errstate(divide='ignore')``, ``warnings ignore RuntimeWarning``, ..."""
+        parts = []
+        options = [f"{category}={mode!r}" for category, mode in self.modes]
+        if self.call is not CALLERS:
+            options.append(f"call={getattr(self.call, '__name__', type(self.call).__name__)}")
+        if options:
+            parts.append(f"np.errstate({', '.join(options)})")
+        if self.own_filters:
+            parts.append("its own warnings filters")
+        for action, message, category, module, _lineno in self.filters[:3]:
+            text = f"warnings {action} {getattr(category, '__name__', category)}"
+            if message is not None:
+                text += f" {getattr(message, 'pattern', message)!r}"
+            if module is not None:
+                text += f" in {getattr(module, 'pattern', module)}"
+            parts.append(text)
+        if len(self.filters) > 3 and not self.own_filters:
+            parts.append(f"{len(self.filters) - 3} more warnings filters")
+        return ", ".join(parts)
+
+
+def errstate_text(state: ErrState | None) -> str:
+    """How explanations name a node's error handling: the function's, or the caller's."""
+    return "the caller's error handling" if state is None else state.describe()
 
 
 Payload = Union[Argument, Constant, Loop, Call]  # noqa: UP007 - a runtime alias
@@ -160,6 +252,9 @@ class Node:
     numpy scalar rather than a 0-d array.  ``backward`` marks a node of a gradient's
     backward pass (``numfuse.autodiff``); ``source`` is the user's line that made it, kept
     only while tracing a function being differentiated (see ``tracing_phase``).
+    ``errstate`` is the floating-point error handling the function set around an
+    operation (``elementwise`` and ``numpy`` nodes only); None, the common case, leaves
+    the caller's in force.
     """
 
     op: str
@@ -170,6 +265,7 @@ class Node:
     payload: Payload | None = None
     weak: bool = False
     scalar: bool = False
+    errstate: ErrState | None = None
     backward: bool = dataclasses.field(default_factory=_made_in_backward)
     source: str | None = dataclasses.field(default_factory=_source_line, repr=False)
 
@@ -308,6 +404,8 @@ def equation(node: Node, names: Mapping[Node, str]) -> str:
         text = f"{node.op} {node.value!r}"
     else:
         text = " ".join([node.op, *operands])
+    if node.errstate is not None:
+        text += f"  # under {node.errstate.describe()}"
     mark = "  # backward" if node.backward else ""
     return f"{names[node]}:{node.type_str()} = {text}{mark}"
 
@@ -409,7 +507,8 @@ def verify(graph: Graph) -> None:
     Every node's inputs come before it and its payload is its kind's; argument nodes are
     the graph's inputs, at their own position, and have no inputs, nor do constants;
     every elementwise node has one loop dtype per input and a shape that is the broadcast
-    of its inputs' shapes.
+    of its inputs' shapes; only operations (elementwise and numpy nodes) carry an
+    ``ErrState``.
     """
     position = {node: index for index, node in enumerate(graph.nodes)}
     for node in graph.nodes:
@@ -430,5 +529,12 @@ def verify(graph: Graph) -> None:
             expected = broadcast_shapes(*(source.shape for source in node.inputs))
             assert node.shape == expected, f"{node}: shape {node.shape} != {expected}"
         assert isinstance(node.dtype, np.dtype), f"{node} has no dtype"
+        if node.errstate is not None:
+            assert isinstance(node.errstate, ErrState), (
+                f"{node}: errstate {node.errstate!r} is not an ErrState")
+            assert node.kind in (ELEMENTWISE, NUMPY), (
+                f"{node}: a {node.kind} node raises no floating-point errors to handle")
+            assert all(category in ERROR_CATEGORIES for category, _mode in
+                       node.errstate.modes), f"{node}: unknown category in {node.errstate}"
     for output in graph.outputs:
         assert output in position, f"output {output} is not in the graph"

@@ -451,4 +451,7 @@ def _why(refusal: Refusal, step: Callable[[Node], str], names: dict[Node, str]) 
                 f"{second}'s kernel: {detail}")
     if reason is Reason.SIBLING_SIZE:
         return detail
+    if reason is Reason.ERRSTATE:
+        return (f"{first} and {second} run under different floating-point error handling "
+                f"({detail}), and a kernel handles the flags of all its work under one")
     return f"together they would have {detail}, so the region is split"

@@ -12,6 +12,9 @@ Invariants of the returned ``Plan`` (checked by ``check_plan`` and by the tests)
 * a region's outputs are its members used outside it or returned, in topological order;
   every other member stays a scalar inside the kernel's loop and is never materialised;
 * a region has at most ``MAX_OPERANDS`` inputs plus outputs (numpy's gufunc limit);
+* all nodes of a region (prelude included) have the same floating-point error handling
+  (``Node.errstate``): a kernel's flags are read once, after its loop, and handled under
+  one ``np.errstate``, so work the function put under another stays out of the kernel;
 * all nodes of a region have equal sizes at run time, not only equal patterns: producers
   and consumers of one pattern broadcast to the same size, and siblings are fused only
   across a shared value of their full shape;
@@ -45,7 +48,17 @@ from functools import cached_property
 from typing import Any
 
 from .calls import is_elementwise_call
-from .graph import CONST, ELEMENTWISE, INPUT, NUMPY, Graph, Node, toposort
+from .graph import (
+    CONST,
+    ELEMENTWISE,
+    INPUT,
+    NUMPY,
+    ErrState,
+    Graph,
+    Node,
+    errstate_text,
+    toposort,
+)
 from .ops import OPS
 from .reductions import Reduction, fusible_dtype
 
@@ -64,6 +77,7 @@ class Reason(enum.Enum):
     NOT_IN_PRELUDE = "scalar work kept out of a prelude"  # it is returned, or read by numpy
     SIBLING_SIZE = "siblings of a smaller shared value"  # their sizes may differ
     OPERAND_CAP = "operand cap"  # a region split under numpy's limit on gufunc operands
+    ERRSTATE = "different floating-point error handling"  # np.errstate inside the function
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -118,6 +132,11 @@ class Region:
         """The loop shape (True for each length-1 axis): that of its widest member; a
         member recomputed from smaller operands (``recompute``) broadcasts into it."""
         return loop_of(self.nodes)
+
+    @property
+    def errstate(self) -> ErrState | None:
+        """The floating-point error handling of all its nodes (None: the caller's)."""
+        return self.nodes[0].errstate
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled without ``refusals`` (unpickled, the region has none): they name nodes
@@ -265,6 +284,7 @@ class _Clusters:
         classes = self.classes = size_classes(nodes)
         self.size_class = [classes[node] for node in nodes]  # where its free sizes come from
         self.cost = [op_cost(node) for node in nodes]  # each cluster's work per element
+        self.errstate = [node.errstate for node in nodes]  # shared by a cluster's members
         self.returned = set(graph.outputs)
         self.graph = graph
         # Users of a cluster's fused reductions: a reduction is complete only after the
@@ -338,6 +358,16 @@ class _Clusters:
         outside = next(p for p in self.external_producers(clusters)
                        if self.ancestors[p] & members)
         self.refuse(first, second, Reason.NOT_CONVEX, via=self.nodes[outside], shared=shared)
+
+    def same_errstate(self, first: Node, second: Node, one: int, other: int,
+                      shared: Node | None = None) -> bool:
+        """Whether clusters ``one`` and ``other`` have the same floating-point error
+        handling; if not, record it (``ERRSTATE``)."""
+        if self.errstate[one] == self.errstate[other]:
+            return True
+        self.refuse(first, second, Reason.ERRSTATE, _errstates_text(
+            self.errstate[one], self.errstate[other]), shared=shared)
+        return False
 
     def refuse_numpy_call(self, first: Node, second: Node, call: Node) -> None:
         """``call`` (``first`` or ``second``) is a numpy call: it joins no kernel."""
@@ -430,6 +460,8 @@ def _fuse_vertically(clusters: _Clusters) -> None:
             source = node.inputs[0]
             if source.kind == ELEMENTWISE:
                 producer = clusters.find(clusters.position[source])
+                if not clusters.same_errstate(source, node, producer, index):
+                    continue
                 if clusters.is_convex({index, producer}):
                     clusters.merge({index, producer})
                 else:
@@ -451,6 +483,8 @@ def _fuse_vertically(clusters: _Clusters) -> None:
                 continue
             if not _same_class(clusters.size_class[candidate], clusters.size_class[index]):
                 _refuse_size_class(clusters, source, node, candidate, index)
+                continue
+            if not clusters.same_errstate(source, node, candidate, index):
                 continue
             if clusters.loop[candidate] != node.ones and not _recomputable(
                     clusters, candidate, source, node):
@@ -543,7 +577,8 @@ def _fuse_horizontally(clusters: _Clusters) -> None:
                 if other == sibling:
                     break
                 same_loop = clusters.loop[other] == clusters.loop[sibling] and _same_class(
-                    clusters.size_class[other], clusters.size_class[sibling])
+                    clusters.size_class[other], clusters.size_class[sibling]) and \
+                    clusters.errstate[other] == clusters.errstate[sibling]
                 if same_loop and clusters.is_convex({other, sibling}):
                     merged[slot] = clusters.merge({other, sibling})
                     break
@@ -575,8 +610,12 @@ def _refuse_siblings(clusters: _Clusters, other: int, sibling: int, shared: Node
                         f"{_loop_text(one)} vs {_loop_text(two)}", shared=shared)
     elif not _same_class(clusters.size_class[other], clusters.size_class[sibling]):
         _refuse_size_class(clusters, first, second, other, sibling, shared)
-    else:
+    elif clusters.same_errstate(first, second, other, sibling, shared):
         clusters.refuse_not_convex(first, second, {other, sibling}, shared)
+
+
+def _errstates_text(first: ErrState | None, second: ErrState | None) -> str:
+    return f"{errstate_text(first)} vs {errstate_text(second)}"
 
 
 def _same_size(shared: Node, loop: tuple[bool, ...]) -> bool:
@@ -856,16 +895,24 @@ def _kept_out_of_preludes(region: Region, owner: dict[Node, Region], graph: Grap
                 return "a numpy call reads it"
             if consumer is region or all(consumer.ones):
                 return "a kernel without a loop reads it"
+            if consumer.errstate != region.errstate:
+                return "a kernel under other floating-point error handling reads it"
     return None
 
 
 def _refuse_preludes(region: Region, owner: dict[Node, Region], graph: Graph, why: str,
                      refusals: list[Refusal]) -> None:
-    """One refusal per value of the scalar ``region`` that a looping kernel reads."""
+    """One refusal per value of the scalar ``region`` that a looping kernel reads: that
+    kernel has other floating-point error handling (``ERRSTATE``), or ``why``."""
     for output in region.outputs:
         for user in graph.consumers[output]:
             consumer = owner.get(user)
-            if consumer is not None and consumer is not region and not all(consumer.ones):
+            if consumer is None or consumer is region or all(consumer.ones):
+                continue
+            if consumer.errstate != region.errstate:
+                refusals.append(Refusal(output, user, Reason.ERRSTATE, _errstates_text(
+                    region.errstate, consumer.errstate)))
+            else:
                 refusals.append(Refusal(output, user, Reason.NOT_IN_PRELUDE, why))
 
 
@@ -891,6 +938,9 @@ def check_plan(plan: Plan) -> None:
     for region in plan.regions:
         assert region.nodes, "empty region"
         members = set(region.nodes)
+        assert all(node.errstate == region.errstate for node in (*region.prelude,
+                                                                 *region.nodes)), (
+            f"region {region.index} mixes floating-point error handling")
         for node in region.nodes:
             assert node not in owner, f"{node} is in two regions"
             owner[node] = region.index
@@ -925,7 +975,9 @@ def check_plan(plan: Plan) -> None:
 
 def _assert_crossings_refused(plan: Plan) -> None:
     """Each value crossing between a region and another step has a refusal, in that
-    region's ``refusals``, for exactly that value and its reader."""
+    region's ``refusals``, for exactly that value and its reader.  Scalar work in the
+    preludes of several kernels crosses nothing where its reader's kernel computes it
+    too (as ``_bordering`` finds)."""
     consumers = plan.graph.consumers
     owner = {node: region.index for region in plan.regions for node in region.nodes}
     preludes = _prelude_regions(plan.regions)
@@ -935,8 +987,11 @@ def _assert_crossings_refused(plan: Plan) -> None:
             crossing = [(source, node) for source in node.inputs if _is_step(source)]
             crossing += [(node, user) for user in consumers.get(node, ())]
             for source, user in crossing:
-                apart = region.index not in _regions_computing(source, owner, preludes) or \
-                    region.index not in _regions_computing(user, owner, preludes)
+                computing = (_regions_computing(source, owner, preludes),
+                             _regions_computing(user, owner, preludes))
+                apart = region.index not in computing[0] or region.index not in computing[1]
+                if apart and set(computing[0]) & set(computing[1]):
+                    continue  # another kernel computes both (a duplicated prelude)
                 assert not apart or (source, user) in recorded, (
                     f"region {region.index} has no refusal for {source} -> {user}")
 

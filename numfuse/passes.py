@@ -2,7 +2,8 @@
 
 * ``fold_constants`` evaluates, with numpy itself, every elementwise node whose operands are
   all 0-d constants, so folded values are exactly numpy's.
-* ``eliminate_common_subexpressions`` merges nodes with the same op, inputs and payload.
+* ``eliminate_common_subexpressions`` merges nodes with the same op, inputs and payload
+  (and floating-point error handling: the same work under two ``np.errstate`` stays two).
 * ``eliminate_dead_code`` keeps only what the outputs need.
 """
 
@@ -59,7 +60,7 @@ def eliminate_common_subexpressions(graph: Graph) -> Graph:
         if node.kind == INPUT:
             return node
         key = (node.op, node.kind, tuple(id(source) for source in node.inputs), node.payload,
-               node.dtype, node.shape, node.weak, node.scalar)
+               node.dtype, node.shape, node.weak, node.scalar, node.errstate)
         return seen.setdefault(key, node)
 
     return rewrite(graph, rule)

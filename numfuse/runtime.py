@@ -22,6 +22,12 @@ A kernel step is made of pieces with one job each:
 ``Program.interpret`` is the one loop over a plan's steps, whatever runs them; numpy-call
 steps (``CallStep``) and the assembly of the results are the same for every runner.
 
+Floating-point errors: a kernel's gufunc call (and a numpy call) raises numpy's warnings
+or ``FloatingPointError`` under the ``np.errstate`` in force, the caller's.  A step whose
+work the traced function put under error handling of its own (``np.errstate``, warnings
+filters inside the function: ``Node.errstate``) runs inside it (``Governed``); the other
+steps, the common case, pay nothing for it.
+
 Outputs are allocated by numpy inside the gufunc call.  Caller arrays are never written.
 """
 
@@ -36,7 +42,7 @@ import numpy as np
 from . import kernel_lib, pytree, reductions, threads
 from .calls import NumpyCall
 from .errors import CallShapeError
-from .graph import CONST, ELEMENTWISE, INPUT, NUMPY, Node, shape_text
+from .graph import CONST, ELEMENTWISE, INPUT, NUMPY, ErrState, Node, shape_text
 from .kernel import Kernel
 from .partition import Plan
 from .reductions import Reduction
@@ -296,10 +302,11 @@ class KernelStep:
     the gufunc outputs' dtypes.  ``inputs``/``outputs`` are the slots of the region's
     inputs/outputs in order.  ``completion`` makes the completions
     (``ReductionCompletion.of``; ``BlockTotal.of`` for a block of a chunked array).
+    ``errstate`` is the region's floating-point error handling (None: the caller's).
     """
 
-    __slots__ = ("completions", "donations", "inputs", "kernel", "operands", "out_dtypes",
-                 "out_slots", "outputs", "placeholder", "ufunc")
+    __slots__ = ("completions", "donations", "errstate", "inputs", "kernel", "operands",
+                 "out_dtypes", "out_slots", "outputs", "placeholder", "ufunc")
 
     def __init__(self, kernel: Kernel, slots: dict[Node, int],
                  completion: Callable[[Reduction, Sequence[int], int], ReductionCompletion]
@@ -323,6 +330,7 @@ class KernelStep:
         self.donations = tuple((slots[region.outputs[position]], operand)
                                for position, operand in generated.donated)
         self.placeholder = generated.placeholder
+        self.errstate = region.errstate
         self.out_dtypes = (np.dtype(np.uint8),) if generated.placeholder else tuple(
             node.dtype for node in outputs)
         ufunc = kernel.gufunc
@@ -435,6 +443,31 @@ class LocalRunner:
                 values[out_slot] = np.reshape(written, np.shape(original))
 
 
+class Governed:
+    """Runs a step under the floating-point error handling the traced function set for its
+    work (``ErrState.applied``: the caller's state with the function's changes on top)."""
+
+    __slots__ = ("errstate", "runner")
+
+    def __init__(self, runner: CallStep | LocalRunner, errstate: ErrState) -> None:
+        self.runner = runner
+        self.errstate = errstate
+
+    def run(self, values: list[Any], outs: Sequence[Any] | None = None) -> None:
+        with self.errstate.applied():
+            if outs is None:
+                self.runner.run(values)
+            else:
+                assert isinstance(self.runner, LocalRunner)
+                self.runner.run(values, outs)
+
+
+def governed(runner: CallStep | LocalRunner, errstate: ErrState | None
+             ) -> CallStep | LocalRunner | Governed:
+    """``runner`` itself, or run under ``errstate`` when the function set one."""
+    return runner if errstate is None else Governed(runner, errstate)
+
+
 def _raising_negative_powers(ufunc: Any) -> Callable[..., Any]:
     """Raise numpy's ValueError when the kernel noted an integer negative power (only
     kernels with integer ``power`` pay for the check)."""
@@ -505,7 +538,7 @@ def _standalone(kernel: Kernel,
     laid out as its inputs, then its outputs."""
     region = kernel.region
     slots = {node: index for index, node in enumerate((*region.inputs, *region.outputs))}
-    runner = LocalRunner(KernelStep(kernel, slots, completion))
+    runner = governed(LocalRunner(KernelStep(kernel, slots, completion)), region.errstate)
     count, outputs = len(region.inputs), (None,) * len(region.outputs)
 
     def run(operands: Sequence[Any]) -> tuple[Any, ...]:
@@ -524,7 +557,7 @@ class CallStep:
     by dask, through numpy's dispatch, on dask arrays); its result must have the dtype and
     the fixed sizes tracing found."""
 
-    __slots__ = ("call", "dtype", "inputs", "op", "out_slot", "shape")
+    __slots__ = ("call", "dtype", "errstate", "inputs", "op", "out_slot", "shape")
 
     def __init__(self, call: NumpyCall, inputs: tuple[int, ...], out_slot: int,
                  node: Node) -> None:
@@ -534,6 +567,7 @@ class CallStep:
         self.op = node.op
         self.dtype = node.dtype
         self.shape = node.shape
+        self.errstate = node.errstate
 
     def run(self, values: list[Any]) -> None:
         result = self.call.invoke([values[slot] for slot in self.inputs])
@@ -605,9 +639,10 @@ class Program:
             steps.append(KernelStep(kernel_of[step], slots))
         self.initial = tuple(initial)
         self.steps = tuple(steps)
-        self.runners: tuple[CallStep | LocalRunner, ...] = tuple(
-            step if isinstance(step, CallStep) else
-            LocalRunner(step, threads.ThreadPolicy(step, settings)) for step in steps)
+        self.runners: tuple[CallStep | LocalRunner | Governed, ...] = tuple(
+            governed(step if isinstance(step, CallStep) else
+                     LocalRunner(step, threads.ThreadPolicy(step, settings)), step.errstate)
+            for step in steps)
         # How each returned leaf is produced: from a slot as is, or through a conversion.
         self.returns = tuple(
             (slots.get(node, -1), None if _returned_as_is(node) else node)
@@ -657,7 +692,7 @@ class Program:
         if writes:
             for index, runner in enumerate(runners or self.runners):
                 if index in writes:
-                    assert isinstance(runner, LocalRunner)
+                    assert isinstance(runner, (LocalRunner, Governed))
                     runner.run(values, writes[index])
                 else:
                     runner.run(values)

@@ -103,7 +103,7 @@ def _observe(fn: Callable[..., Any], arg: np.ndarray, **errstate: str) -> tuple[
     return result, kinds
 
 
-def _assert_same_outcome(fn, arg, **errstate):
+def _assert_same_outcome(fn, arg, rtol=0.0, **errstate):
     expected, expected_warnings = _observe(fn, arg, **errstate)
     actual, actual_warnings = _observe(numfuse.jit(fn), arg, **errstate)
     assert actual_warnings == expected_warnings
@@ -112,7 +112,7 @@ def _assert_same_outcome(fn, arg, **errstate):
         # numpy names the loop ("... encountered in divide"); the kind must agree
         assert str(actual).split(" encountered")[0] == str(expected).split(" encountered")[0]
     else:
-        assert_same(actual, expected)
+        assert_same(actual, expected, rtol=rtol)
     return expected_warnings
 
 
@@ -314,3 +314,274 @@ def test_numpy_scalar_integer_overflow_warns_like_numpy():
                    "operands it can prove constant, and the folded operation raises no flag")
 def test_division_of_values_llvm_proves_zero_warns_like_numpy():
     _assert_same_outcome(lambda x: (x != x) / (x != x), I64)
+
+
+# ------------------------------------------------- error handling set inside the function
+#
+# numpy handles each operation's flags under the errstate (and warnings filters) in force
+# where it runs in the program: a block inside the jitted function applies to the
+# operations traced inside it, the caller's state to the others.
+
+POSITIVE = np.array([0.0, 1.0, 2.0, 0.5, 3.0, 4.0, 5.0, 6.0] * 3)
+
+
+def _log_ignoring_divide(x):
+    with np.errstate(divide="ignore"):
+        return np.log(x)
+
+
+def _reciprocal_raising_divide(x):
+    with np.errstate(divide="raise"):
+        return 1.0 / x
+
+
+def _inside_and_outside(x):
+    outside = 1.0 / x  # the caller's state
+    with np.errstate(divide="ignore"):
+        inside = np.log(x) * 2.0
+    return outside, inside * outside
+
+
+def _nested(x):
+    with np.errstate(all="ignore"):
+        quiet = np.log(x)
+        with np.errstate(invalid="raise"):
+            raised = np.sqrt(x - 1.0)  # invalid raises; divide is still ignored
+        again = 1.0 / x
+    return quiet, raised, again
+
+
+def _only_overflow_set(x):
+    with np.errstate(over="ignore"):  # divide stays the caller's
+        return np.exp(x * 1000.0) + 1.0 / x
+
+
+def _seterr_inside(x):
+    np.seterr(divide="ignore")  # numpy: the operations after it (and the caller, after)
+    return np.log(x)
+
+
+@np.errstate(divide="ignore")
+def _decorated_helper(x):
+    return np.log(x)
+
+
+def _errstate_as_decorator(x):
+    return _decorated_helper(x) + 1.0 / x
+
+
+def _same_expression_twice(x):
+    warned = 1.0 / x
+    with np.errstate(divide="ignore"):
+        quiet = 1.0 / x
+    return warned, quiet
+
+
+def _cumsum_raising_overflow(x):
+    with np.errstate(over="raise"):  # a numpy call, replayed by the runtime
+        return np.cumsum(x * 1e300)
+
+
+def _float16_ignoring_divide(x):
+    with np.errstate(divide="ignore"):  # float16 work runs in numpy
+        return np.log(x.astype(np.float16))
+
+
+def _mean_ignoring_invalid(x):
+    with np.errstate(invalid="ignore", divide="ignore"):  # a reduction fused into the loop
+        return np.mean(np.log(x) - np.log(x), axis=-1)
+
+
+INSIDE = [_log_ignoring_divide, _reciprocal_raising_divide, _inside_and_outside, _nested,
+          _only_overflow_set, _errstate_as_decorator, _same_expression_twice,
+          _cumsum_raising_overflow, _float16_ignoring_divide, _mean_ignoring_invalid]
+
+
+@pytest.mark.parametrize("fn", INSIDE, ids=[fn.__name__.strip("_") for fn in INSIDE])
+@pytest.mark.parametrize("caller", [{}, {"all": "ignore"}, {"all": "warn"}, {"all": "raise"},
+                                    {"divide": "raise"}, {"invalid": "raise", "over": "warn"}],
+                         ids=["default", "ignore", "warn", "raise", "divide-raise",
+                              "invalid-raise"])
+def test_errstate_inside_the_function_applies_to_its_operations(fn, caller):
+    _assert_same_outcome(fn, POSITIVE, rtol=1e-15, **caller)
+    _assert_same_outcome(fn, POSITIVE[:5], rtol=1e-15, **caller)  # one-kernel fast path
+
+
+def test_seterr_inside_applies_to_the_operations_after_it():
+    previous = np.geterr()
+    try:
+        expected = _observe(_seterr_inside, POSITIVE, divide="raise")
+    finally:
+        np.seterr(**previous)
+    jitted = numfuse.jit(_seterr_inside)
+    for _ in range(2):  # the first call traces, the second runs the compiled program
+        actual = _observe(jitted, POSITIVE, divide="raise")
+        assert actual[1] == expected[1] == set()
+        assert_same(actual[0], expected[0], rtol=1e-15)
+    assert np.geterr() == previous
+
+
+def test_the_caller_state_still_applies_outside_the_block():
+    jitted = numfuse.jit(_inside_and_outside)
+    with np.errstate(divide="raise"), pytest.raises(FloatingPointError, match="divide by zero"):
+        jitted(POSITIVE)
+    with np.errstate(divide="ignore"):
+        jitted(POSITIVE)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        jitted(POSITIVE)
+    assert [str(warning.message).split(" encountered")[0] for warning in caught] == \
+        ["divide by zero"]
+
+
+def test_call_handler_set_inside_is_called():
+    seen: list[str] = []
+
+    def fn(x):
+        with np.errstate(all="call", call=lambda kind, flag: seen.append(kind)):
+            return np.log(x) + np.sqrt(x - 1.0)
+
+    fn(POSITIVE)
+    expected, seen[:] = sorted(set(seen)), []
+    with np.errstate(all="raise"):
+        numfuse.jit(fn)(POSITIVE)
+    assert sorted(set(seen)) == expected == ["divide by zero", "invalid value"]
+
+
+def _ignore_warnings_inside(x):
+    loud = 1.0 / x
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        quiet = np.log(x)
+    return loud + quiet
+
+
+def _warnings_as_errors_inside(x):
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="divide by zero", category=RuntimeWarning)
+        return np.log(x) + np.sqrt(x - 1.0)
+
+
+@pytest.mark.parametrize("fn", [_ignore_warnings_inside, _warnings_as_errors_inside])
+@pytest.mark.parametrize("caller", [{}, {"divide": "ignore"}, {"invalid": "raise"}])
+def test_warnings_filters_set_inside_apply_to_its_operations(fn, caller):
+    def outcome(function):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with np.errstate(**caller):
+                try:
+                    result = function(POSITIVE)
+                except (FloatingPointError, RuntimeWarning) as error:
+                    result = (type(error).__name__, str(error).split(" encountered")[0])
+        kinds = [(warning.category.__name__, str(warning.message).split(" encountered")[0])
+                 for warning in caught]
+        return result, kinds
+
+    expected, actual = outcome(fn), outcome(numfuse.jit(fn))
+    assert actual[1] == expected[1]
+    if isinstance(expected[0], tuple):
+        assert actual[0] == expected[0]
+    else:
+        assert_same(actual[0], expected[0], rtol=1e-15)
+
+
+def test_other_error_handling_is_a_kernel_of_its_own_and_explained():
+    compiled = numfuse.compile(_inside_and_outside, POSITIVE)
+    assert len(compiled.kernels) == 2
+    assert {kernel.region.errstate for kernel in compiled.kernels} == {
+        None, numfuse.graph.ErrState((("divide", "ignore"),))}
+    text = str(compiled.graph)
+    assert "# under np.errstate(divide='ignore')" in text
+    assert "different floating-point error handling" in str(compiled.explain())
+    assert "np.errstate(divide='ignore') vs the caller's" in str(compiled.explain())
+
+
+def test_without_inner_error_handling_the_fast_path_is_kept():
+    compiled = numfuse.compile(_divide_float, F64)
+    assert compiled.run is compiled.program.fast
+    assert all(node.errstate is None for node in compiled.graph.nodes)
+    inside = numfuse.compile(_log_ignoring_divide, POSITIVE)
+    assert inside.program.fast is None
+
+
+def test_scalar_work_under_other_handling_stays_out_of_the_prelude():
+    def fn(x, y):
+        scale = 1.0 / y  # 0-d, the caller's state
+        with np.errstate(divide="ignore"):
+            return np.log(x) * scale
+
+    zero, two = np.float64(0.0), np.float64(2.0)
+    with np.errstate(divide="raise"):
+        with pytest.raises(FloatingPointError):
+            fn(POSITIVE, zero)
+        with pytest.raises(FloatingPointError):
+            numfuse.jit(fn)(POSITIVE, zero)
+        assert_same(numfuse.jit(fn)(POSITIVE, two), fn(POSITIVE, two), rtol=1e-15)
+    from numfuse.partition import Reason, check_plan
+
+    plan = numfuse.compile(fn, POSITIVE, two).plan
+    check_plan(plan)
+    assert any(refusal.reason is Reason.ERRSTATE for refusal in plan.refusals)
+
+
+def test_out_and_threads_run_under_the_inner_state():
+    big = np.concatenate([np.zeros(1), np.ones(400_000)])
+    jitted = numfuse.jit(_reciprocal_raising_divide, threads=2)
+    for _ in range(3):  # the first large calls measure, later ones may split
+        with np.errstate(divide="ignore"), pytest.raises(FloatingPointError):
+            jitted(big)
+    with pytest.raises(FloatingPointError):
+        jitted(POSITIVE, out=np.empty_like(POSITIVE))
+    quiet = numfuse.jit(_log_ignoring_divide, threads=2)
+    expected = _log_ignoring_divide(big)
+    with np.errstate(all="raise"):
+        for _ in range(3):
+            assert_same(quiet(big), expected, rtol=1e-15)
+        target = np.empty_like(POSITIVE)
+        assert quiet(POSITIVE, out=target) is target
+
+
+def test_dask_block_tasks_run_under_the_inner_state():
+    da = pytest.importorskip("dask.array")
+    x = da.from_array(POSITIVE, chunks=8)
+    with np.errstate(divide="raise"):
+        result = numfuse.jit(_log_ignoring_divide)(x).compute(scheduler="sync")
+        assert_same(result, _log_ignoring_divide(POSITIVE), rtol=1e-15)
+        with pytest.raises(FloatingPointError):
+            numfuse.jit(_reciprocal_raising_divide)(x).compute(scheduler="sync")
+
+
+# ----------------------------------------------- flags of values a np.where guards or drops
+
+
+def test_a_float32_constant_in_a_guard_keeps_the_operation_off_the_guarded_values():
+    """``np.where(m, x, 0.0)`` on float32 holds ``np.float32(0.0)``, a cast LLVM folds to a
+    constant: it then computed ``rad2deg`` on ``x`` and selected after, raising "overflow"
+    for the element the guard keeps out (found by tests/test_fpflags.py)."""
+    x = np.array([1.0, np.finfo(np.float32).max, 2.0] * 7, np.float32)
+    m = np.array([True, False, True] * 7)
+    for fn in (lambda m, x: np.rad2deg(np.where(m, x, 0.0)),
+               lambda m, x: np.where(m, x, 0.0).astype(np.int32),
+               lambda m, x: np.sqrt(3.0 - np.where(m, x, 1.0))):
+        with np.errstate(all="raise"):
+            assert_same(numfuse.jit(fn)(m, x), fn(m, x), rtol=1e-6)
+
+
+def test_a_dropped_result_keeps_its_flags_in_a_loop_that_is_not_vectorised():
+    """In a loop LLVM does not vectorise (``//`` of floats branches), the x86 back end
+    turned ``np.where(m, x + y, 0)`` into a branch and computed ``x + y`` only where m
+    holds, losing numpy's "overflow" for the other elements (found by
+    tests/test_fpflags.py)."""
+    big = np.finfo(np.float64).max
+    x = np.array([big, 1.0, 2.0] * 7)
+    m = np.array([False, True, True] * 7)
+
+    def fn(m, x, a, b):
+        return np.where(m, x + x, 0), np.where(m, 1.0 / a, 0), np.where(m, a // b, 0)
+
+    args = (m, x, np.array([0.0, 1.0, 2.0] * 7), np.ones(21))
+    expected = _observe(lambda arg: fn(*arg), args)
+    actual = _observe(lambda arg: numfuse.jit(fn)(*arg), args)
+    assert actual[1] == expected[1] == {("RuntimeWarning", "overflow"),
+                                        ("RuntimeWarning", "divide by zero")}
+    assert_same(actual[0], expected[0])

@@ -17,6 +17,7 @@ from numfuse.graph import (
     Call,
     Const,
     Constant,
+    ErrState,
     Graph,
     Loop,
     Node,
@@ -131,6 +132,28 @@ def test_verify_checks_each_kind_carries_its_payload(make, words):
     x = arg(0, (None,))
     with pytest.raises(AssertionError, match=words):
         verify(Graph((x,), (make(x),)))
+
+
+def test_errstate_of_operations_is_traced_printed_and_verified():
+    def fn(x):
+        y = x * 2.0
+        with np.errstate(divide="ignore", over="raise"):
+            z = np.log(y)
+        return y, z
+
+    graph = trace_graph(fn, [spec_of(np.ones(3))])
+    verify(graph)
+    y, z = graph.outputs
+    assert y.errstate is None
+    assert z.errstate == ErrState((("divide", "ignore"), ("over", "raise")))
+    assert "= log c  # under np.errstate(divide='ignore', over='raise')" in str(graph)
+    constant = Node("const", CONST, (), F64, (), Constant(Const(1.0)), errstate=z.errstate)
+    x = arg(0, (None,))
+    with pytest.raises(AssertionError, match="raises no floating-point errors"):
+        verify(Graph((x,), (add(x, constant),)))
+    with pytest.raises(AssertionError, match="not an ErrState"):
+        verify(Graph((x,), (Node("negative", ELEMENTWISE, (x,), F64, (None,), Loop((F64,)),
+                                 errstate="ignore"),)))  # type: ignore[arg-type]
 
 
 def test_verify_rejects_an_argument_at_another_position():

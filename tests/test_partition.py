@@ -874,3 +874,29 @@ def test_a_pickled_region_leaves_its_refusals_behind():
     restored = pickle.loads(pickle.dumps(region))
     assert restored.refusals == ()
     assert [node.op for node in restored.nodes] == [node.op for node in region.nodes]
+
+
+def test_work_under_other_floating_point_error_handling_is_refused_as_such():
+    """A kernel's flags are handled under one np.errstate: the log under the function's
+    own block joins neither its producer, its sibling, nor the sum of its result."""
+    def fn(x):
+        scaled = x * 2.0
+        with np.errstate(divide="ignore"):
+            logs = np.log(scaled)
+            shifted = logs - 1.0
+        return logs.sum(), scaled + 1.0, shifted
+
+    plan = plan_of(fn, np.ones(5))
+    check_plan(plan)
+    log, multiply, add = named(plan, "log"), named(plan, "multiply"), named(plan, "add")
+    owner = region_of(plan)
+    assert owner[log] != owner[multiply] == owner[add]
+    assert owner[named(plan, "subtract")] == owner[log]
+    refused = refusals_of(plan, Reason.ERRSTATE)
+    assert (multiply, log) in {(refusal.first, refusal.second) for refusal in refused}
+    assert all(refusal.detail == "the caller's error handling vs np.errstate(divide='ignore')"
+               or refusal.detail == "np.errstate(divide='ignore') vs the caller's error "
+               "handling" for refusal in refused)
+    sum_node = named(plan, "sum")
+    assert sum_node.errstate is None and log.errstate is not None
+    assert sum_node not in owner or owner[sum_node] != owner[log]

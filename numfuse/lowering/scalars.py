@@ -138,6 +138,7 @@ class Emitter:
         self.builder = builder
         self.flags = flags
         self.guarded = guarded
+        self._hidden: set[int] = set()  # ids of the values ``opaque`` made
         self.compiler = compiler
         self.values: dict[str, Value] = dict(names or {})
         self.slots: dict[str, tuple[np.dtype, ir.Value]] = {}
@@ -414,7 +415,34 @@ class Emitter:
         first, second = self.branch(node.body), self.branch(node.orelse)
         dtype = T.unified(first.dtype, second.dtype)
         first, second = self.convert(first, dtype), self.convert(second, dtype)
+        if self.guarded:
+            condition = self.pinned(condition, (first, second))
         return Value(dtype, self.builder.select(condition.ir, first.ir, second.ir))
+
+    def pinned(self, condition: Value, values: Sequence[Value]) -> Value:
+        """``condition``, made to depend on the float ``values`` through a zero LLVM
+        cannot see.  The x86 back end turns a select of floats into a branch and may then
+        sink the computation of a value into the branch that selects it, where it no
+        longer runs for the other elements -- losing the floating-point flags numpy raises
+        for every element (``np.where(m, 1.0 / x, 0)`` warns for x == 0 where m is False).
+        A condition computed from the values has them computed before any branch.
+        Operands loaded from memory and constants raise nothing and are left out."""
+        builder = self.builder
+        bits: ir.Value | None = None
+        for value in values:
+            for part in self.parts(value) if value.dtype.kind == "c" else (value,):
+                if part.dtype.kind != "f" or isinstance(part.ir, (ir.Constant, ir.LoadInstr)) \
+                        or id(part.ir) in self._hidden:
+                    continue
+                word = builder.bitcast(part.ir, ir.IntType(part.dtype.itemsize * 8))
+                if part.dtype.itemsize < 8:
+                    word = builder.zext(word, T.I64)
+                bits = word if bits is None else builder.or_(bits, word)
+        if bits is None:
+            return condition
+        seen = builder.icmp_unsigned("!=", builder.and_(bits, self.opaque_zero(64)),
+                                     ir.Constant(T.I64, 0))
+        return Value(BOOL, builder.xor(condition.ir, seen))
 
     def branch(self, node: ast.expr) -> Value:
         """A value chosen by a condition.  In a kernel's statements (``guarded``) a constant
@@ -423,7 +451,7 @@ class Emitter:
         floating-point flags of the elements a ``where`` guard (or ``where=``) keeps out.
         Helpers are written so that every value may be computed on every lane."""
         value = self.scalar(node)
-        if self.guarded and isinstance(value.ir, ir.Constant) and value.dtype.kind != "b":
+        if self.guarded and value.dtype.kind != "b" and _constant(value.ir):
             return self.opaque(value)
         return value
 
@@ -432,6 +460,15 @@ class Emitter:
         if value.dtype.kind == "c":
             real, imag = self.parts(value)
             return self.complex(self.opaque(real), self.opaque(imag))
+        bits = ir.IntType(value.dtype.itemsize * 8)
+        hidden = self.builder.xor(self.builder.bitcast(value.ir, bits),
+                                  self.opaque_zero(bits.width))
+        result = self.builder.bitcast(hidden, value.ir.type)
+        self._hidden.add(id(result))
+        return Value(value.dtype, result)
+
+    def opaque_zero(self, width: int) -> ir.Value:
+        """A ``width``-bit zero LLVM cannot see (a load of a weak global)."""
         module = self.module
         try:
             zero = module.get_global("numfuse.opaque_zero")
@@ -439,12 +476,8 @@ class Emitter:
             zero = ir.GlobalVariable(module, T.I64, name="numfuse.opaque_zero")
             zero.linkage = "weak"
             zero.initializer = ir.Constant(T.I64, 0)
-        bits = ir.IntType(value.dtype.itemsize * 8)
         mask = self.builder.load(zero)
-        if bits.width < 64:
-            mask = self.builder.trunc(mask, bits)
-        hidden = self.builder.xor(self.builder.bitcast(value.ir, bits), mask)
-        return Value(value.dtype, self.builder.bitcast(hidden, value.ir.type))
+        return self.builder.trunc(mask, ir.IntType(width)) if width < 64 else mask
 
     def choose(self, condition: Value, then: Callable[[], Value],
                otherwise: Callable[[], Value]) -> Value:
@@ -987,6 +1020,21 @@ def _folded(node: ast.UnaryOp) -> object | None:
 _QUIET = frozenset({*_DTYPES, "view", "abs", "absolute", "fabs", "min", "max", "bool",
                     "complex", "isinstance", "isnan", "isinf", "isfinite", "signbit",
                     "copysign", "conjugate", "floor", "ceil", "trunc", "rint"})
+
+
+def _constant(value: ir.Value) -> bool:
+    """Whether LLVM can fold ``value`` to a constant: a constant, or a cast, arithmetic
+    or intrinsic call on constants only (``np.float32(0.0)`` is an ``fptrunc``)."""
+    if isinstance(value, ir.Constant):
+        return True
+    if isinstance(value, (ir.LoadInstr, ir.PhiInstr)) or not isinstance(value,
+                                                                          ir.Instruction):
+        return False
+    if isinstance(value, ir.CallInstr) and not getattr(value.callee, "name",
+                                                       "").startswith("llvm."):
+        return False
+    operands = value.args if isinstance(value, ir.CallInstr) else value.operands
+    return all(_constant(operand) for operand in operands)
 
 
 def _calls(node: ast.AST) -> bool:

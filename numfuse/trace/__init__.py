@@ -15,8 +15,10 @@ the ``Tracer`` class, ``ufuncs`` dispatches numpy ufuncs (``out=``, ``where=``, 
 operators), ``functions`` handles the numpy functions tracing computes itself,
 ``probes`` records every other numpy call after learning its result from runs on
 stand-ins (what each numpy function is: ``numfuse.registry``), ``constants``
-evaluates work on constants with numpy, and ``patches`` replaces numpy's conversion and
-creation functions while a function is traced.  Those modules call one another while
+evaluates work on constants with numpy, ``patches`` replaces numpy's conversion and
+creation functions while a function is traced, and ``errstate`` records the
+floating-point error handling (``np.errstate``, warnings filters) the function sets for
+its own operations.  Those modules call one another while
 tracing; each imports the others' names at its end.
 """
 
@@ -30,6 +32,7 @@ import numpy as np
 from .. import pytree
 from ..dtypes import ArgSpec
 from ..graph import Graph, Node
+from . import errstate
 from .constants import _leaf_const
 from .functions import supported_functions
 from .nodes import input_node
@@ -63,7 +66,7 @@ def trace_graph(fn: Callable[..., Any], specs: Sequence[ArgSpec],
     token = _examples.set(examples)
     user = _user_globals.set(_own_globals(fn))
     try:
-        with np.errstate(all="ignore"), _converting_tracers():
+        with np.errstate(all="ignore"), _converting_tracers(), errstate.recording():
             result = fn(*arguments)
     finally:
         _user_globals.reset(user)

@@ -33,6 +33,7 @@ from ..graph import (
     broadcast_shapes,
 )
 from ..ops import OPS, DtypeOrWeak, OpDef, evaluate, template_for
+from . import errstate
 
 
 def input_node(index: int, spec: ArgSpec) -> Node:
@@ -162,9 +163,9 @@ def elementwise(op: OpDef, operands: Sequence[Node], *, out_dtype: Any = None,
         call = NumpyCall(ElementwiseCall(op.name, op.reference, loop_in, out, scalar),
                          op.name, (TRACED,) * len(operands), {})
         return Node(op.name, NUMPY, tuple(operands), out, shape, Call(call),
-                    weak=weak, scalar=scalar)
+                    weak=weak, scalar=scalar, errstate=errstate.current())
     return Node(op.name, ELEMENTWISE, tuple(operands), out, shape, Loop(tuple(loop_in)),
-                weak=weak, scalar=scalar)
+                weak=weak, scalar=scalar, errstate=errstate.current())
 
 
 class NoKernelCodeError(UnsupportedOperationError):

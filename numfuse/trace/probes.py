@@ -42,6 +42,7 @@ from ..graph import (
     toposort,
 )
 from ..registry import FRESH_FUNCTIONS, Kind, lookup
+from . import errstate
 from .nodes import _advice_for
 
 # ------------------------------------------------------- non-fusible numpy operations
@@ -412,7 +413,7 @@ def _call_tracer(call: NumpyCall, nodes: Sequence[Node], first: Any, second: Any
         nodes[0].dtype in KERNEL_DTYPES and dtype in KERNEL_DTYPES else None
     node = Node(name, NUMPY, tuple(nodes), dtype, shape,
                 Call(call, frozenset(moving), reduction),
-                scalar=isinstance(first, np.generic))
+                scalar=isinstance(first, np.generic), errstate=errstate.current())
     memo = _examples.get()
     if memo is not None:
         memo[node] = tuple(_DEFAULT_SIZE if axis in moving else size

@@ -29,6 +29,7 @@ from ..graph import (
     shape_text,
 )
 from ..ops import BY_UFUNC, MULTI_OUTPUT, OPS, OpDef
+from . import errstate
 from .nodes import NoKernelCodeError, _fits, _operand_type, _sample, const_node, elementwise
 
 
@@ -112,7 +113,8 @@ def assign_item(target: Node, key: Any, value: Any) -> Node:
     call = NumpyCall(Written(operator.setitem), "setitem", static, {})
     # the array written keeps its shape, data-dependent sizes included (x[mask] written)
     return Node("setitem", NUMPY, tuple(nodes), target.dtype, target.shape,
-                Call(call, _moving_axes(target)), scalar=False)
+                Call(call, _moving_axes(target)), scalar=False,
+                errstate=errstate.current())
 
 
 def _fills_exactly(value: Node, dtype: np.dtype) -> bool:
