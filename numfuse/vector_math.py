@@ -315,13 +315,16 @@ def tanh_f32(x):  # type: ignore[no-untyped-def]
 # ------------------------------------------------------------------ logaddexp
 # numpy's logaddexp without branches: max(x, y) + log1p(exp(-|x - y|)), equal arguments
 # answered as numpy does (x + log 2, before x - y is formed, so inf - inf raises nothing).
-# The ordered comparison of the difference raises "invalid" for NaN, as numpy's does.
+# The ordered comparison of the difference raises "invalid" for NaN, as numpy's does; the
+# "+ 0.0" keeps the two values it chooses between distinct for LLVM even for
+# logaddexp(s, s), which would otherwise drop the comparison (the sum it feeds is the same:
+# the log1p term is never -0.0).
 
 
 def logaddexp_f64(x, y):  # type: ignore[no-untyped-def]
     same = x == y
     a = 0.0 if same else x
-    b = 0.0 if same else y
+    b = (0.0 if same else y) + 0.0
     tmp = a - b
     larger = a if tmp > 0 else b
     result = larger + log1p_f64(exp_f64(-abs(tmp)))
@@ -335,7 +338,7 @@ def logaddexp_f64(x, y):  # type: ignore[no-untyped-def]
 def logaddexp_f32(x, y):  # type: ignore[no-untyped-def]
     same = x == y
     a = np.float32(0.0) if same else x
-    b = np.float32(0.0) if same else y
+    b = (np.float32(0.0) if same else y) + np.float32(0.0)
     tmp = a - b
     larger = a if tmp > 0 else b
     result = larger + log1p_f32(exp_f32(-abs(tmp)))
