@@ -548,3 +548,23 @@ def test_dask_arrays():
     np.testing.assert_allclose(np.asarray(value), expected_value, rtol=1e-12)
     np.testing.assert_allclose(np.asarray(d_mu), expected_mu, rtol=1e-12)
     np.testing.assert_allclose(np.asarray(d_sigma), expected_sigma, rtol=1e-12)
+
+
+def test_the_logistic_regression_example_prints_what_the_readme_shows():
+    """examples/logistic_regression.py fits, checks its gradient against numpy's
+    hand-written one, and prints the lines README.md shows for it."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).parent.parent
+    run = subprocess.run([sys.executable, str(root / "examples" / "logistic_regression.py")],
+                         capture_output=True, text=True, timeout=600, check=True)
+    shown = re.search(r"\$ python examples/logistic_regression.py\n(.*?)```",
+                      (root / "README.md").read_text(), re.S)
+    assert shown is not None
+    for line in shown.group(1).splitlines():
+        if line.strip() != "...":
+            assert line in run.stdout.splitlines(), f"README shows {line!r}; the example " \
+                                                    f"printed:\n{run.stdout}"
