@@ -175,6 +175,18 @@ def divide_by_count(total: Any, count: int, divide: str, ddof: int) -> Any:
     return total.dtype.type(total / divisor)
 
 
+def check_count(reduction: Reduction, count: int) -> None:
+    """numpy's error (``max``/``min`` of nothing) or warning (``mean`` of nothing,
+    ``var`` with ``ddof`` at least the count) for a reduction of ``count`` elements each,
+    which a kernel then computes whole (``var``'s inner mean warns nothing)."""
+    if count == 0 and reduction.ufunc in ("maximum", "minimum"):
+        getattr(np, reduction.ufunc).reduce(np.empty(0, reduction.dtype))
+    if reduction.divide == "mean" and count == 0:
+        warnings.warn("Mean of empty slice", RuntimeWarning, stacklevel=5)
+    elif reduction.divide == "ddof" and reduction.ddof >= count:
+        warnings.warn("Degrees of freedom <= 0 for slice", RuntimeWarning, stacklevel=5)
+
+
 def finish(reduction: Reduction, partials: Any, remaining: tuple[int, ...], count: int,
            shape: tuple[int, ...]) -> Any:
     """Complete a fused reduction from the kernel's per-row ``partials``.

@@ -28,6 +28,7 @@ Outputs are allocated by numpy inside the gufunc call.  Caller arrays are never 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -83,19 +84,25 @@ class KernelOperands:
     dropped axes back into a result (None when there are none).
     """
 
-    __slots__ = ("core", "dropped", "flatten", "operands", "restore", "rows", "vector")
+    __slots__ = ("core", "dropped", "flatten", "operands", "passes", "ranks", "restore",
+                 "rows", "vector")
 
     def __init__(self, operands: tuple[tuple[int, Prepare | None, bool], ...],
                  dropped: tuple[int, ...], *, vector: bool, rows: bool, flatten: bool,
-                 restore: Prepare | None) -> None:
+                 restore: Prepare | None, passes: Passes | None = None,
+                 ranks: tuple[int, ...] | None = None) -> None:
         self.operands = operands
-        self.core = next((index for index, (_slot, _prepare, core) in enumerate(operands)
-                          if core), 0)
+        # the number of core dimensions of each operand: 1 for ``(n)``, 2 for ``(m,n)``
+        self.ranks = ranks if ranks is not None else tuple(
+            int(core) for _slot, _prepare, core in operands)
+        core = [index for index, (_slot, _prepare, core) in enumerate(operands) if core]
+        self.core = max(core, key=lambda index: self.ranks[index], default=0)
         self.dropped = dropped
         self.vector = vector
         self.rows = rows
         self.flatten = flatten
         self.restore = restore
+        self.passes = passes
 
     @classmethod
     def of(cls, kernel: Kernel, slots: dict[Node, int],
@@ -103,6 +110,14 @@ class KernelOperands:
         """The presentation of ``kernel``'s operands read from ``slots``; ``fused`` are the
         reductions fused into it (flattening needs each to reduce every flattened axis)."""
         region, generated = kernel.region, kernel.generated
+        if generated.reduced:
+            passes = Passes(kernel)
+            return cls(tuple((slots[node], prepare, core) for node, prepare, core in zip(
+                region.inputs, passes.inputs, generated.core_inputs, strict=True)),
+                generated.dropped_axes, vector=False, rows=False, flatten=False,
+                restore=None, passes=passes, ranks=tuple(
+                    int(core) + int(rows) for core, rows in zip(
+                        generated.core_inputs, generated.rows_inputs, strict=True)))
         ndim, dropped = generated.ndim, generated.dropped_axes
         vector = len(dropped) == ndim
         core_axis = None if vector else max(set(range(ndim)) - set(dropped))
@@ -172,6 +187,119 @@ class KernelOperands:
         extra = max((np.size(value) for value, (_slot, _prepare, core)
                      in zip(operands, self.operands, strict=True) if not core), default=1)
         return int(operands[self.core].size * extra)
+
+
+class Passes:
+    """How the operands of a kernel of passes (``codegen.emit_passes``) are presented to
+    it, and its outputs made.
+
+    The region's axes are arranged as the gufunc sees them: the other (outer) axes
+    first, the accumulated axes merged into one row axis ``m`` (a view wherever numpy can
+    make one), the core axis last; length-1 axes are dropped.  ``inputs`` has the
+    preparation of each input (None: passed as it is).  Outputs are allocated here in
+    numpy's shapes, C-contiguous, and the kernel writes them through views arranged the
+    same way (``outputs``).  ``counted`` are the accumulations that may need numpy's
+    error or warning for the number of rows (max/min or mean of none, ``var``'s ddof).
+    """
+
+    __slots__ = ("counted", "dtypes", "inputs", "ndim", "outputs", "reduced", "shapes")
+
+    def __init__(self, kernel: Kernel) -> None:
+        region, generated = kernel.region, kernel.generated
+        self.ndim = ndim = generated.ndim
+        self.reduced = generated.reduced
+        arrange = _Arrangement(ndim, generated.dropped_axes, generated.reduced)
+        self.inputs = tuple(
+            None if node.ndim == 0 else arrange.preparer(node.ndim, rows, core)
+            for node, rows, core in zip(region.inputs, generated.rows_inputs,
+                                        generated.core_inputs, strict=True))
+        self.dtypes = tuple(node.dtype for node in region.outputs)
+        self.shapes: tuple[Callable[[tuple[int, ...]], tuple[int, ...]], ...] = tuple(
+            _output_shape(node, ndim) for node in region.outputs)
+        outputs: list[Prepare] = []
+        for node, rows in zip(region.outputs, generated.rows_outputs, strict=True):
+            present = arrange.preparer(ndim if node.kind == NUMPY else node.ndim, rows, True)
+            reduction = node.reduction
+            if reduction is not None and not reduction.keepdims:
+                outputs.append(_expanded(reduction.axes, present))
+            else:
+                outputs.append(present)
+        self.outputs = tuple(outputs)
+        self.counted = tuple(node.reduction for node in region.nodes
+                           if node.kind == NUMPY and node.reduction is not None and (
+                               node.reduction.ufunc in ("maximum", "minimum")
+                               or node.reduction.divide is not None))
+
+    def allocate(self, inputs: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+        """The outputs for these (unprepared) inputs, and their views for the kernel;
+        numpy's warning or error first when the accumulated axes are empty."""
+        loop = np.broadcast_shapes(*(np.shape(value) for value in inputs))
+        loop = (1,) * (self.ndim - len(loop)) + tuple(loop)
+        if self.counted:
+            count = math.prod(loop[axis] for axis in self.reduced)
+            for reduction in self.counted:
+                reductions.check_count(reduction, count)
+        outputs = [np.empty(shape(loop), dtype)
+                   for shape, dtype in zip(self.shapes, self.dtypes, strict=True)]
+        return outputs, [present(output) for present, output in zip(self.outputs, outputs,
+                                                                   strict=True)]
+
+
+def _expanded(axes: tuple[int, ...], present: Prepare) -> Prepare:
+    """``present`` of a reduction's result with its reduced axes put back as length 1."""
+    return lambda value: present(np.expand_dims(value, axes))
+
+
+class _Arrangement:
+    """The axes of a region as a kernel of passes sees them (see ``Passes``)."""
+
+    def __init__(self, ndim: int, dropped: tuple[int, ...], reduced: tuple[int, ...]) -> None:
+        self.ndim = ndim
+        self.dropped = dropped
+        kept = [axis for axis in range(ndim) if axis not in dropped]
+        core = kept[-1]
+        outer = [axis for axis in kept if axis not in reduced and axis != core]
+        # positions (among the kept axes) of the outer axes, the reduced ones and the core
+        self.order = tuple(kept.index(axis) for axis in (*outer, *reduced, core))
+        self.outer = len(outer)
+
+    def preparer(self, ndim: int, rows: bool, core: bool) -> Prepare:
+        """How to present a value of ``ndim`` axes (broadcast into the region) that varies
+        along the rows and/or the core axis."""
+        missing, dropped, order = self.ndim - ndim, self.dropped, self.order
+        outer = self.outer
+
+        def prepare(value: Any) -> Any:
+            value = np.asarray(value)
+            if missing:
+                value = value.reshape((1,) * missing + value.shape)
+            if dropped:
+                value = value.squeeze(dropped)
+            value = value.transpose(order)
+            shape = value.shape
+            if rows:
+                value = value.reshape((*shape[:outer], math.prod(shape[outer:-1]), shape[-1]))
+            else:
+                value = value.reshape((*shape[:outer], shape[-1]))
+            if not core:
+                value = value[..., 0]
+            elif value.strides[-1] != value.itemsize and value.shape[-1] > 1:
+                value = np.ascontiguousarray(value)
+            return value
+
+        return prepare
+
+
+def _output_shape(node: Node, ndim: int) -> Callable[[tuple[int, ...]], tuple[int, ...]]:
+    """numpy's shape of the output ``node`` of a kernel of passes, from the loop's."""
+    reduction = node.reduction
+    if node.kind == NUMPY and reduction is not None:
+        axes, keepdims = reduction.axes, reduction.keepdims
+        return lambda loop: tuple(1 if axis in axes else size for axis, size in enumerate(loop)
+                                  if keepdims or axis not in axes)
+    offset, pattern = ndim - node.ndim, node.shape
+    return lambda loop: tuple(1 if size == 1 else loop[axis + offset]
+                              for axis, size in enumerate(pattern))
 
 
 def _kept_axes(ndim: int, dropped: tuple[int, ...]) -> list[int]:
@@ -371,6 +499,9 @@ class LocalRunner:
         into."""
         step = self.step
         layout = step.operands
+        if layout.passes is not None:
+            self._passes(values, layout.passes)
+            return
         operands = [values[slot] if prepare is None else prepare(values[slot])
                     for slot, prepare, _core in layout.operands]
         shape = None  # the loop's shape when its operands run as one long 1-d loop
@@ -403,6 +534,23 @@ class LocalRunner:
                 values[slot] = result
             return
         self._store(values, results, operands, shape, outs, presented)
+
+    def _passes(self, values: list[Any], passes: Passes) -> None:
+        """Run a kernel of passes: its outputs are made here, in numpy's shapes, and the
+        kernel writes them through views."""
+        step = self.step
+        inputs = [values[slot] for slot in step.inputs]
+        try:
+            outputs, views = passes.allocate(inputs)
+        except ValueError:
+            _raise_broadcast_error(inputs)
+            raise
+        operands = [value if prepare is None else prepare(value)
+                    for value, (_slot, prepare, _core) in zip(inputs, step.operands.operands,
+                                                               strict=True)]
+        self.call(operands, tuple(views))
+        for slot, output in zip(step.out_slots, outputs, strict=True):
+            values[slot] = output
 
     def _store(self, values: list[Any], results: Sequence[Any], operands: list[Any],
                shape: tuple[int, ...] | None, outs: Sequence[Any] | None,
@@ -633,6 +781,7 @@ class Program:
             for position, (slot, convert) in enumerate(self.returns)
             for index, step in enumerate(self.steps)
             if convert is None and isinstance(step, KernelStep) and slot in step.out_slots
+            and step.operands.passes is None
             and not (step.completions and step.completions[step.out_slots.index(slot)]
                      is not None)
             and position not in self.repeated and same_as[position] == position
@@ -733,7 +882,7 @@ def _fast_path(program: Program, arity: int) -> Callable[..., Any] | None:
         return None
     step, policy = runner.step, runner.calls
     layout = step.operands
-    if layout.flatten or layout.restore is not None:
+    if layout.flatten or layout.restore is not None or layout.passes is not None:
         return None
     if [slot for slot, _convert in program.returns] != list(step.out_slots) or any(
             convert is not None for _slot, convert in program.returns):

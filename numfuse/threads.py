@@ -130,14 +130,16 @@ def _transcendental(node: Node) -> bool:
     return row is not None and row.transcendental
 
 
-def split_plan(length: int, rows: tuple[int, ...], count: int
+def split_plan(length: int, rows: tuple[int, ...], count: int, depth: int = 1
                ) -> tuple[bool, list[int]] | None:
     """Cut a loop of ``rows`` rows of ``length`` elements into about ``count`` chunks: along
     the core axis when it is long, else along the first row axis; (along_core, chunk
-    bounds), or None when neither is worth it.  Core-axis bounds are multiples of 64."""
+    bounds), or None when neither is worth it.  Core-axis bounds are multiples of 64.
+    A kernel of passes has ``depth`` elements per core element (its accumulated rows,
+    which are never split: each column adds them in order)."""
     minimum = MIN_CHUNK_ELEMENTS
-    if length >= 2 * minimum:
-        count = min(count, length // minimum)
+    if length * depth >= 2 * minimum and length >= 2 * 64:
+        count = min(count, length * depth // minimum, length // 64)
         step = length / count
         bounds = [min(length, round(index * step / 64) * 64) for index in range(count)]
         return True, [*bounds, length]
@@ -187,20 +189,22 @@ class ThreadPolicy:
         the call is long enough and splitting has been paying (or is due a retry); else one
         call, which measures the cost."""
         step = self.step
-        cores = [core for _slot, _prepare, core in step.operands.operands]
-        rows = np.broadcast_shapes(*(np.shape(value)[:-1] if core else np.shape(value)
-                                     for value, core in zip(operands, cores, strict=True)))
-        length = np.shape(operands[step.operands.core])[-1]
-        elements = length * math.prod(rows)
+        ranks = step.operands.ranks
+        rows = np.broadcast_shapes(*(np.shape(value)[:np.ndim(value) - rank]
+                                     for value, rank in zip(operands, ranks, strict=True)))
+        core = operands[step.operands.core]
+        length = np.shape(core)[-1]
+        depth = np.shape(core)[-2] if ranks[step.operands.core] == 2 else 1
+        elements = length * depth * math.prod(rows)
         expected = self.cost * elements
         self.large += 1
         count = chunk_count(expected, elements, self._threads())
         paying = self.gain >= MIN_GAIN or self.large % RETRY_EVERY == 0
         if count > 1 and self.measured and paying:
-            split = split_plan(length, rows, count)
+            split = split_plan(length, rows, count, depth)
             if split is not None:
                 start = time.perf_counter()
-                results = self._split(operands, cores, rows, length, outs, *split)
+                results = self._split(operands, ranks, rows, length, outs, *split)
                 observed = expected / max(time.perf_counter() - start, 1e-9)
                 self.gain = 0.7 * self.gain + 0.3 * observed
                 return results
@@ -213,11 +217,12 @@ class ThreadPolicy:
             self.small = int(PARALLEL_MIN_SECONDS / self.cost)
         return results
 
-    def _split(self, operands: list[Any], cores: list[bool], rows: tuple[int, ...],
+    def _split(self, operands: list[Any], ranks: tuple[int, ...], rows: tuple[int, ...],
                length: int, outs: Sequence[Any] | None, along_core: bool,
                bounds: list[int]) -> Any:
         """Run the call in chunks of the core axis (or of the first row axis) on threads,
-        writing into preallocated outputs; per-chunk partial reductions are combined."""
+        writing into preallocated outputs; per-chunk partial reductions are combined.
+        ``ranks`` are the operands' numbers of core dimensions."""
         step = self.step
         count = len(bounds) - 1
         outputs: list[Any] = []
@@ -234,18 +239,20 @@ class ThreadPolicy:
         partials: list[Any] = [None] * count
         depth = len(rows)
 
-        def piece(value: Any, core: bool, start: int, stop: int) -> Any:
+        cores = [core for _slot, _prepare, core in step.operands.operands]
+
+        def piece(value: Any, core: bool, rank: int, start: int, stop: int) -> Any:
             if along_core:
                 return value[..., start:stop] if core else value
-            dims = np.ndim(value) - (1 if core else 0)
+            dims = np.ndim(value) - rank
             if dims < depth or np.shape(value)[0] == 1:
                 return value  # broadcast along the split axis
             return value[start:stop]
 
         def work(index: int) -> None:
             start, stop = bounds[index], bounds[index + 1]
-            chunk = [piece(value, core, start, stop) for value, core in zip(operands, cores,
-                                                                           strict=True)]
+            chunk = [piece(value, core, rank, start, stop)
+                     for value, core, rank in zip(operands, cores, ranks, strict=True)]
             out = tuple(None if target is None else
                         (target[..., start:stop] if along_core else target[start:stop])
                         for target in outputs)
