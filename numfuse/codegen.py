@@ -748,6 +748,9 @@ def _finished(reduction: Reduction, total: str, dtype: np.dtype) -> str:
     divided by the row count, ``count`` (less ``ddof``, at least 0), in the dtypes of
     numpy's ``true_divide`` of the total by an ``intp``, then cast to ``dtype``."""
     if reduction.divide is None:
+        if reduction.ufunc == "add" and reduction.dtype.kind in "fc":
+            # started at -0.0 so that a sum of -0.0 is -0.0; a sum of nothing is +0.0
+            return f"({total} if count > np.int64(0) else {literal(0, reduction.dtype)})"
         return total
     divisor = "count"
     if reduction.divide == "ddof" and reduction.ddof:

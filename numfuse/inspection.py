@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .graph import CONST, ELEMENTWISE, INPUT, Graph, Node, equation, node_names
-from .partition import Reason, Refusal, Region
+from .partition import Reason, Refusal, Region, schedule
 
 if TYPE_CHECKING:
     from .kernel import Kernel
@@ -153,6 +153,9 @@ class RegionReport:
     equations: tuple[str, ...]
     outputs: tuple[tuple[str, tuple[str, ...]], ...]
     vector: VectorReport | None
+    # a kernel of passes (a region accumulating reductions across its rows): how it runs,
+    # its equations in running order, each saying when it runs
+    passes: str = ""
 
     @property
     def listing(self) -> tuple[str, ...]:
@@ -239,6 +242,8 @@ def report_lines(explanation: Explanation) -> list[str]:
              f"  {e.numpy_loops} numpy elementwise loop(s) -> {len(e.regions)} fused kernel(s)"]
     for region in e.regions:
         lines.append(f"region {region.index}: kernel {region.kernel} {region.layout}")
+        if region.passes:
+            lines.append(f"  {region.passes}")
         lines += [f"    {text}" for text in region.listing]
         for name, why in region.outputs:
             lines.append(f"  output {name}: {'; '.join(why)}")
@@ -280,14 +285,18 @@ def explain(graph: Graph, regions: Sequence[Region], kernels: Sequence[Kernel] |
     for region in regions:
         kernel = kernels[region.index] if kernels is not None else None
         vector = kernel_vector_report(kernel) if kernel is not None and vectorisation else None
+        equations = tuple(equation(node, names) for node in region.nodes)
+        passes = ""
+        if region.reduced:
+            passes, equations = _passes(region, names)
         reports.append(RegionReport(
             region.index, kernel.name if kernel is not None else "-",
             kernel.layout if kernel is not None else "",
             tuple(equation(node, names) for node in region.prelude),
-            tuple(equation(node, names) for node in region.nodes),
+            equations,
             tuple((names[node], _output_reasons(node, graph, owner, names))
                   for node in region.outputs),
-            vector,
+            vector, passes,
         ))
     others = tuple(equation(node, names) for node in graph.nodes
                    if node.kind not in (INPUT, CONST, ELEMENTWISE) and node not in owner)
@@ -307,6 +316,32 @@ def explain(graph: Graph, regions: Sequence[Region], kernels: Sequence[Kernel] |
         tuple(names[node] for node in temporaries),
         sum(node.dtype.itemsize for node in temporaries), avoided,
     )
+
+
+def _passes(region: Region, names: dict[Node, str]) -> tuple[str, tuple[str, ...]]:
+    """A kernel of passes in words: how many passes over which rows, and its equations
+    in running order, each with when it runs (``partition.schedule``)."""
+    plan = schedule(region)
+    axes = ", ".join(str(axis) for axis in region.reduced)
+    summary = (f"{plan.passes} pass{'es' if plan.passes > 1 else ''} over the rows "
+               f"(axis {axes}) of each block of columns; accumulators add the rows in order")
+    timed = []
+    for position, node in enumerate(region.nodes):
+        if node in plan.accumulating:
+            sweep, when = 2 * plan.accumulating[node] + 1, (
+                f"accumulated in pass {plan.accumulating[node] + 1}")
+        elif node in plan.columns:
+            level = plan.columns[node]
+            sweep = 2 * level
+            when = "per column, before pass 1" if level == 0 else \
+                f"per column, after pass {level}"
+        else:
+            done = plan.computed[node]
+            sweep = 2 * done[0] + 1
+            when = ("pass " if len(done) == 1 else "passes ") + \
+                ", ".join(str(index + 1) for index in done)
+        timed.append((sweep, position, f"{equation(node, names)}  ({when})"))
+    return summary, tuple(text for _sweep, _position, text in sorted(timed))
 
 
 def _output_reasons(node: Node, graph: Graph, owner: dict[Node, int],
@@ -334,6 +369,11 @@ def concrete_shapes(graph: Graph, args: Sequence[Any]) -> dict[Node, tuple[int, 
         elif node.kind == ELEMENTWISE and all(shapes.get(s) is not None for s in node.inputs):
             known: list[Any] = [shapes[source] for source in node.inputs]
             shapes[node] = np.broadcast_shapes(*known)
+        elif node.reduction is not None and shapes.get(node.inputs[0]) is not None:
+            reduced, reduction = shapes[node.inputs[0]], node.reduction
+            shapes[node] = tuple(1 if axis in reduction.axes else size
+                                 for axis, size in enumerate(reduced or ())
+                                 if reduction.keepdims or axis not in reduction.axes)
         elif all(size is not None for size in node.shape):
             shapes[node] = tuple(node.shape)  # type: ignore[arg-type]
         else:
@@ -425,4 +465,11 @@ def _why(refusal: Refusal, step: Callable[[Node], str], names: dict[Node, str]) 
                 f"{second}'s kernel: {detail}")
     if reason is Reason.SIBLING_SIZE:
         return detail
+    if reason is Reason.REDUCED_AXES:
+        return f"one kernel cannot run both: {detail}"
+    if reason is Reason.PASSES:
+        if via is None:
+            return f"one kernel for both would need {detail}"
+        return (f"one kernel for both would compute {names[via]} again in a later pass over "
+                f"the rows: {detail}")
     return f"together they would have {detail}, so the region is split"

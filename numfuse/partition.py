@@ -65,7 +65,7 @@ class Reason(enum.Enum):
     SIBLING_SIZE = "siblings of a smaller shared value"  # their sizes may differ
     OPERAND_CAP = "operand cap"  # a region split under numpy's limit on gufunc operands
     REDUCED_AXES = "reductions over other axes"  # one loop cannot accumulate both
-    TOO_MANY_PASSES = "too many passes over the rows"  # accumulations chained too deep
+    PASSES = "passes over the rows"  # too many, or too much work repeated in them
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -296,7 +296,9 @@ class Schedule:
     stored: dict[Node, int]
 
 
-Problem = tuple[Reason, str]  # why a set of nodes cannot run as one region
+# Why a set of nodes cannot run as one region: the reason, the details in words, and the
+# node behind it (or None), as a ``Refusal`` takes them.
+Problem = tuple[Reason, str, "Node | None"]
 
 
 def varies(node: Node, axes: Sequence[int], ndim: int) -> bool | None:
@@ -330,17 +332,16 @@ def _schedule(members: Sequence[Node], reduced: tuple[int, ...], loop: tuple[boo
             continue
         for source in (node, *node.inputs):
             if is_kernel_input(source) and varies(source, reduced, ndim) is None:
-                return Reason.LOOP_SHAPE, ("it varies along some of the reduced axes only, "
-                                           "so it has no place in a loop over their rows")
+                return Reason.LOOP_SHAPE, ("a value varies along some of the reduced axes only, "
+                                           "so it has no place in a loop over their rows"), source
         level[node] = max((level.get(source, 0) for source in node.inputs), default=0)
         if varies(node, reduced, ndim):
             rows.add(node)
         else:
             columns[node] = level[node]
         if node in outputs and not varies(node, spanned, ndim):
-            return Reason.LOOP_SHAPE, ("it is constant along an axis the kernel's outer "
-                                       "loop or columns run along, so it has no shape of "
-                                       "the kernel's outputs")
+            return Reason.LOOP_SHAPE, ("a value it would store is constant along an axis "
+                                       "of the kernel's columns or outer loop"), node
     users: dict[Node, list[Node]] = {node: [] for node in members}
     for node in members:
         for source in node.inputs:
@@ -348,7 +349,7 @@ def _schedule(members: Sequence[Node], reduced: tuple[int, ...], loop: tuple[boo
                 users[source].append(node)
     computed: dict[Node, tuple[int, ...]] = {}
     stored: dict[Node, int] = {}
-    extra = 0
+    extra, costliest, most = 0, None, 0
     for node in reversed(members):
         if node not in rows:
             continue
@@ -362,15 +363,17 @@ def _schedule(members: Sequence[Node], reduced: tuple[int, ...], loop: tuple[boo
             stored[node] = min(passes, default=level[node])
             passes.add(stored[node])
         computed[node] = tuple(sorted(passes))
-        extra += op_cost(node) * (len(passes) - 1)
+        again = op_cost(node) * (len(passes) - 1)
+        extra += again
+        if again > most:
+            costliest, most = node, again
     count = 1 + max([*accumulating.values(), *(max(done, default=0) for done in computed.values())])
     if count > MAX_PASSES:
-        return Reason.TOO_MANY_PASSES, (f"{count} passes, more than the {MAX_PASSES} one "
-                                        "kernel makes")
+        return Reason.PASSES, (f"{count} passes over the rows, more than the {MAX_PASSES} "
+                               "one kernel makes"), None
     if extra > RECOMPUTE_MAX_COST:
-        return Reason.NOT_RECOMPUTED, (
-            f"work needed by several passes over the rows would cost {extra} more "
-            f"operations per element, more than the {RECOMPUTE_MAX_COST} worth repeating")
+        return Reason.PASSES, (f"{extra} more operations per element, more than the "
+                               f"{RECOMPUTE_MAX_COST} worth repeating"), costliest
     return Schedule(reduced, count, frozenset(rows), columns, accumulating, computed, stored)
 
 
@@ -514,10 +517,11 @@ class _Clusters:
             return None
         if len(reduced) > 1:
             return Reason.REDUCED_AXES, ("they accumulate reductions over different axes, "
-                                         "and one kernel's rows run along one set of axes")
+                                         "and one kernel's rows run along one set of "
+                                         "axes"), None
         if any(self.folding[cluster] for cluster in clusters):
             return Reason.REDUCED_AXES, ("one folds reductions along its rows, the other "
-                                         "accumulates reductions across them")
+                                         "accumulates reductions across them"), None
         members = 0
         for cluster in clusters:
             members |= self.members[cluster]
@@ -534,7 +538,7 @@ class _Clusters:
                    if source not in inside and is_kernel_input(source)}
         if len(sources) + len(outputs) > MAX_OPERANDS:
             return Reason.OPERAND_CAP, (f"{len(sources) + len(outputs)} operands, over "
-                                        f"numpy's limit of {MAX_OPERANDS} per gufunc")
+                                        f"numpy's limit of {MAX_OPERANDS} per gufunc"), None
         axes: tuple[int, ...] = reduced.pop()  # type: ignore[assignment]
         loop = max((self.loop[cluster] for cluster in clusters),
                    key=lambda ones: (len(ones), -sum(ones)))
@@ -824,8 +828,9 @@ def _refuse_siblings(clusters: _Clusters, other: int, sibling: int, shared: Node
     elif not _same_class(clusters.size_class[other], clusters.size_class[sibling]):
         _refuse_size_class(clusters, first, second, other, sibling, shared)
     elif clusters.is_convex({other, sibling}):
-        reason, detail = clusters.conflict({other, sibling}) or (Reason.NOT_CONVEX, "")
-        clusters.refuse(first, second, reason, detail, shared=shared)
+        reason, detail, via = clusters.conflict({other, sibling}) or (Reason.NOT_CONVEX, "",
+                                                                      None)
+        clusters.refuse(first, second, reason, detail, via, shared)
     else:
         clusters.refuse_not_convex(first, second, {other, sibling}, shared)
 

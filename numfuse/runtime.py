@@ -202,7 +202,8 @@ class Passes:
     error or warning for the number of rows (max/min or mean of none, ``var``'s ddof).
     """
 
-    __slots__ = ("counted", "dtypes", "inputs", "ndim", "outputs", "reduced", "shapes")
+    __slots__ = ("counted", "dtypes", "inputs", "limit", "ndim", "outputs", "reduced",
+                 "shapes")
 
     def __init__(self, kernel: Kernel) -> None:
         region, generated = kernel.region, kernel.generated
@@ -210,80 +211,92 @@ class Passes:
         self.reduced = generated.reduced
         arrange = _Arrangement(ndim, generated.dropped_axes, generated.reduced)
         self.inputs = tuple(
-            None if node.ndim == 0 else arrange.preparer(node.ndim, rows, core)
+            None if node.ndim == 0 else arrange.preparer(_loop_axes(node, ndim), rows, core)
             for node, rows, core in zip(region.inputs, generated.rows_inputs,
                                         generated.core_inputs, strict=True))
         self.dtypes = tuple(node.dtype for node in region.outputs)
         self.shapes: tuple[Callable[[tuple[int, ...]], tuple[int, ...]], ...] = tuple(
             _output_shape(node, ndim) for node in region.outputs)
-        outputs: list[Prepare] = []
-        for node, rows in zip(region.outputs, generated.rows_outputs, strict=True):
-            present = arrange.preparer(ndim if node.kind == NUMPY else node.ndim, rows, True)
-            reduction = node.reduction
-            if reduction is not None and not reduction.keepdims:
-                outputs.append(_expanded(reduction.axes, present))
-            else:
-                outputs.append(present)
-        self.outputs = tuple(outputs)
+        self.outputs = tuple(arrange.preparer(_loop_axes(node, ndim), rows, True)
+                             for node, rows in zip(region.outputs, generated.rows_outputs,
+                                                   strict=True))
         self.counted = tuple(node.reduction for node in region.nodes
-                           if node.kind == NUMPY and node.reduction is not None and (
-                               node.reduction.ufunc in ("maximum", "minimum")
-                               or node.reduction.divide is not None))
+                             if node.kind == NUMPY and node.reduction is not None and (
+                                 node.reduction.ufunc in ("maximum", "minimum")
+                                 or node.reduction.divide is not None))
+        # the largest row count for which one of them may warn or raise
+        self.limit = max((reduction.ddof if reduction.divide == "ddof" else 0
+                          for reduction in self.counted), default=-1)
 
-    def allocate(self, inputs: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+    def allocate(self, inputs: Sequence[Any]) -> tuple[list[Any], tuple[Any, ...]]:
         """The outputs for these (unprepared) inputs, and their views for the kernel;
-        numpy's warning or error first when the accumulated axes are empty."""
-        loop = np.broadcast_shapes(*(np.shape(value) for value in inputs))
-        loop = (1,) * (self.ndim - len(loop)) + tuple(loop)
-        if self.counted:
+        numpy's warning or error first when there are too few rows."""
+        shapes = [shape for shape in map(np.shape, inputs) if shape]
+        first = shapes[0] if shapes else ()
+        loop = first if all(shape == first for shape in shapes) else \
+            np.broadcast_shapes(*shapes)
+        if len(loop) < self.ndim:
+            loop = (1,) * (self.ndim - len(loop)) + tuple(loop)
+        if self.limit >= 0:
             count = math.prod(loop[axis] for axis in self.reduced)
-            for reduction in self.counted:
-                reductions.check_count(reduction, count)
+            if count <= self.limit:
+                for reduction in self.counted:
+                    reductions.check_count(reduction, count)
         outputs = [np.empty(shape(loop), dtype)
                    for shape, dtype in zip(self.shapes, self.dtypes, strict=True)]
-        return outputs, [present(output) for present, output in zip(self.outputs, outputs,
-                                                                   strict=True)]
+        return outputs, tuple(present(output) for present, output in zip(self.outputs, outputs,
+                                                                        strict=True))
 
 
-def _expanded(axes: tuple[int, ...], present: Prepare) -> Prepare:
-    """``present`` of a reduction's result with its reduced axes put back as length 1."""
-    return lambda value: present(np.expand_dims(value, axes))
+def _loop_axes(node: Node, ndim: int) -> tuple[int, ...]:
+    """The loop axis each axis of ``node``'s value lies along: its trailing axes, or, for
+    a reduction's result without keepdims, those it did not reduce."""
+    reduction = node.reduction
+    if node.kind == NUMPY and reduction is not None and not reduction.keepdims:
+        return tuple(axis for axis in range(ndim) if axis not in reduction.axes)
+    return tuple(range(ndim - node.ndim, ndim))
 
 
 class _Arrangement:
-    """The axes of a region as a kernel of passes sees them (see ``Passes``)."""
+    """The axes of a region as a kernel of passes sees them (see ``Passes``): the outer
+    axes, the reduced ones, the core axis, in this order; length-1 axes dropped."""
 
     def __init__(self, ndim: int, dropped: tuple[int, ...], reduced: tuple[int, ...]) -> None:
-        self.ndim = ndim
-        self.dropped = dropped
-        kept = [axis for axis in range(ndim) if axis not in dropped]
-        core = kept[-1]
-        outer = [axis for axis in kept if axis not in reduced and axis != core]
-        # positions (among the kept axes) of the outer axes, the reduced ones and the core
-        self.order = tuple(kept.index(axis) for axis in (*outer, *reduced, core))
-        self.outer = len(outer)
+        self.dropped = set(dropped)
+        self.core = max(axis for axis in range(ndim) if axis not in dropped)
+        self.reduced = set(reduced)
+        outer = [axis for axis in range(ndim)
+                 if axis not in self.dropped and axis not in self.reduced and axis != self.core]
+        self.order = (*outer, *reduced, self.core)
 
-    def preparer(self, ndim: int, rows: bool, core: bool) -> Prepare:
-        """How to present a value of ``ndim`` axes (broadcast into the region) that varies
-        along the rows and/or the core axis."""
-        missing, dropped, order = self.ndim - ndim, self.dropped, self.order
-        outer = self.outer
+    def preparer(self, axes: tuple[int, ...], rows: bool, core: bool) -> Prepare:
+        """How to present a value whose axes lie along the loop's ``axes`` and that varies
+        along the rows and/or the core axis: its length-1 axes squeezed out (dropped ones,
+        reduced ones when constant along the rows, the core one when constant along it),
+        the rest in the kernel's order, the reduced ones merged into one.  Only what
+        changes the value is done: a C-contiguous matrix reduced along its first axis
+        passes as it is."""
+        squeezed = tuple(position for position, axis in enumerate(axes)
+                         if axis in self.dropped or (axis in self.reduced and not rows)
+                         or (axis == self.core and not core))
+        kept = [axis for position, axis in enumerate(axes) if position not in squeezed]
+        order = sorted(range(len(kept)), key=lambda position: self.order.index(kept[position]))
+        transpose = tuple(order) if order != list(range(len(kept))) else None
+        merged = sum(axis in self.reduced for axis in kept)
+        merge = rows and merged > 1
+        tail = 1 + int(core)  # the merged row axis, then the core axis if there is one
 
         def prepare(value: Any) -> Any:
-            value = np.asarray(value)
-            if missing:
-                value = value.reshape((1,) * missing + value.shape)
-            if dropped:
-                value = value.squeeze(dropped)
-            value = value.transpose(order)
-            shape = value.shape
-            if rows:
-                value = value.reshape((*shape[:outer], math.prod(shape[outer:-1]), shape[-1]))
-            else:
-                value = value.reshape((*shape[:outer], shape[-1]))
-            if not core:
-                value = value[..., 0]
-            elif value.strides[-1] != value.itemsize and value.shape[-1] > 1:
+            if squeezed:
+                value = np.squeeze(value, squeezed)
+            if transpose is not None:
+                value = np.transpose(value, transpose)
+            if merge:
+                shape = value.shape
+                cut = len(shape) - merged - (tail - 1)
+                value = value.reshape((*shape[:cut], math.prod(shape[cut:cut + merged]),
+                                       *shape[len(shape) - tail + 1:]))
+            if core and value.strides[-1] != value.itemsize and value.shape[-1] > 1:
                 value = np.ascontiguousarray(value)
             return value
 
@@ -548,7 +561,7 @@ class LocalRunner:
         operands = [value if prepare is None else prepare(value)
                     for value, (_slot, prepare, _core) in zip(inputs, step.operands.operands,
                                                                strict=True)]
-        self.call(operands, tuple(views))
+        self.call(operands, views)
         for slot, output in zip(step.out_slots, outputs, strict=True):
             values[slot] = output
 

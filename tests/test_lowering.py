@@ -198,3 +198,37 @@ def test_the_language_refuses_what_it_cannot_compile():
 def test_lowering_is_pure():
     kernel = numfuse.compile(_softplus, np.ones(4), np.ones(4)).kernels[0]
     assert lower(kernel.generated) == lower(kernel.generated)
+
+
+# ------------------------------------------------------------------ kernels of passes
+
+
+def test_a_block_of_columns_keeps_its_rows_within_the_budget():
+    from numfuse.lowering.loops import BLOCK_BYTES, MAX_COLUMNS, MIN_COLUMNS, column_block
+
+    assert column_block(0, 16) == MAX_COLUMNS
+    assert column_block(10, 8) == MAX_COLUMNS
+    assert column_block(10**6, 8) == MIN_COLUMNS
+    middle = column_block(1000, 8)
+    assert MIN_COLUMNS <= middle <= MAX_COLUMNS and middle % GRANULE == 0
+    assert middle * 1000 * 8 <= BLOCK_BYTES
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (3, GRANULE + 5), (40, 1100)])
+def test_the_source_of_a_kernel_of_passes_run_as_python_computes_what_it_computes(shape):
+    def fn(x, row_weights, shift):
+        d = (x - shift) * row_weights
+        return d - d.mean(axis=0), d.std(axis=0, ddof=1), (d * d).max(axis=0, keepdims=True)
+
+    rng = np.random.default_rng(2)
+    x, weights, shift = rng.standard_normal(shape), rng.random((shape[0], 1)), 0.25
+    kernel = numfuse.compile(fn, x, weights, shift).kernels[0]
+    assert kernel.layout == "(m,n),(),(m)->(m,n),(n),(n)"
+    operands = [x, shift, weights[:, 0]]
+    outputs = [np.zeros(shape), np.zeros(shape[1]), np.zeros(shape[1])]
+    namespace: dict = {}
+    exec(compile(kernel.generated.source, kernel.name, "exec"), namespace)
+    namespace["kernel"](*operands, *outputs)
+    assert_same(tuple(kernel.gufunc(*operands)), tuple(outputs))
+    assert_same(tuple(outputs), (fn(x, weights, shift)[0], fn(x, weights, shift)[1],
+                                 fn(x, weights, shift)[2][0]))
