@@ -496,7 +496,7 @@ def _module_source(layout: str, signature: str, helpers: Sequence[str],
 # ------------------------------------------------------------------ kernels of passes
 
 # Columns per block in the Python rendering of a kernel of passes (the compiled kernel
-# picks its block width from the number of rows: ``lowering.loops.column_block``).
+# makes its blocks as wide as its column arrays allow: ``lowering.loops.column_block``).
 COLUMN_BLOCK = 256
 
 

@@ -49,6 +49,8 @@ PARALLEL_MIN_SECONDS = 200e-6
 CHUNK_SECONDS = 100e-6
 CHUNKS_PER_THREAD = 4
 MIN_CHUNK_ELEMENTS = 4096
+# Columns in a chunk of a kernel of passes (see ``lowering.loops.MIN_COLUMNS``).
+MIN_PASS_COLUMNS = 256
 # Splitting continues while (one-thread estimate) / (split time) stays at least this.
 MIN_GAIN = 1.2
 RETRY_EVERY = 16
@@ -136,10 +138,12 @@ def split_plan(length: int, rows: tuple[int, ...], count: int, depth: int = 1
     the core axis when it is long, else along the first row axis; (along_core, chunk
     bounds), or None when neither is worth it.  Core-axis bounds are multiples of 64.
     A kernel of passes has ``depth`` elements per core element (its accumulated rows,
-    which are never split: each column adds them in order)."""
+    which are never split: each column adds them in order); its chunks are at least
+    ``MIN_PASS_COLUMNS`` wide, as its passes over short rows run slowly."""
     minimum = MIN_CHUNK_ELEMENTS
-    if length * depth >= 2 * minimum and length >= 2 * 64:
-        count = min(count, length * depth // minimum, length // 64)
+    widest = 64 if depth == 1 else MIN_PASS_COLUMNS
+    if length * depth >= 2 * minimum and length >= 2 * widest:
+        count = min(count, length * depth // minimum, length // widest)
         step = length / count
         bounds = [min(length, round(index * step / 64) * 64) for index in range(count)]
         return True, [*bounds, length]

@@ -203,15 +203,25 @@ def test_lowering_is_pure():
 # ------------------------------------------------------------------ kernels of passes
 
 
-def test_a_block_of_columns_keeps_its_rows_within_the_budget():
-    from numfuse.lowering.loops import BLOCK_BYTES, MAX_COLUMNS, MIN_COLUMNS, column_block
+def test_blocks_of_columns_are_as_wide_as_the_column_arrays_allow_and_even():
+    from numfuse.lowering.loops import (
+        MAX_COLUMNS,
+        MIN_COLUMNS,
+        SCRATCH_BYTES,
+        column_block,
+        widest_block,
+    )
 
-    assert column_block(0, 16) == MAX_COLUMNS
-    assert column_block(10, 8) == MAX_COLUMNS
-    assert column_block(10**6, 8) == MIN_COLUMNS
-    middle = column_block(1000, 8)
-    assert MIN_COLUMNS <= middle <= MAX_COLUMNS and middle % GRANULE == 0
-    assert middle * 1000 * 8 <= BLOCK_BYTES
+    assert widest_block(8) == MAX_COLUMNS and widest_block(10**6) == MIN_COLUMNS
+    widest = widest_block(20 * 16)
+    assert widest * 20 * 16 <= SCRATCH_BYTES and widest % GRANULE == 0
+    assert column_block(1000, 4096) == 1008  # one block of whole rows
+    assert column_block(10_000, 4096) == 3344  # three even blocks
+    assert column_block(0, 4096) == GRANULE and column_block(5, 256) == GRANULE
+    for columns in (1, 17, 4097, 100_000):
+        width = column_block(columns, 4096)
+        assert width <= 4096 and width % GRANULE == 0
+        assert -(-columns // width) == -(-columns // 4096)  # no more blocks than needed
 
 
 @pytest.mark.parametrize("shape", [(5, 3), (3, GRANULE + 5), (40, 1100)])

@@ -215,6 +215,9 @@ def test_a_kernel_of_passes_is_split_along_its_columns_or_outer_axis_only(chunk_
 def test_split_plan_of_a_kernel_of_passes_counts_its_rows():
     along_core, bounds = threads.split_plan(1000, (), 8, depth=1000)
     assert along_core and bounds[-1] == 1000 and all(b % 64 == 0 for b in bounds[:-1])
+    assert all(stop - start >= threads.MIN_PASS_COLUMNS // 2
+               for start, stop in zip(bounds, bounds[1:], strict=False))
+    assert len(bounds) - 1 == 1000 // threads.MIN_PASS_COLUMNS  # wide chunks only
     assert threads.split_plan(1000, (), 8, depth=1) is None  # too little work per chunk
     # too few columns for two chunks of 64: the outer axis is cut
     assert threads.split_plan(100, (5,), 4, depth=10_000) == (False, [0, 1, 2, 4, 5])

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -330,24 +331,31 @@ class _RowCall:
 # ------------------------------------------------------------------ kernels of passes
 
 # A kernel of passes (``codegen.emit_passes``) runs its sweeps over one block of columns
-# at a time, so that the block's rows, read by every pass, stay in cache between passes:
-# as many columns as keep the rows' elements of its ``(m,n)`` operands within
-# ``BLOCK_BYTES``, a multiple of ``GRANULE`` between ``MIN_COLUMNS`` and ``MAX_COLUMNS``
-# (the column arrays are on the stack).  Rows shorter than a few hundred elements cost
-# more than the cache saves: the prefetchers follow long contiguous runs, and each row
-# of a block is a call of the sweep's row function.
-BLOCK_BYTES = 2 * 1024 * 1024
-MIN_COLUMNS, MAX_COLUMNS = 256, 1024
+# at a time: its column arrays (on the stack, at most ``SCRATCH_BYTES`` together) hold one
+# value per column of a block.  Blocks are as wide as those arrays allow (at most
+# ``MAX_COLUMNS``), the columns split evenly among them: measured here, passes over whole
+# rows of a matrix that does not fit in the caches ran about twice as fast as passes over
+# narrow blocks that do, whose short rows the prefetchers follow badly.
+SCRATCH_BYTES = 256 * 1024
+MIN_COLUMNS, MAX_COLUMNS = 256, 4096
 assert MIN_COLUMNS % GRANULE == 0 and MAX_COLUMNS % GRANULE == 0
 
 
-def column_block(rows: int, row_bytes: int) -> int:
-    """The columns per block of a kernel of passes over ``rows`` rows whose ``(m,n)``
-    operands take ``row_bytes`` per column of a row (as the compiled loop computes it)."""
-    if rows * row_bytes == 0:
-        return MAX_COLUMNS
-    fitting = BLOCK_BYTES // (rows * row_bytes) // GRANULE * GRANULE
+def widest_block(column_bytes: int) -> int:
+    """The most columns per block of a kernel of passes whose column arrays take
+    ``column_bytes`` per column."""
+    fitting = SCRATCH_BYTES // max(column_bytes, 1) // GRANULE * GRANULE
     return min(MAX_COLUMNS, max(MIN_COLUMNS, fitting))
+
+
+def column_block(columns: int, widest: int) -> int:
+    """Columns per block for ``columns`` columns in blocks of at most ``widest``: as
+    few blocks as fit, of equal widths rounded up to whole granules (as the compiled loop
+    computes it for the columns in whole granules; the rest, fewer than a granule, are
+    done with the row's last granule again)."""
+    blocks = max(1, math.ceil(columns / widest))
+    width = math.ceil(columns / blocks)
+    return max(1, math.ceil(width / GRANULE)) * GRANULE
 
 
 def _passes_functions(module: ir.Module, symbol: str, program: KernelProgram,
@@ -395,15 +403,19 @@ def _passes_loop(module: ir.Module, symbol: str, program: KernelProgram, state: 
                 index += 1
     count = builder.alloca(T.I64, name="count")
     builder.store(m, count)
+    widest = widest_block(sum(column.dtype.itemsize for column in program.columns))
     columns = {column.name: builder.alloca(ir.ArrayType(T.memory_type(column.dtype),
-                                                        MAX_COLUMNS), name=column.name)
+                                                        widest), name=column.name)
                for column in program.columns}
     state_slot = builder.alloca(state.type, name="state")
     calls = [_RowCall(builder, sweep.program, row) for sweep, row in zip(program.sweeps, rows,
                                                                         strict=True)]
-    row_bytes = sum(operand.dtype.itemsize for operand in operands
-                    if operand.rows and operand.core)
-    width = _column_block(builder, m, row_bytes)
+    def constant(value: int) -> ir.Value:
+        return ir.Constant(T.I64, value)
+
+    tail = builder.urem(n, constant(GRANULE))
+    whole = builder.sub(n, tail)  # the columns in whole granules
+    width = _column_block(builder, whole, widest)
     by_name = {operand.name: (position, operand) for position, operand in enumerate(operands)}
 
     def sweep_call(call: _RowCall, here: list[ir.Value], row: ir.Value | None,
@@ -428,10 +440,7 @@ def _passes_loop(module: ir.Module, symbol: str, program: KernelProgram, state: 
             pointers.append(builder.gep(here[kernel_position], [offset]))
         call.run(pointers, element_strides, length, state_slot)
 
-    def block(index: ir.Value, here: list[ir.Value]) -> Names:
-        start = builder.mul(index, width)
-        left = builder.sub(n, start)
-        length = builder.select(builder.icmp_signed("<", left, width), left, width)
+    def block(start: ir.Value, length: ir.Value, here: list[ir.Value]) -> None:
         for call, sweep in zip(calls, program.sweeps, strict=True):
             if not sweep.rows:
                 sweep_call(call, here, None, start, length)
@@ -442,15 +451,27 @@ def _passes_loop(module: ir.Module, symbol: str, program: KernelProgram, state: 
                 return carried
 
             _counted(builder, m, {}, one_row, plain=True)
-        return {}
 
     def outer_row(index: ir.Value, carried: Names) -> Names:
         here = [builder.gep(base, [builder.mul(index, step)])
                 for base, step in zip(bases, outer_steps, strict=True)]
-        blocks = builder.udiv(builder.add(n, builder.sub(width, ir.Constant(T.I64, 1))),
-                              width)
-        _counted(builder, blocks, {}, lambda block_index, values: block(block_index, here),
-                 plain=True)
+        blocks = builder.udiv(builder.add(whole, builder.sub(width, constant(1))), width)
+
+        def main_block(block_index: ir.Value, values: Names) -> Names:
+            start = builder.mul(block_index, width)
+            left = builder.sub(whole, start)
+            block(start, builder.select(builder.icmp_signed("<", left, width), left, width),
+                  here)
+            return values
+
+        _counted(builder, blocks, {}, main_block, plain=True)
+        # The columns past the last whole granule: the row's last granule again (its
+        # other columns are computed a second time, to the same values), so no row goes
+        # through the granule buffers; a row shorter than a granule does.
+        with builder.if_then(builder.icmp_signed(">", tail, constant(0))):
+            short = builder.icmp_signed("<", n, constant(GRANULE))
+            block(builder.select(short, constant(0), builder.sub(n, constant(GRANULE))),
+                  builder.select(short, n, constant(GRANULE)), here)
         return carried
 
     _counted(builder, outer, {}, outer_row, plain=True)
@@ -458,22 +479,21 @@ def _passes_loop(module: ir.Module, symbol: str, program: KernelProgram, state: 
     return _Emitted(function, frozenset(), frozenset())
 
 
-def _column_block(builder: ir.IRBuilder, rows: ir.Value, row_bytes: int) -> ir.Value:
-    """``column_block(rows, row_bytes)`` computed by the kernel."""
+def _column_block(builder: ir.IRBuilder, columns: ir.Value, widest: int) -> ir.Value:
+    """``column_block(columns, widest)`` computed by the kernel (at least one granule)."""
     def constant(value: int) -> ir.Value:
         return ir.Constant(T.I64, value)
 
-    per_column = builder.mul(rows, constant(row_bytes))
-    safe = builder.select(builder.icmp_signed("==", per_column, constant(0)), constant(1),
-                          per_column)
-    fitting = builder.mul(builder.udiv(builder.udiv(constant(BLOCK_BYTES), safe),
-                                       constant(GRANULE)), constant(GRANULE))
-    fitting = builder.select(builder.icmp_signed("==", per_column, constant(0)),
-                             constant(MAX_COLUMNS), fitting)
-    fitting = builder.select(builder.icmp_signed("<", fitting, constant(MIN_COLUMNS)),
-                             constant(MIN_COLUMNS), fitting)
-    return builder.select(builder.icmp_signed(">", fitting, constant(MAX_COLUMNS)),
-                          constant(MAX_COLUMNS), fitting)
+    def ceiling(top: ir.Value, bottom: ir.Value) -> ir.Value:
+        return builder.udiv(builder.add(top, builder.sub(bottom, constant(1))), bottom)
+
+    blocks = ceiling(columns, constant(widest))
+    blocks = builder.select(builder.icmp_signed("==", blocks, constant(0)), constant(1),
+                            blocks)
+    width = builder.mul(ceiling(ceiling(columns, blocks), constant(GRANULE)),
+                        constant(GRANULE))
+    return builder.select(builder.icmp_signed("==", width, constant(0)), constant(GRANULE),
+                          width)
 
 
 def _copier(module: ir.Module, memory: ir.Type) -> ir.Function:
