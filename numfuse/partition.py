@@ -6,7 +6,9 @@ Invariants of the returned ``Plan`` (checked by ``check_plan`` and by the tests)
   same loop shape (the same number of dimensions and the same length-1 dimensions);
 * a region may also hold reductions of its members (``epilogue``): each reduces axes that
   include the core axis, and no member of the region reads it (it is complete only after
-  the loop);
+  the loop); or reductions over leading axes only (``accumulation``), all over the same
+  axes (``Region.reduced``), which members may read in a later pass (``schedule``);
+  never both kinds;
 * every region is **convex**: no dependency path leaves the region and comes back, so the
   graph of regions is acyclic and ``Plan.regions`` is a valid execution order;
 * a region's outputs are its members used outside it or returned, in topological order;

@@ -6,12 +6,18 @@ non-fusible numpy call like any other, with one addition: a ``Reduction`` descri
 When its input is computed by a fusion region and the reduced axes include the region's
 core (last non-unit) axis, the partitioner moves it into that region: the kernel folds
 every element into an accumulator as it computes it, writes one partial result per core
-row, and ``finish`` completes the reduction over the remaining axes with numpy.  Otherwise
-the call is replayed by numpy, so both paths have numpy's result dtype and shape.
+row, and ``finish`` completes the reduction over the remaining axes with numpy.  When the
+reduced axes are leading ones only (``x.sum(axis=0)``), the region accumulates it across
+its rows instead (``partition.accumulation``): one accumulator per column, the rows added
+in order, the division of ``mean``/``var`` done in the kernel as numpy does it
+(``codegen.emit_passes``), numpy's errors and warnings for too few rows raised first
+(``check_count``).  Otherwise the call is replayed by numpy, so every path has numpy's
+result dtype and shape.
 
-Float sums are accumulated in blocks (see ``codegen``), not left to right, so their
-rounding differs from numpy's pairwise summation by a few units in the last place while
-staying as accurate; integer, bool, min/max results are exact whatever the order.
+Float sums folded along a row are accumulated in blocks (see ``codegen``), not left to
+right, so their rounding differs from numpy's pairwise summation by a few units in the last
+place while staying as accurate; integer, bool, min/max results are exact whatever the
+order.  Sums accumulated across rows add them in numpy's own order: the same bits.
 """
 
 from __future__ import annotations
