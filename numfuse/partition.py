@@ -269,7 +269,7 @@ def op_cost(node: Node) -> int:
 
 
 # Passes over the rows a region that accumulates reductions may make: each reads its
-# operands again (from cache when a block of columns fits, see ``lowering.loops``).
+# operands again, so a longer chain of accumulations is split into kernels that store.
 MAX_PASSES = 4
 
 
@@ -314,7 +314,7 @@ def varies(node: Node, axes: Sequence[int], ndim: int) -> bool | None:
 def _schedule(members: Sequence[Node], reduced: tuple[int, ...], loop: tuple[bool, ...],
               outputs: set[Node]) -> Schedule | Problem:
     """The ``Schedule`` of a region of ``members`` (in topological order) accumulating
-    over ``reduced`` in a loop of ``ndim`` axes; ``outputs`` are the members it stores.
+    over ``reduced`` in a loop of shape ``loop``; ``outputs`` are the members it stores.
     Or why there is none: a value that varies along some of the reduced axes only, an
     output that is constant along another non-unit axis of the loop, more than
     ``MAX_PASSES`` passes, or work recomputed in later passes costing more than
@@ -369,7 +369,8 @@ def _schedule(members: Sequence[Node], reduced: tuple[int, ...], loop: tuple[boo
         extra += again
         if again > most:
             costliest, most = node, again
-    count = 1 + max([*accumulating.values(), *(max(done, default=0) for done in computed.values())])
+    count = 1 + max([*accumulating.values(),
+                     *(max(done, default=0) for done in computed.values())])
     if count > MAX_PASSES:
         return Reason.PASSES, (f"{count} passes over the rows, more than the {MAX_PASSES} "
                                "one kernel makes"), None

@@ -979,8 +979,8 @@ REDUCERS_OVER_ROWS = [
     lambda v: v.mean(axis=0), lambda v: v.sum(axis=0, keepdims=True),
     lambda v: v.max(axis=0), lambda v: np.sqrt(v.var(axis=0)) + 1.0,
 ]
-UNARY = [np.abs, np.negative, lambda v: v * 0.5, lambda v: v - 1.0]
-BINARY = [np.add, np.subtract, np.multiply, np.maximum]
+ROW_UNARY = [np.abs, np.negative, lambda v: v * 0.5, lambda v: v - 1.0]
+ROW_BINARY = [np.add, np.subtract, np.multiply, np.maximum]
 
 
 def _random_program(seed: int):
@@ -990,8 +990,9 @@ def _random_program(seed: int):
     steps = []
     for _ in range(rng.integers(3, 9)):
         kind = rng.integers(3)
-        steps.append((kind, int(rng.integers(len((UNARY, BINARY, REDUCERS_OVER_ROWS)[kind]))),
-                      int(rng.integers(1 << 30)), int(rng.integers(1 << 30))))
+        choices = (ROW_UNARY, ROW_BINARY, REDUCERS_OVER_ROWS)[kind]
+        steps.append((kind, int(rng.integers(len(choices))), int(rng.integers(1 << 30)),
+                      int(rng.integers(1 << 30))))
 
     def fn(x):
         values, matrices = [x], [True]  # whether each value has the rows of x
@@ -999,10 +1000,10 @@ def _random_program(seed: int):
             index, other = first % len(values), second % len(values)
             left, right = values[index], values[other]
             if kind == 0:
-                values.append(UNARY[op](left))
+                values.append(ROW_UNARY[op](left))
                 matrices.append(matrices[index])
             elif kind == 1:
-                values.append(BINARY[op](left, right))
+                values.append(ROW_BINARY[op](left, right))
                 matrices.append(matrices[index] or matrices[other])
             elif matrices[index]:
                 values.append(REDUCERS_OVER_ROWS[op](left))

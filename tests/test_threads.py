@@ -3,6 +3,7 @@ and floating-point state carried over from the threads, and when a call stays on
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 import numpy as np
@@ -216,7 +217,7 @@ def test_split_plan_of_a_kernel_of_passes_counts_its_rows():
     along_core, bounds = threads.split_plan(1000, (), 8, depth=1000)
     assert along_core and bounds[-1] == 1000 and all(b % 64 == 0 for b in bounds[:-1])
     assert all(stop - start >= threads.MIN_PASS_COLUMNS // 2
-               for start, stop in zip(bounds, bounds[1:], strict=False))
+               for start, stop in itertools.pairwise(bounds))
     assert len(bounds) - 1 == 1000 // threads.MIN_PASS_COLUMNS  # wide chunks only
     assert threads.split_plan(1000, (), 8, depth=1) is None  # too little work per chunk
     # too few columns for two chunks of 64: the outer axis is cut
