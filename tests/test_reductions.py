@@ -389,7 +389,7 @@ def _assert_leading(dtype, axis, keepdims):
         compiled = _fused(fn, x)
         actual = compiled(x)
     assert _unfused_reductions(compiled) == []
-    assert all("m" in kernel.layout for kernel in compiled.kernels)
+    assert any(kernel.generated.reduced for kernel in compiled.kernels)
     for name in expected:
         tolerance = {}
         if name == "prod" and np.dtype(dtype).kind == "c":
