@@ -202,7 +202,12 @@ class ThreadPolicy:
         elements = length * depth * math.prod(rows)
         expected = self.cost * elements
         self.large += 1
-        count = chunk_count(expected, elements, self._threads())
+        threads = self._threads()
+        count = chunk_count(expected, elements, threads)
+        if depth > 1:
+            # a kernel of passes: one chunk per thread, as wide as can be (its passes over
+            # narrower rows run slower than a chunk handed out late would cost)
+            count = min(count, threads)
         paying = self.gain >= MIN_GAIN or self.large % RETRY_EVERY == 0
         if count > 1 and self.measured and paying:
             split = split_plan(length, rows, count, depth)
