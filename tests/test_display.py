@@ -88,3 +88,12 @@ def test_explanation_html_tabulates_boundaries_with_the_partitioners_reasons():
     report = numfuse.compile(scaled, X, 0.5).explain(X, 0.5)._repr_html_()
     assert "c:f64[] = negative b  (before the loop)" in report
     assert "Fusion boundaries: none." in report
+
+
+def test_explanation_html_says_how_a_kernel_of_passes_runs():
+    def standardise(x):
+        return (x - x.mean(axis=0)) / x.std(axis=0)
+
+    page = numfuse.compile(standardise, np.ones((6, 4))).explain()._repr_html_()
+    assert "3 passes over the rows (axis 0)" in page
+    assert "(accumulated in pass 1)" in page and "(per column, after pass 2)" in page
