@@ -25,7 +25,7 @@ import numpy as np
 
 from .graph import CONST, ELEMENTWISE, Node
 from .ops import HELPER_NAMES, OPS, template_for
-from .partition import Region
+from .partition import Region, Schedule, is_kernel_input, schedule, varies
 from .reductions import Reduction
 
 # fastmath flags that keep NaN and infinity semantics (np.isnan, NaN in maximum, inf
@@ -86,6 +86,11 @@ class KernelSource:
     donated: tuple[tuple[int, int], ...] = ()
     placeholder: bool = False
     program: KernelProgram | None = None  # the statements the source and the IR come from
+    # A kernel of passes (``emit_passes``): which operands vary along the rows ``(m)``,
+    # and the region's axes they are (empty for other kernels).
+    rows_inputs: tuple[bool, ...] = ()
+    rows_outputs: tuple[bool, ...] = ()
+    reduced: tuple[int, ...] = ()
 
 
 def numba_type(dtype: np.dtype) -> str:
@@ -185,11 +190,20 @@ def cast_result(text: str, dtype: np.dtype) -> str:
 @dataclasses.dataclass(frozen=True)
 class Operand:
     """One argument of the gufunc: ``in<k>``, ``out<k>`` (or ``done``), its element dtype,
-    and whether it is a ``(n)`` core array (True) or a ``()`` value per row (False)."""
+    and whether it is a ``(n)`` core array (True) or a ``()`` value per row (False).  In a
+    kernel of passes (``KernelProgram.sweeps``) ``rows`` marks an operand that varies
+    along the accumulated rows too: ``(m,n)``, or ``(m)`` when not ``core``."""
 
     name: str
     dtype: np.dtype
     core: bool
+    rows: bool = False
+
+    @property
+    def dims(self) -> str:
+        """Its core dimensions in a gufunc layout: ``(m,n)``, ``(n)``, ``(m)`` or ``()``."""
+        return "(" + ",".join(dim for dim, has in (("m", self.rows), ("n", self.core))
+                              if has) + ")"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -220,10 +234,27 @@ class KernelProgram:
     stores: tuple[tuple[str, str], ...]
     folds: tuple[Fold, ...]
     finals: tuple[tuple[str, str], ...]
+    # A kernel of passes (a region with ``reduced`` axes) has no statements of its own:
+    # its ``sweeps`` run in order for each block of columns, with one array per column of
+    # the block for each of its ``columns`` (accumulators and values kept between sweeps).
+    sweeps: tuple[Sweep, ...] = ()
+    columns: tuple[Operand, ...] = ()
 
     @property
     def operands(self) -> tuple[Operand, ...]:
         return self.inputs + self.outputs
+
+
+@dataclasses.dataclass(frozen=True)
+class Sweep:
+    """One loop over the columns of a block in a kernel of passes (see ``emit_passes``):
+    ``program`` is its statements, over the operands it uses by name (the kernel's
+    operands, its column arrays ``c<k>`` and the row count ``count``).  A pass
+    (``rows``) runs once per row, on that row's elements; a column step runs once."""
+
+    label: str
+    rows: bool
+    program: KernelProgram
 
 
 _CALLED = re.compile(r"\b([A-Za-z_]\w*)\(")  # the names a piece of source calls
@@ -232,6 +263,8 @@ _CALLED = re.compile(r"\b([A-Za-z_]\w*)\(")  # the names a piece of source calls
 def emit(region: Region, fastmath: frozenset[str] = frozenset()) -> KernelSource:
     """Generate the kernel for ``region`` (pure: the same region and flags give the same
     source; the fast-math flags are named in it, so they are part of its hash)."""
+    if region.reduced:
+        return emit_passes(region, fastmath)
     ndim = len(region.ones)
     dropped = tuple(axis for axis, one in enumerate(region.ones) if one)
     kept = [axis for axis in range(ndim) if axis not in dropped]
@@ -395,7 +428,8 @@ def _combine(reduction: Reduction, total: str, value: str) -> str:
 def render_statements(program: KernelProgram) -> str:
     """The kernel function's body as Python statements (unindented)."""
     first_core = next(operand.name for operand in program.operands if operand.core)
-    body = [f"{variable} = in{position}[i]" for variable, position in program.loads]
+    body = [f"{variable} = {program.inputs[position].name}[i]"
+            for variable, position in program.loads]
     body += [f"{statement.target} = {statement.expression}" for statement in program.body]
     body += [f"{operand}[i] = {variable}" for operand, variable in program.stores]
     lines = [f"{statement.target} = {statement.expression}" for statement in program.prelude]
@@ -453,6 +487,320 @@ def _module_source(layout: str, signature: str, helpers: Sequence[str],
         lines.append(f"from numfuse.kernel_lib import {', '.join(helpers)}")
         lines.append("")
     lines += ["", f"def kernel({', '.join(params)}):"]
-    lines += [f"    {line}" for line in render_statements(program).split("\n")]
+    body = render_passes(program) if program.sweeps else render_statements(program)
+    lines += [f"    {line}" if line else "" for line in body.split("\n")]
     lines.append("")
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ kernels of passes
+
+# Columns per block in the Python rendering of a kernel of passes (the compiled kernel
+# makes its blocks as wide as its column arrays allow: ``lowering.loops.column_block``).
+COLUMN_BLOCK = 256
+
+
+def emit_passes(region: Region, fastmath: frozenset[str] = frozenset()) -> KernelSource:
+    """Generate the kernel of a region that accumulates reductions across its rows
+    (``region.reduced``, see ``partition.schedule``).
+
+    Its gufunc takes the reduced axes as one core dimension ``m`` (the rows) beside the
+    core axis ``n`` (the columns): an operand is ``(m,n)`` when it varies along both,
+    ``(n)`` when it is constant along the rows, ``(m)`` or ``()`` when constant along the
+    columns; the gufunc's outer loop covers the other axes.  For each block of columns
+    the kernel runs its sweeps in order: column step 0 (accumulators start at their
+    identity), then each pass over the rows followed by the column step finishing what
+    that pass accumulated (a mean divides by the row count) and computing the values
+    that depend on it.  An accumulator adds the rows in order, one at a time, as numpy's
+    reduction along a non-contiguous axis does.  Values kept between sweeps live in one
+    array per column of the block (``KernelProgram.columns``).
+    """
+    ndim = len(region.ones)
+    dropped = tuple(axis for axis, one in enumerate(region.ones) if one)
+    core_axis = max(axis for axis in range(ndim) if axis not in dropped)
+    plan = schedule(region)
+    inputs = tuple(Operand(f"in{position}", node.dtype, _varies_along(node, core_axis, ndim),
+                           varies(node, region.reduced, ndim) is True)
+                   for position, node in enumerate(region.inputs))
+    outputs = tuple(Operand(f"out{position}", node.dtype, True, node in plan.rows)
+                    for position, node in enumerate(region.outputs))
+    program = _Passes(region, plan, inputs, outputs).program()
+    code = render_passes(program)
+    helpers = tuple(sorted(HELPER_NAMES.intersection(_CALLED.findall(code))))
+    layout = ",".join(operand.dims for operand in inputs) + "->" + \
+        ",".join(operand.dims for operand in outputs)
+    signature = "void(" + ", ".join(_array_type(operand) for operand in program.operands) + ")"
+    flags = tuple(sorted(fastmath))
+    source = _module_source(layout, signature, helpers, program, flags)
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    return KernelSource(f"kernel_{digest}", source, layout, signature, helpers,
+                        tuple(operand.core for operand in inputs), dropped, ndim,
+                        tuple(operand.core for operand in outputs), flags, (), False, program,
+                        rows_inputs=tuple(operand.rows for operand in inputs),
+                        rows_outputs=tuple(operand.rows for operand in outputs),
+                        reduced=region.reduced)
+
+
+def _array_type(operand: Operand) -> str:
+    if not operand.core and not operand.rows:
+        return numba_type(operand.dtype)
+    axes = ":, ::1" if operand.rows and operand.core else "::1" if operand.core else ":"
+    return f"{numba_type(operand.dtype)}[{axes}]"
+
+
+class _Passes:
+    """Builds the sweeps of a kernel of passes from the region's ``Schedule``."""
+
+    def __init__(self, region: Region, plan: Schedule, inputs: tuple[Operand, ...],
+                 outputs: tuple[Operand, ...]) -> None:
+        self.region, self.plan = region, plan
+        self.inputs, self.outputs = inputs, outputs
+        self.operand_of = dict(zip(region.inputs, inputs, strict=True))
+        self.output_of = dict(zip(region.outputs, outputs, strict=True))
+        self.position = {node: position for position, node in enumerate(region.nodes)}
+        self.prelude = {node: f"s{position}" for position, node in enumerate(region.prelude)}
+        # the sweep computing each column value: column step ``k`` is sweep ``2 * k``
+        step = {node: 2 * level for node, level in plan.columns.items()}
+        readers: dict[Node, list[int]] = {node: [] for node in region.nodes}
+        for node in region.nodes:
+            sweeps = [2 * done + 1 for done in plan.computed.get(node, ())]
+            if node in plan.accumulating:
+                sweeps = [2 * plan.accumulating[node] + 1]
+            elif node in step:
+                sweeps = [step[node]]
+            for source in node.inputs:
+                if source in readers:
+                    readers[source] += sweeps
+        # values read by a later sweep than their own are kept in column arrays, and so
+        # are the accumulators
+        self.later = {node for node in step
+                      if any(sweep > step[node] for sweep in readers[node])}
+        kept = [node for node in region.nodes
+                if node in plan.accumulating or node in self.later]
+        self.column_of = {node: Operand(f"c{index}", node.dtype, True)
+                          for index, node in enumerate(kept)}
+
+    def program(self) -> KernelProgram:
+        plan = self.plan
+        sweeps = []
+        for level in range(plan.passes + 1):
+            step = self.column_step(level)
+            if step is not None:
+                sweeps.append(step)
+            if level < plan.passes:
+                sweeps.append(self.row_pass(level))
+        return KernelProgram(self.inputs, self.outputs, (), (), (), (), (), (),
+                             tuple(sweeps), tuple(self.column_of.values()))
+
+    def column_step(self, level: int) -> Sweep | None:
+        """Column step ``level``: start (``level`` 0) or finish the accumulators of the
+        pass before, then the column values of that level."""
+        plan, sweep = self.plan, _Sweep(self)
+        for node in self.region.nodes:
+            if plan.columns.get(node) != level:
+                continue
+            variable = f"v{self.position[node]}"
+            if node.kind != ELEMENTWISE:
+                reduction = node.reduction
+                assert reduction is not None and reduction.dtype == node.dtype, node
+                accumulator = sweep.load(self.column_of[node], f"a{self.position[node]}")
+                sweep.assign(variable, _finished(reduction, accumulator, node.dtype),
+                             node.dtype)
+            else:
+                sweep.assign(variable, expression(node, sweep.reading(node.inputs)),
+                             node.dtype)
+            sweep.names[node] = variable
+            if node in self.later:
+                sweep.store(self.column_of[node], variable)
+            if node in self.output_of:
+                sweep.store(self.output_of[node], variable)
+        if level == 0:
+            for node in plan.accumulating:
+                reduction = node.reduction
+                assert reduction is not None
+                variable = f"a{self.position[node]}"
+                sweep.assign(variable, literal(_start(reduction), reduction.dtype),
+                             reduction.dtype)
+                sweep.store(self.column_of[node], variable)
+        if not sweep.body:
+            return None
+        return sweep.finish(f"columns{level}", rows=False)
+
+    def row_pass(self, index: int) -> Sweep:
+        """Pass ``index`` over the rows: the row values it needs, its accumulations, the
+        row values it stores."""
+        plan, sweep = self.plan, _Sweep(self)
+        for node in self.region.nodes:
+            if index in plan.computed.get(node, ()):
+                variable = f"v{self.position[node]}"
+                sweep.assign(variable, expression(node, sweep.reading(node.inputs)),
+                             node.dtype)
+                sweep.names[node] = variable
+                if plan.stored.get(node) == index:
+                    sweep.store(self.output_of[node], variable)
+            elif plan.accumulating.get(node) == index:
+                reduction = node.reduction
+                assert reduction is not None
+                source = node.inputs[0]
+                value = cast(sweep.reading((source,))[source], source.dtype, reduction.dtype)
+                accumulator = sweep.load(self.column_of[node], f"a{self.position[node]}")
+                sweep.assign(accumulator, _accumulate(reduction, accumulator, value),
+                             reduction.dtype)
+                sweep.store(self.column_of[node], accumulator)
+        return sweep.finish(f"pass{index + 1}", rows=True)
+
+
+class _Sweep:
+    """The statements of one sweep being built, and the operands they use."""
+
+    def __init__(self, kernel: _Passes) -> None:
+        self.kernel = kernel
+        self.inputs: dict[str, Operand] = {}
+        self.outputs: dict[str, Operand] = {}
+        self.loads: list[tuple[str, str]] = []
+        self.body: list[Assign] = []
+        self.stores: list[tuple[str, str]] = []
+        self.names: dict[Node, str] = {}
+        self.prelude: list[Assign] = []
+
+    def use(self, operand: Operand, core: bool) -> Operand:
+        """``operand`` as an input of this sweep: indexed per element when ``core``, one
+        value per call (per row, in a pass) otherwise."""
+        return self.inputs.setdefault(operand.name, Operand(operand.name, operand.dtype, core))
+
+    def load(self, operand: Operand, variable: str) -> str:
+        self.use(operand, True)
+        if (variable, operand.name) not in self.loads:
+            self.loads.append((variable, operand.name))
+        return variable
+
+    def assign(self, target: str, text: str, dtype: np.dtype) -> None:
+        self.body.append(Assign(target, text, dtype))
+
+    def store(self, operand: Operand, variable: str) -> None:
+        if operand.name.startswith("out"):
+            self.outputs.setdefault(operand.name, Operand(operand.name, operand.dtype, True))
+        else:
+            self.use(operand, True)
+        self.stores.append((operand.name, variable))
+
+    def reading(self, sources: Sequence[Node]) -> dict[Node, str]:
+        """The names of ``sources`` in this sweep, loading what is not computed in it:
+        operands, prelude values, values kept in column arrays."""
+        kernel = self.kernel
+        for source in sources:
+            if source in self.names or not is_kernel_input(source):
+                continue
+            if source in kernel.operand_of:
+                operand = kernel.operand_of[source]
+                if operand.core:
+                    self.names[source] = self.load(operand, f"x{operand.name[2:]}")
+                else:
+                    self.names[source] = self.use(operand, False).name
+            elif source in kernel.prelude:
+                self._prelude(source)
+            else:
+                column = kernel.column_of[source]
+                self.names[source] = self.load(column, f"v{kernel.position[source]}")
+        return self.names
+
+    def _prelude(self, node: Node) -> None:
+        kernel = self.kernel
+        for source in node.inputs:
+            if source in kernel.prelude and source not in self.names:
+                self._prelude(source)
+            elif source in kernel.operand_of and source not in self.names:
+                self.names[source] = self.use(kernel.operand_of[source], False).name
+        self.names[node] = kernel.prelude[node]
+        self.prelude.append(Assign(kernel.prelude[node], expression(node, self.names),
+                                   node.dtype))
+
+    def finish(self, label: str, rows: bool) -> Sweep:
+        if any("count" in statement.expression for statement in self.body):
+            self.inputs["count"] = Operand("count", np.dtype(np.int64), False)
+        inputs = tuple(self.inputs.values())
+        position = {operand.name: index for index, operand in enumerate(inputs)}
+        program = KernelProgram(inputs, tuple(self.outputs.values()), tuple(self.prelude),
+                                tuple((variable, position[name])
+                                      for variable, name in self.loads),
+                                tuple(self.body), tuple(self.stores), (), ())
+        return Sweep(label, rows, program)
+
+
+def _start(reduction: Reduction) -> object:
+    """An accumulator's first value: the identity, and -0.0 for float sums (numpy's sum
+    of -0.0 alone is -0.0)."""
+    if reduction.ufunc == "add" and reduction.dtype.kind in "fc":
+        return complex(-0.0, -0.0) if reduction.dtype.kind == "c" else -0.0
+    return reduction.identity()
+
+
+def _accumulate(reduction: Reduction, total: str, value: str) -> str:
+    """Adding one row into an accumulator: in order (no reassociation), as numpy adds
+    rows along a non-contiguous axis."""
+    if reduction.ufunc == "add" and reduction.dtype.kind in "fc":
+        return f"({total} + {value})"
+    return _combine(reduction, total, value)
+
+
+def _finished(reduction: Reduction, total: str, dtype: np.dtype) -> str:
+    """A completed accumulation as numpy returns it: a mean (or ``var``'s halves)
+    divided by the row count, ``count`` (less ``ddof``, at least 0), in the dtypes of
+    numpy's ``true_divide`` of the total by an ``intp``, then cast to ``dtype``."""
+    if reduction.divide is None:
+        if reduction.ufunc == "add" and reduction.dtype.kind in "fc":
+            # started at -0.0 so that a sum of -0.0 is -0.0; a sum of nothing is +0.0
+            return f"({total} if count > np.int64(0) else {literal(0, reduction.dtype)})"
+        return total
+    divisor = "count"
+    if reduction.divide == "ddof" and reduction.ddof:
+        ddof = f"np.int64({reduction.ddof})"
+        divisor = f"(count - {ddof} if count > {ddof} else np.int64(0))"
+    row = OPS["true_divide"]
+    loop, out = row.loop_dtypes((reduction.dtype, np.dtype(np.intp)))
+    template = template_for(row, loop)
+    assert template is not None
+    text = template.format(cast(total, reduction.dtype, loop[0]),
+                           cast(divisor, np.dtype(np.int64), loop[1]))
+    if not (out in _PRESERVED and all(each == out for each in loop)):
+        text = cast_result(text, out)
+    return cast(text, out, dtype)
+
+
+def render_passes(program: KernelProgram) -> str:
+    """A kernel of passes as Python statements: a function per sweep, then the blocks of
+    columns calling them (passes once per row, on that row's part of the block)."""
+    lines: list[str] = []
+    for sweep in program.sweeps:
+        lines.append(f"def {sweep.label}({', '.join(o.name for o in sweep.program.operands)}):")
+        lines += [f"    {line}" for line in render_statements(sweep.program).split("\n")]
+        lines.append("")
+    rows = next(operand for operand in program.inputs if operand.rows)
+    columns = next(operand for operand in program.operands if operand.core)
+    lines += [f"m = {rows.name}.shape[0]", f"n = {columns.name}.shape[-1]",
+              "count = np.int64(m)",
+              f"for start in range(0, n, {COLUMN_BLOCK}):",
+              f"    w = min({COLUMN_BLOCK}, n - start)"]
+    lines += [f"    {column.name} = np.empty(w, {constructor(column.dtype)})"
+              for column in program.columns]
+    by_name = {operand.name: operand for operand in program.operands}
+    for sweep in program.sweeps:
+        arguments = ", ".join(_argument(by_name.get(operand.name), operand.name)
+                              for operand in sweep.program.operands)
+        if sweep.rows:
+            lines += ["    for r in range(m):", f"        {sweep.label}({arguments})"]
+        else:
+            lines.append(f"    {sweep.label}({arguments})")
+    return "\n".join(lines)
+
+
+def _argument(operand: Operand | None, name: str) -> str:
+    """What a sweep is called with for a kernel operand (None: a column array, the
+    row count): this row's part of the block, the block, this row's value."""
+    if operand is None:
+        return name
+    if operand.rows and operand.core:
+        return f"{name}[r, start:start + w]"
+    if operand.core:
+        return f"{name}[start:start + w]"
+    return f"{name}[r]" if operand.rows else name

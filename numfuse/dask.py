@@ -57,7 +57,7 @@ except ImportError as error:  # pragma: no cover - exercised in a subprocess by 
 
 from . import reductions
 from .errors import UnsupportedOperationError
-from .graph import ELEMENTWISE
+from .graph import ELEMENTWISE, Node
 from .kernel import Kernel
 from .reductions import Reduction
 from .runtime import (
@@ -173,6 +173,8 @@ def _blockwise(kernel: Kernel, operands: list[Any], arrays: list[int]) -> tuple[
     """The kernel's outputs (in the region's order) as dask arrays computed block by
     block from ``operands``, of which those at ``arrays`` are arrays."""
     region = kernel.region
+    if region.reduced:
+        return _passes_blockwise(kernel, operands, arrays)
     ndim = len(region.ones)
     fixed = tuple((position, value) for position, value in enumerate(operands)
                   if position not in arrays)
@@ -200,6 +202,66 @@ def _blockwise(kernel: Kernel, operands: list[Any], arrays: list[int]) -> tuple[
     shape = np.broadcast_shapes((1,) * ndim, *(operands[position].shape for position in arrays))
     return tuple(result if reduction is None else _reduced(result, reduction, shape)
                  for result, reduction in zip(results, folded, strict=True))
+
+
+def _passes_blockwise(kernel: Kernel, operands: list[Any], arrays: list[int]
+                      ) -> tuple[Any, ...]:
+    """``_blockwise`` of a kernel of passes (``codegen.emit_passes``): each array is
+    first put in one chunk along the accumulated axes, so that every block holds whole
+    columns and computes their results as the kernel does on a whole array (the rows
+    added in order); blocks split the other axes only.  Each block gives its outputs with
+    the loop's number of axes (``KernelBlocks``), the accumulated ones of length 1 for
+    values constant along them; those are then given numpy's shapes."""
+    region = kernel.region
+    ndim, reduced = len(region.ones), region.reduced
+    operands = list(operands)
+    pairs: list[Any] = []
+    for position in arrays:
+        value = operands[position]
+        offset = ndim - value.ndim
+        whole = {axis - offset: -1 for axis in reduced if axis >= offset}
+        if isinstance(value, da.Array) and whole:
+            value = operands[position] = value.rechunk(whole)
+        pairs += [value, tuple(range(offset, ndim))]
+    fixed = tuple((position, value) for position, value in enumerate(operands)
+                  if position not in arrays)
+    columns = [node.kind != ELEMENTWISE or node.ones != region.ones
+               for node in region.outputs]
+    metas = tuple(np.empty((0,) * ndim, node.dtype) for node in region.outputs)
+    blocks = KernelBlocks(kernel, fixed, aligned=True)
+    index = tuple(range(ndim))
+    if len(metas) == 1:
+        kept = {axis: 1 for axis in reduced} if columns[0] else {}
+        results: tuple[Any, ...] = (da.blockwise(blocks, index, *pairs, meta=metas[0],
+                                                 align_arrays=True, adjust_chunks=kept),)
+    else:
+        combined = da.blockwise(blocks, index, *pairs, meta=metas, align_arrays=True)
+        results = tuple(combined.map_blocks(
+            operator.getitem, position, meta=meta, chunks=tuple(
+                (1,) * len(sizes) if column and axis in reduced else sizes
+                for axis, sizes in enumerate(combined.chunks)))
+            for position, (meta, column) in enumerate(zip(metas, columns, strict=True)))
+    return tuple(_unaligned(result, node, ndim)
+                 for result, node in zip(results, region.outputs, strict=True))
+
+
+def _aligned(value: Any, node: Node, ndim: int) -> Any:
+    """A block's output ``value`` of ``node`` with the loop's ``ndim`` axes: a reduction's
+    reduced axes put back as length 1, missing leading axes added."""
+    reduction = node.reduction
+    if node.kind != ELEMENTWISE and reduction is not None and not reduction.keepdims:
+        return np.expand_dims(value, reduction.axes)
+    return np.reshape(value, (1,) * (ndim - np.ndim(value)) + np.shape(value))
+
+
+def _unaligned(result: Any, node: Node, ndim: int) -> Any:
+    """The inverse of ``_aligned`` on the dask array of the blocks' outputs."""
+    reduction = node.reduction
+    if node.kind != ELEMENTWISE and reduction is not None and not reduction.keepdims:
+        return result.squeeze(axis=reduction.axes)
+    if node.ndim < ndim:
+        return result.squeeze(axis=tuple(range(ndim - node.ndim)))
+    return result
 
 
 def _block_chunks(chunks: tuple[tuple[int, ...], ...], reduction: Reduction | None
@@ -274,10 +336,11 @@ class KernelBlocks:
     ``totals``; the kernel compiles again when unpickled in another process."""
 
     def __init__(self, kernel: Kernel, fixed: tuple[tuple[int, Any], ...],
-                 totals: bool = False) -> None:
+                 totals: bool = False, aligned: bool = False) -> None:
         self.kernel = kernel
         self.fixed = fixed
         self.totals = totals
+        self.aligned = aligned  # outputs with the loop's number of axes (``_aligned``)
         self.__name__ = f"numfuse-{kernel.name}"  # dask names the tasks after it
         self._run: Any = None
 
@@ -288,13 +351,18 @@ class KernelBlocks:
         operands = list(blocks)
         for position, value in self.fixed:  # ascending positions
             operands.insert(position, value)
+        results = run(operands)
+        if self.aligned:
+            region = self.kernel.region
+            results = tuple(_aligned(result, node, len(region.ones))
+                            for result, node in zip(results, region.outputs, strict=True))
         # numpy gives a 0-d ufunc result as a scalar (a 0-d loop: a 0-d dask array)
         results = tuple(result[()] if isinstance(result, np.ndarray) and result.ndim == 0
-                        else result for result in run(operands))
+                        else result for result in results)
         return results[0] if len(results) == 1 else results
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return KernelBlocks, (self.kernel, self.fixed, self.totals)
+        return KernelBlocks, (self.kernel, self.fixed, self.totals, self.aligned)
 
     def __dask_tokenize__(self) -> Any:
         generated = self.kernel.generated
@@ -302,4 +370,4 @@ class KernelBlocks:
         # one source but present their operands differently.
         return ("numfuse-kernel", generated.name, generated.dropped_axes,
                 generated.core_inputs, tuple(node.shape for node in self.kernel.region.inputs),
-                self.fixed, self.totals, self.kernel.region.errstate)
+                self.fixed, self.totals, self.aligned, self.kernel.region.errstate)

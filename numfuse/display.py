@@ -179,8 +179,9 @@ def explanation_html(explanation: Explanation) -> str:
         outputs = "<br>".join(f"<code>{html.escape(name)}</code>: {html.escape('; '.join(why))}"
                               for name, why in region.outputs)
         vector = html.escape(region.vector.summary()) if region.vector is not None else ""
+        listing = (region.passes, *region.listing) if region.passes else region.listing
         rows.append([str(region.index), f"<code>{html.escape(region.layout)}</code>",
-                     _pre("\n".join(region.listing)), outputs, vector])
+                     _pre("\n".join(listing)), outputs, vector])
     parts = [f"<div class='numfuse-explain'><p><b>{html.escape(e.function)}"
              f"({html.escape(e.signature)})</b>: {e.numpy_loops} numpy loop(s) &rarr; "
              f"{len(e.regions)} kernel(s)</p>",

@@ -30,7 +30,7 @@ import numpy as np
 
 from .graph import CONST, ELEMENTWISE, INPUT, Graph, Node, equation, node_names
 from .kernel import ir_function
-from .partition import Reason, Refusal, Region
+from .partition import Reason, Refusal, Region, schedule
 
 if TYPE_CHECKING:
     from .kernel import Kernel
@@ -149,7 +149,10 @@ class RegionReport:
     equations: tuple[str, ...]
     outputs: tuple[tuple[str, tuple[str, ...]], ...]
     vector: VectorReport | None
-    passes: str = ""  # for gradients: "forward and backward", "backward", or "" (forward)
+    # a kernel of passes (a region accumulating reductions across its rows): how it runs,
+    # its equations in running order, each saying when it runs
+    passes: str = ""
+    phase: str = ""  # for gradients: "forward and backward", "backward", or "" (forward)
 
     @property
     def listing(self) -> tuple[str, ...]:
@@ -235,8 +238,10 @@ def report_lines(explanation: Explanation) -> list[str]:
     lines = [f"numfuse.explain: {e.function}({e.signature})",
              f"  {e.numpy_loops} numpy elementwise loop(s) -> {len(e.regions)} fused kernel(s)"]
     for region in e.regions:
-        passes = f" ({region.passes} pass)" if region.passes else ""
-        lines.append(f"region {region.index}: kernel {region.kernel} {region.layout}{passes}")
+        phase = f" ({region.phase} pass)" if region.phase else ""
+        lines.append(f"region {region.index}: kernel {region.kernel} {region.layout}{phase}")
+        if region.passes:
+            lines.append(f"  {region.passes}")
         lines += [f"    {text}" for text in region.listing]
         for name, why in region.outputs:
             lines.append(f"  output {name}: {'; '.join(why)}")
@@ -278,14 +283,18 @@ def explain(graph: Graph, regions: Sequence[Region], kernels: Sequence[Kernel] |
     for region in regions:
         kernel = kernels[region.index] if kernels is not None else None
         vector = kernel_vector_report(kernel) if kernel is not None and vectorisation else None
+        equations = tuple(equation(node, names) for node in region.nodes)
+        passes = ""
+        if region.reduced:
+            passes, equations = _passes(region, names)
         reports.append(RegionReport(
             region.index, kernel.name if kernel is not None else "-",
             kernel.layout if kernel is not None else "",
             tuple(equation(node, names) for node in region.prelude),
-            tuple(equation(node, names) for node in region.nodes),
+            equations,
             tuple((names[node], _output_reasons(node, graph, owner, names))
                   for node in region.outputs),
-            vector, _passes(region),
+            vector, passes, _phase(region),
         ))
     others = tuple(equation(node, names) for node in graph.nodes
                    if node.kind not in (INPUT, CONST, ELEMENTWISE) and node not in owner)
@@ -307,11 +316,37 @@ def explain(graph: Graph, regions: Sequence[Region], kernels: Sequence[Kernel] |
     )
 
 
-def _passes(region: Region) -> str:
+def _phase(region: Region) -> str:
     """Which passes of a gradient a region's nodes belong to ("" when all are forward)."""
     backward = {node.backward for node in (*region.prelude, *region.nodes)}
     return {frozenset({True, False}): "forward and backward",
             frozenset({True}): "backward"}.get(frozenset(backward), "")
+
+
+def _passes(region: Region, names: dict[Node, str]) -> tuple[str, tuple[str, ...]]:
+    """A kernel of passes in words: how many passes over which rows, and its equations
+    in running order, each with when it runs (``partition.schedule``)."""
+    plan = schedule(region)
+    axes = ", ".join(str(axis) for axis in region.reduced)
+    summary = (f"{plan.passes} pass{'es' if plan.passes > 1 else ''} over the rows "
+               f"(axis {axes}) of each block of columns; accumulators add the rows in order")
+    timed = []
+    for position, node in enumerate(region.nodes):
+        if node in plan.accumulating:
+            sweep, when = 2 * plan.accumulating[node] + 1, (
+                f"accumulated in pass {plan.accumulating[node] + 1}")
+        elif node in plan.columns:
+            level = plan.columns[node]
+            sweep = 2 * level
+            when = "per column, before pass 1" if level == 0 else \
+                f"per column, after pass {level}"
+        else:
+            done = plan.computed[node]
+            sweep = 2 * done[0] + 1
+            when = ("pass " if len(done) == 1 else "passes ") + \
+                ", ".join(str(index + 1) for index in done)
+        timed.append((sweep, position, f"{equation(node, names)}  ({when})"))
+    return summary, tuple(text for _sweep, _position, text in sorted(timed))
 
 
 def _output_reasons(node: Node, graph: Graph, owner: dict[Node, int],
@@ -347,6 +382,12 @@ def concrete_shapes(graph: Graph, args: Sequence[Any]) -> dict[Node, tuple[int, 
             partial[node] = _broadcast_partial(
                 [partial.get(source, tuple(source.shape)) for source in node.inputs],
                 node.ndim)
+        elif node.reduction is not None:
+            reduction = node.reduction
+            source = partial.get(node.inputs[0], tuple(node.inputs[0].shape))
+            partial[node] = tuple(1 if axis in reduction.axes else size
+                                  for axis, size in enumerate(source)
+                                  if reduction.keepdims or axis not in reduction.axes)
         else:
             partial[node] = tuple(node.shape)
     shapes: dict[Node, tuple[int, ...] | None] = {}
@@ -454,4 +495,11 @@ def _why(refusal: Refusal, step: Callable[[Node], str], names: dict[Node, str]) 
     if reason is Reason.ERRSTATE:
         return (f"{first} and {second} run under different floating-point error handling "
                 f"({detail}), and a kernel handles the flags of all its work under one")
+    if reason is Reason.REDUCED_AXES:
+        return f"one kernel cannot run both: {detail}"
+    if reason is Reason.PASSES:
+        if via is None:
+            return f"one kernel for both would need {detail}"
+        return (f"one kernel for both would compute {names[via]} again in a later pass over "
+                f"the rows: {detail}")
     return f"together they would have {detail}, so the region is split"

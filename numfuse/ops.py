@@ -84,7 +84,9 @@ class OpDef:
     whether it is transcendental; ``exactness`` how its results compare with numpy's;
     ``resolve`` (when not a ufunc) returns the loop dtypes of the inputs and the output
     dtype; ``vjp`` is its derivative rule for ``numfuse.grad`` (None: not differentiable,
-    as for integer-only and boolean operations).
+    as for integer-only and boolean operations);
+    ``commutative`` the loop dtype kinds for which ``f(a, b)`` and ``f(b, a)`` are
+    identical bit for bit, NaN payloads and signed zeros included (see ``commutes``).
     """
 
     name: str
@@ -95,6 +97,7 @@ class OpDef:
     exactness: Exactness
     resolve: Resolver | None = None
     vjp: VJP | None = None
+    commutative: str = ""
 
     @property
     def cost(self) -> int:
@@ -112,6 +115,11 @@ class OpDef:
     def vector_math(self) -> bool:
         """Whether float loops compute it with numfuse's vectorisable functions."""
         return vector_math.ENABLED and self.name in vector_math.FUNCTIONS
+
+    def commutes(self, loop: Sequence[np.dtype]) -> bool:
+        """Whether swapping the two operands of this loop gives the same bits: a binary
+        row whose loop dtypes are equal and of a ``commutative`` kind."""
+        return self.arity == 2 and len(set(loop)) == 1 and loop[0].kind in self.commutative
 
     def template(self, loop: Sequence[np.dtype]) -> str | None:
         kinds = "".join(dtype.kind for dtype in loop)
@@ -146,14 +154,24 @@ _ROWS: list[OpDef] = []
 
 def _row(name: str, reference: Callable[..., Any], arity: int, category: Category, *,
          exactness: Exactness | None = None, resolve: Resolver | None = None,
-         vjp: VJP | None = None, **code: str) -> None:
+         vjp: VJP | None = None, commutative: str = "", **code: str) -> None:
     """One row: the facts of ``category`` (``exactness`` overrides its own), the scalar
-    templates by dtype kinds (``star`` for ``*``) and the derivative rule."""
+    templates by dtype kinds (``star`` for ``*``), the derivative rule and the dtype kinds
+    it is ``commutative`` for."""
     star = code.pop("star", None)
     if star is not None:
         code["*"] = star
     _ROWS.append(OpDef(name, reference, arity, code, category,
-                       exactness or category.exactness, resolve, vjp))
+                       exactness or category.exactness, resolve, vjp, commutative))
+
+
+# Commutative kinds.  With two NaN operands numpy's float and complex arithmetic returns
+# the first one's payload (x86), and maximum/minimum/fmax/fmin return the second operand
+# of a tie between 0.0 and -0.0: for floats and complex numbers these are commutative in
+# value only, so only integer and bool loops are declared.  Comparisons and logical
+# operations give bools, the same either way for every kind.
+_INTEGERS = "biu"
+_EVERY_KIND = "biufc"
 
 
 def _unary_math(ufunc: np.ufunc, category: Category, vjp: VJP) -> None:
@@ -234,11 +252,13 @@ def _float_math(name: str) -> str:
 # flag (an overflow is undefined, and code after it may see any value), so it runs in
 # uint64, whose wrap-around is defined, and comes back with the dtype's cast.
 _WRAP = "np.int64(np.uint64({0}) {op} np.uint64({1}))"
-_row("add", np.add, 2, ARITHMETIC, b="({0} or {1})", i=_WRAP.replace("{op}", "+"),
+_row("add", np.add, 2, ARITHMETIC, commutative=_INTEGERS,
+     b="({0} or {1})", i=_WRAP.replace("{op}", "+"),
      star="({0} + {1})", vjp=lambda g, ans, x, y: (g, g))
 _row("subtract", np.subtract, 2, ARITHMETIC, i=_WRAP.replace("{op}", "-"), star="({0} - {1})",
      vjp=lambda g, ans, x, y: (g, -g))
-_row("multiply", np.multiply, 2, ARITHMETIC, b="({0} and {1})", i=_WRAP.replace("{op}", "*"),
+_row("multiply", np.multiply, 2, ARITHMETIC, commutative=_INTEGERS,
+     b="({0} and {1})", i=_WRAP.replace("{op}", "*"),
      c="complex_product({0}, {1})", star="({0} * {1})",
      vjp=lambda g, ans, x, y: (g * y, g * x))
 _row("true_divide", np.true_divide, 2, DIVISION, exactness=Exactness.EXACT_FOR_REAL,
@@ -281,8 +301,10 @@ _row("conjugate", np.conjugate, 1, ARITHMETIC, c="np.conjugate({0})", star="{0}"
      vjp=lambda g, ans, x: (g,))
 _row("heaviside", np.heaviside, 2, ARITHMETIC, f="heaviside_float({0}, {1})",
      vjp=_no_derivative)
-_row("gcd", np.gcd, 2, DIVISION, i="gcd_int({0}, {1})", u="gcd_int({0}, {1})")
-_row("lcm", np.lcm, 2, DIVISION, i="lcm_int({0}, {1})", u="lcm_int({0}, {1})")
+_row("gcd", np.gcd, 2, DIVISION, commutative=_INTEGERS,
+     i="gcd_int({0}, {1})", u="gcd_int({0}, {1})")
+_row("lcm", np.lcm, 2, DIVISION, commutative=_INTEGERS,
+     i="lcm_int({0}, {1})", u="lcm_int({0}, {1})")
 
 # --- exponentials, logarithms, roots ------------------------------------------------------
 _ufunc: np.ufunc
@@ -342,9 +364,11 @@ _row("rint", np.rint, 1, ROUNDING, f="np.rint({0})", c="np.rint({0})", b="{0}", 
      u="{0}", vjp=_no_derivative)
 
 # --- comparisons (complex compares lexicographically, as numpy does) ----------------------
-_row("equal", np.equal, 2, COMPARISON, iu="equal_iu({0}, {1})", ui="equal_iu({1}, {0})",
+_row("equal", np.equal, 2, COMPARISON, commutative=_EVERY_KIND,
+     iu="equal_iu({0}, {1})", ui="equal_iu({1}, {0})",
      star="({0} == {1})")
-_row("not_equal", np.not_equal, 2, COMPARISON, iu="(not equal_iu({0}, {1}))",
+_row("not_equal", np.not_equal, 2, COMPARISON, commutative=_EVERY_KIND,
+     iu="(not equal_iu({0}, {1}))",
      ui="(not equal_iu({1}, {0}))", star="({0} != {1})")
 _row("less", np.less, 2, COMPARISON, iu="less_iu({0}, {1})", ui="less_ui({0}, {1})",
      c="complex_lt({0}, {1})", f="less_float({0}, {1}, {L}(0))",
@@ -361,27 +385,32 @@ _row("greater_equal", np.greater_equal, 2, COMPARISON, iu="(not less_iu({0}, {1}
 # maximum/minimum: the chosen operand gets the cotangent, each half of it on a tie;
 # fmax/fmin: the first operand where it is chosen (larger/smaller, or the second is NaN),
 # else the second (ties go to the second, as in JAX)
-_row("maximum", np.maximum, 2, EXTREMUM, f="maximum_float({0}, {1}, {L}(0))",
-     c="maximum_complex({0}, {1})",
+_row("maximum", np.maximum, 2, EXTREMUM, commutative=_INTEGERS,
+     f="maximum_float({0}, {1}, {L}(0))", c="maximum_complex({0}, {1})",
      star="({0} if {0} > {1} else {1})", vjp=_extremum_vjp)
-_row("minimum", np.minimum, 2, EXTREMUM, f="minimum_float({0}, {1}, {L}(0))",
-     c="minimum_complex({0}, {1})",
+_row("minimum", np.minimum, 2, EXTREMUM, commutative=_INTEGERS,
+     f="minimum_float({0}, {1}, {L}(0))", c="minimum_complex({0}, {1})",
      star="({0} if {0} < {1} else {1})", vjp=_extremum_vjp)
-_row("fmax", np.fmax, 2, EXTREMUM, f="fmax_float({0}, {1}, {L}(0))", c="fmax_complex({0}, {1})",
+_row("fmax", np.fmax, 2, EXTREMUM, commutative=_INTEGERS,
+     f="fmax_float({0}, {1}, {L}(0))", c="fmax_complex({0}, {1})",
      star="({0} if {0} > {1} else {1})",
      vjp=_chosen_vjp(lambda x, y: (x > y) | np.isnan(y)))
-_row("fmin", np.fmin, 2, EXTREMUM, f="fmin_float({0}, {1}, {L}(0))", c="fmin_complex({0}, {1})",
+_row("fmin", np.fmin, 2, EXTREMUM, commutative=_INTEGERS,
+     f="fmin_float({0}, {1}, {L}(0))", c="fmin_complex({0}, {1})",
      star="({0} if {0} < {1} else {1})",
      vjp=_chosen_vjp(lambda x, y: (x < y) | np.isnan(y)))
 
 # --- logical and bitwise ------------------------------------------------------------------
-_row("logical_and", np.logical_and, 2, LOGICAL, star="(({0} != 0) and ({1} != 0))")
-_row("logical_or", np.logical_or, 2, LOGICAL, star="(({0} != 0) or ({1} != 0))")
-_row("logical_xor", np.logical_xor, 2, LOGICAL, star="(({0} != 0) != ({1} != 0))")
+_row("logical_and", np.logical_and, 2, LOGICAL, commutative=_EVERY_KIND,
+     star="(({0} != 0) and ({1} != 0))")
+_row("logical_or", np.logical_or, 2, LOGICAL, commutative=_EVERY_KIND,
+     star="(({0} != 0) or ({1} != 0))")
+_row("logical_xor", np.logical_xor, 2, LOGICAL, commutative=_EVERY_KIND,
+     star="(({0} != 0) != ({1} != 0))")
 _row("logical_not", np.logical_not, 1, LOGICAL, star="({0} == 0)")
-_row("bitwise_and", np.bitwise_and, 2, BITWISE, star="({0} & {1})")
-_row("bitwise_or", np.bitwise_or, 2, BITWISE, star="({0} | {1})")
-_row("bitwise_xor", np.bitwise_xor, 2, BITWISE, star="({0} ^ {1})")
+_row("bitwise_and", np.bitwise_and, 2, BITWISE, commutative=_INTEGERS, star="({0} & {1})")
+_row("bitwise_or", np.bitwise_or, 2, BITWISE, commutative=_INTEGERS, star="({0} | {1})")
+_row("bitwise_xor", np.bitwise_xor, 2, BITWISE, commutative=_INTEGERS, star="({0} ^ {1})")
 _row("invert", np.invert, 1, BITWISE, b="(not {0})", star="(~{0})")
 _row("left_shift", np.left_shift, 2, BITWISE, i="left_shift({0}, {1}, {bits})",
      u="left_shift({0}, {1}, {bits})")

@@ -6,7 +6,9 @@ Invariants of the returned ``Plan`` (checked by ``check_plan`` and by the tests)
   same loop shape (the same number of dimensions and the same length-1 dimensions);
 * a region may also hold reductions of its members (``epilogue``): each reduces axes that
   include the core axis, and no member of the region reads it (it is complete only after
-  the loop);
+  the loop); or reductions over leading axes only (``accumulation``), all over the same
+  axes (``Region.reduced``), which members may read in a later pass (``schedule``);
+  never both kinds;
 * every region is **convex**: no dependency path leaves the region and comes back, so the
   graph of regions is acyclic and ``Plan.regions`` is a valid execution order;
 * a region's outputs are its members used outside it or returned, in topological order;
@@ -78,6 +80,8 @@ class Reason(enum.Enum):
     SIBLING_SIZE = "siblings of a smaller shared value"  # their sizes may differ
     OPERAND_CAP = "operand cap"  # a region split under numpy's limit on gufunc operands
     ERRSTATE = "different floating-point error handling"  # np.errstate inside the function
+    REDUCED_AXES = "reductions over other axes"  # one loop cannot accumulate both
+    PASSES = "passes over the rows"  # too many, or too much work repeated in them
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -126,6 +130,9 @@ class Region:
     # buffer, a temporary of an earlier kernel read by nothing else (see ``_donations``).
     donate: tuple[tuple[int, int], ...] = ()
     refusals: tuple[Refusal, ...] = ()
+    # The axes (of its loop) the region's accumulations reduce: its kernel runs passes over
+    # them (see ``schedule``); () for a kernel of one pass.
+    reduced: tuple[int, ...] = ()
 
     @cached_property
     def ones(self) -> tuple[bool, ...]:
@@ -180,8 +187,66 @@ def _why_not_an_epilogue(node: Node, reduction: Reduction) -> str | None:
         return "its input is not a value a kernel loops over"
     kept = [axis for axis, one in enumerate(source.ones) if not one]
     if kept and kept[-1] not in reduction.axes:
-        return "it does not reduce the last axis of its input, the one a kernel loops along"
+        return _NOT_THE_LAST_AXIS
     return None
+
+
+_NOT_THE_LAST_AXIS = "it does not reduce the last axis of its input, the one a kernel loops along"
+
+
+def accumulation(node: Node) -> Reduction | None:
+    """The reduction ``node`` performs if a region can accumulate it across its rows: the
+    reduced axes leave out the input's core axis and are next to each other among its
+    non-unit axes (``x.sum(axis=0)`` of a matrix).  The kernel keeps one accumulator per
+    column and adds each row into it in order, as numpy does along a non-contiguous axis;
+    the region's other work may read the result in a later pass (see ``schedule``)."""
+    reduction: Reduction | None = node.reduction if node.kind == NUMPY else None
+    if reduction is None or _why_not_an_accumulation(node, reduction) is not None:
+        return None
+    return reduction
+
+
+def _why_not_an_accumulation(node: Node, reduction: Reduction) -> str | None:
+    """Why no kernel can accumulate the reduction ``node`` across its rows (None if one
+    can)."""
+    if not fusible_dtype(reduction):
+        return "numpy orders complex numbers for maximum and minimum by its own rules"
+    source = node.inputs[0]
+    if source.kind not in (ELEMENTWISE, INPUT, CONST) or source.ndim == 0:
+        return "its input is not a value a kernel loops over"
+    kept = [axis for axis, one in enumerate(source.ones) if not one]
+    reduced = [axis for axis in kept if axis in reduction.axes]
+    if not kept or kept[-1] in reduction.axes:
+        return "it reduces the last axis of its input"
+    if not reduced:
+        return "it reduces only length-1 axes"
+    first = kept.index(reduced[0])
+    if kept[first:first + len(reduced)] != reduced:
+        return "the axes it reduces are not next to each other"
+    return None
+
+
+def reduced_axes(node: Node) -> tuple[int, ...]:
+    """The non-unit axes (of its input, and so of the loop) an accumulation reduces."""
+    reduction = node.reduction
+    assert reduction is not None
+    return tuple(axis for axis, one in enumerate(node.inputs[0].ones)
+                 if not one and axis in reduction.axes)
+
+
+def in_line(node: Node) -> bool:
+    """Whether the result of the accumulation ``node`` lines up with its loop's axes as
+    numpy broadcasts it: with keepdims, or when every reduced axis comes before every
+    non-unit axis it keeps (``x.sum(axis=0)``).  Otherwise (``x.sum(axis=1)`` of a 3-d
+    array) it broadcasts against other axes, so no work of its own region may read it."""
+    reduction = node.reduction
+    assert reduction is not None
+    if reduction.keepdims:
+        return True
+    shape = node.inputs[0].shape
+    last = max(reduction.axes)
+    return all(size == 1 for axis, size in enumerate(shape)
+               if axis < last and axis not in reduction.axes)
 
 
 def _numpy_call_reason(node: Node, fuse_reductions: bool) -> str:
@@ -194,7 +259,11 @@ def _numpy_call_reason(node: Node, fuse_reductions: bool) -> str:
         return "it is not elementwise"
     if not fuse_reductions:
         return "reductions are left to numpy (fuse_reductions=False)"
-    return _why_not_an_epilogue(node, reduction) or "it could not join the loop of its input"
+    along_rows = _why_not_an_epilogue(node, reduction)
+    across_rows = _why_not_an_accumulation(node, reduction)
+    if along_rows is None or across_rows is None:
+        return "it could not join the loop of its input"
+    return across_rows if along_rows == _NOT_THE_LAST_AXIS else along_rows
 
 
 def loop_of(nodes: Sequence[Node]) -> tuple[bool, ...]:
@@ -216,6 +285,125 @@ def op_cost(node: Node) -> int:
     """A node's work per element: its op row's cost; 1 for what is not an op row."""
     op = OPS.get(node.op)
     return op.cost if op is not None else 1
+
+
+# Passes over the rows a region that accumulates reductions may make: each reads its
+# operands again, so a longer chain of accumulations is split into kernels that store.
+MAX_PASSES = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+    """How a region that accumulates reductions across its rows runs (``schedule``).
+
+    Its kernel takes the loop's ``reduced`` axes as rows and the core axis as columns and,
+    for each block of columns, makes ``passes`` passes over the rows.  An accumulation
+    adds its input into one accumulator per column in pass ``accumulating[node]``; it is
+    complete after that pass.  Values constant along the rows (accumulation results,
+    work on them, and work on operands constant along the rows) are ``columns``: computed
+    once per column in the column step with that number (step ``k`` runs before pass
+    ``k``; step ``passes`` after the last one).  Every other member is in ``rows``: it is
+    computed per element in each pass of ``computed[node]`` (recomputed rather than stored
+    when several passes need it) and, when the region outputs it, stored in pass
+    ``stored[node]``.
+    """
+
+    reduced: tuple[int, ...]
+    passes: int
+    rows: frozenset[Node]
+    columns: dict[Node, int]
+    accumulating: dict[Node, int]
+    computed: dict[Node, tuple[int, ...]]
+    stored: dict[Node, int]
+
+
+# Why a set of nodes cannot run as one region: the reason, the details in words, and the
+# node behind it (or None), as a ``Refusal`` takes them.
+Problem = tuple[Reason, str, "Node | None"]
+
+
+def varies(node: Node, axes: Sequence[int], ndim: int) -> bool | None:
+    """Whether ``node`` (broadcast into a loop of ``ndim`` axes) varies along the loop's
+    ``axes``: True along all of them, False along none, None along some only."""
+    offset = ndim - node.ndim
+    flags = [axis >= offset and node.shape[axis - offset] != 1 for axis in axes]
+    return True if all(flags) else False if not any(flags) else None
+
+
+def _schedule(members: Sequence[Node], reduced: tuple[int, ...], loop: tuple[bool, ...],
+              outputs: set[Node]) -> Schedule | Problem:
+    """The ``Schedule`` of a region of ``members`` (in topological order) accumulating
+    over ``reduced`` in a loop of shape ``loop``; ``outputs`` are the members it stores.
+    Or why there is none: a value that varies along some of the reduced axes only, an
+    output that is constant along another non-unit axis of the loop, more than
+    ``MAX_PASSES`` passes, or work recomputed in later passes costing more than
+    ``RECOMPUTE_MAX_COST`` per element."""
+    ndim = len(loop)
+    # outputs vary along every kept axis the rows do not (the loop's shape, or that shape
+    # with length-1 reduced axes)
+    spanned = [axis for axis, one in enumerate(loop) if not one and axis not in reduced]
+    level: dict[Node, int] = {}  # the first pass (or column step) that can compute a node
+    accumulating: dict[Node, int] = {}
+    columns: dict[Node, int] = {}
+    rows: set[Node] = set()
+    for node in members:
+        if node.kind != ELEMENTWISE:
+            accumulating[node] = level.get(node.inputs[0], 0)
+            level[node] = columns[node] = accumulating[node] + 1
+            continue
+        for source in (node, *node.inputs):
+            if is_kernel_input(source) and varies(source, reduced, ndim) is None:
+                return Reason.LOOP_SHAPE, ("a value varies along some of the reduced axes only, "
+                                           "so it has no place in a loop over their rows"), source
+        level[node] = max((level.get(source, 0) for source in node.inputs), default=0)
+        if varies(node, reduced, ndim):
+            rows.add(node)
+        else:
+            columns[node] = level[node]
+        if node in outputs and not varies(node, spanned, ndim):
+            return Reason.LOOP_SHAPE, ("a value it would store is constant along an axis "
+                                       "of the kernel's columns or outer loop"), node
+    users: dict[Node, list[Node]] = {node: [] for node in members}
+    for node in members:
+        for source in node.inputs:
+            if source in users:
+                users[source].append(node)
+    computed: dict[Node, tuple[int, ...]] = {}
+    stored: dict[Node, int] = {}
+    extra, costliest, most = 0, None, 0
+    for node in reversed(members):
+        if node not in rows:
+            continue
+        passes: set[int] = set()
+        for user in users[node]:
+            if user in accumulating:
+                passes.add(accumulating[user])
+            elif user in rows:
+                passes.update(computed[user])
+        if node in outputs:
+            stored[node] = min(passes, default=level[node])
+            passes.add(stored[node])
+        computed[node] = tuple(sorted(passes))
+        again = op_cost(node) * (len(passes) - 1)
+        extra += again
+        if again > most:
+            costliest, most = node, again
+    count = 1 + max([*accumulating.values(),
+                     *(max(done, default=0) for done in computed.values())])
+    if count > MAX_PASSES:
+        return Reason.PASSES, (f"{count} passes over the rows, more than the {MAX_PASSES} "
+                               "one kernel makes"), None
+    if extra > RECOMPUTE_MAX_COST:
+        return Reason.PASSES, (f"{extra} more operations per element, more than the "
+                               f"{RECOMPUTE_MAX_COST} worth repeating"), costliest
+    return Schedule(reduced, count, frozenset(rows), columns, accumulating, computed, stored)
+
+
+def schedule(region: Region) -> Schedule:
+    """The passes of a region that accumulates reductions (``region.reduced``)."""
+    found = _schedule(region.nodes, region.reduced, region.ones, set(region.outputs))
+    assert isinstance(found, Schedule), f"region {region.index}: {found}"
+    return found
 
 
 def _broadcasts_into(small: tuple[bool, ...], large: tuple[bool, ...]) -> bool:
@@ -287,18 +475,27 @@ class _Clusters:
         self.errstate = [node.errstate for node in nodes]  # shared by a cluster's members
         self.returned = set(graph.outputs)
         self.graph = graph
-        # Users of a cluster's fused reductions: a reduction is complete only after the
-        # loop, so none of them may join its cluster.
+        # Users of a cluster's fused reductions: a reduction folded along the rows is
+        # complete only after the loop, so none of them may join its cluster; nor may
+        # users of an accumulation whose result does not line up with the loop.
         self.after_loop = [0] * size
         self.epilogues = [fuse_reductions and epilogue(node) is not None for node in nodes]
+        # Whether a cluster folds reductions along its rows (``epilogue``); the axes its
+        # accumulations reduce across its rows (``accumulation``), or None.  One cluster
+        # never does both.
+        self.folding = list(self.epilogues)
+        self.reduced: list[tuple[int, ...] | None] = [
+            reduced_axes(node) if fuse_reductions and accumulation(node) is not None else None
+            for node in nodes]
         for index, node in enumerate(nodes):
-            if self.epilogues[index] and node.inputs[0].kind != ELEMENTWISE:
+            fused = self.epilogues[index] or self.reduced[index] is not None
+            if fused and node.inputs[0].kind != ELEMENTWISE:
                 # a reduction of an argument: a loop of its own, merged with other work
                 # reading the argument by the horizontal sweep
                 self.fusible[index] = True
                 self.loop[index] = node.inputs[0].ones
                 self.size_class[index] = classes.get(node.inputs[0], ARGUMENT_SIZES)
-            if self.epilogues[index]:
+            if self.epilogues[index] or (self.reduced[index] is not None and not in_line(node)):
                 for user in graph.consumers.get(node, ()):
                     self.after_loop[index] |= 1 << self.position[user]
 
@@ -332,6 +529,44 @@ class _Clusters:
         if after_loop & members:
             return False
         return all(not self.ancestors[p] & members for p in self.external_producers(clusters))
+
+    def conflict(self, clusters: set[int]) -> Problem | None:
+        """Why ``clusters`` cannot run as one kernel although they are convex (None when
+        they can): one folds reductions along its rows and another accumulates across
+        them, or they accumulate over different axes, or the passes over the rows would
+        be too many or recompute too much (``_schedule``)."""
+        reduced = {self.reduced[cluster] for cluster in clusters} - {None}
+        if not reduced:
+            return None
+        if len(reduced) > 1:
+            return Reason.REDUCED_AXES, ("they accumulate reductions over different axes, "
+                                         "and one kernel's rows run along one set of "
+                                         "axes"), None
+        if any(self.folding[cluster] for cluster in clusters):
+            return Reason.REDUCED_AXES, ("one folds reductions along its rows, the other "
+                                         "accumulates reductions across them"), None
+        members = 0
+        for cluster in clusters:
+            members |= self.members[cluster]
+        nodes = []
+        while members:
+            low = members & -members
+            nodes.append(self.nodes[low.bit_length() - 1])
+            members ^= low
+        inside = set(nodes)
+        returned, consumers = self.returned, self.graph.consumers
+        outputs = {node for node in nodes
+                   if node in returned or not inside.issuperset(consumers[node])}
+        sources = {source for node in nodes for source in node.inputs
+                   if source not in inside and is_kernel_input(source)}
+        if len(sources) + len(outputs) > MAX_OPERANDS:
+            return Reason.OPERAND_CAP, (f"{len(sources) + len(outputs)} operands, over "
+                                        f"numpy's limit of {MAX_OPERANDS} per gufunc"), None
+        axes: tuple[int, ...] = reduced.pop()  # type: ignore[assignment]
+        loop = max((self.loop[cluster] for cluster in clusters),
+                   key=lambda ones: (len(ones), -sum(ones)))
+        found = _schedule(nodes, axes, loop, outputs)
+        return None if isinstance(found, Schedule) else found
 
     def refuse(self, first: Node, second: Node, reason: Reason, detail: str = "",
                via: Node | None = None, shared: Node | None = None) -> None:
@@ -407,6 +642,9 @@ class _Clusters:
                 consumers |= self.consumers[cluster]
         consumers -= clusters
         after_loop = 0
+        self.folding[root] = any(self.folding[cluster] for cluster in clusters)
+        self.reduced[root] = next((self.reduced[cluster] for cluster in clusters
+                                   if self.reduced[cluster] is not None), None)
         loop = max((self.loop[cluster] for cluster in clusters),
                    key=lambda ones: (len(ones), -sum(ones)))
         size_class = next((self.size_class[cluster] for cluster in clusters
@@ -456,16 +694,18 @@ def _fuse_vertically(clusters: _Clusters) -> None:
     nodes = clusters.nodes
     for index, node in enumerate(nodes):
         clusters.add(index)
-        if clusters.epilogues[index]:
+        if clusters.epilogues[index] or clusters.reduced[index] is not None:
             source = node.inputs[0]
             if source.kind == ELEMENTWISE:
                 producer = clusters.find(clusters.position[source])
                 if not clusters.same_errstate(source, node, producer, index):
                     continue
-                if clusters.is_convex({index, producer}):
-                    clusters.merge({index, producer})
-                else:
+                if not clusters.is_convex({index, producer}):
                     clusters.refuse_not_convex(source, node, {index, producer})
+                elif (conflict := clusters.conflict({index, producer})) is not None:
+                    clusters.refuse(source, node, *conflict)
+                else:
+                    clusters.merge({index, producer})
             continue
         if node.kind != ELEMENTWISE:
             for source in node.inputs:
@@ -486,15 +726,29 @@ def _fuse_vertically(clusters: _Clusters) -> None:
                 continue
             if not clusters.same_errstate(source, node, candidate, index):
                 continue
-            if clusters.loop[candidate] != node.ones and not _recomputable(
+            if clusters.loop[candidate] != node.ones and not _column_value(
+                    clusters, candidate, node) and not _recomputable(
                     clusters, candidate, source, node):
                 continue
-            if clusters.is_convex(group | {candidate}):
-                group.add(candidate)
-            else:
+            if not clusters.is_convex(group | {candidate}):
                 clusters.refuse_not_convex(source, node, group | {candidate})
+                continue
+            conflict = clusters.conflict(group | {candidate})
+            if conflict is not None:
+                clusters.refuse(source, node, *conflict)
+                continue
+            group.add(candidate)
         if len(group) > 1:
             clusters.merge(group)
+
+
+def _column_value(clusters: _Clusters, candidate: int, node: Node) -> bool:
+    """Whether ``node``, of a smaller loop shape than the cluster ``candidate`` that
+    accumulates reductions, can join it as a value computed once per column: it is
+    constant along the accumulated axes and broadcasts into the cluster's loop."""
+    reduced, loop = clusters.reduced[candidate], clusters.loop[candidate]
+    return reduced is not None and _broadcasts_into(node.ones, loop) and \
+        varies(node, reduced, len(loop)) is False
 
 
 def _refuse_size_class(clusters: _Clusters, first: Node, second: Node, one: int,
@@ -579,7 +833,8 @@ def _fuse_horizontally(clusters: _Clusters) -> None:
                 same_loop = clusters.loop[other] == clusters.loop[sibling] and _same_class(
                     clusters.size_class[other], clusters.size_class[sibling]) and \
                     clusters.errstate[other] == clusters.errstate[sibling]
-                if same_loop and clusters.is_convex({other, sibling}):
+                if same_loop and clusters.is_convex({other, sibling}) and \
+                        clusters.conflict({other, sibling}) is None:
                     merged[slot] = clusters.merge({other, sibling})
                     break
                 _refuse_siblings(clusters, other, sibling, shared)
@@ -611,7 +866,12 @@ def _refuse_siblings(clusters: _Clusters, other: int, sibling: int, shared: Node
     elif not _same_class(clusters.size_class[other], clusters.size_class[sibling]):
         _refuse_size_class(clusters, first, second, other, sibling, shared)
     elif clusters.same_errstate(first, second, other, sibling, shared):
-        clusters.refuse_not_convex(first, second, {other, sibling}, shared)
+        if clusters.is_convex({other, sibling}):
+            reason, detail, via = clusters.conflict({other, sibling}) or (
+                Reason.NOT_CONVEX, "", None)
+            clusters.refuse(first, second, reason, detail, via, shared)
+        else:
+            clusters.refuse_not_convex(first, second, {other, sibling}, shared)
 
 
 def _errstates_text(first: ErrState | None, second: ErrState | None) -> str:
@@ -752,7 +1012,8 @@ def partition(graph: Graph, fuse_reductions: bool = True) -> Plan:
             steps.append(members[0])
             continue
         inputs, outputs = io[id(members)]
-        steps.append(Region(0, tuple(members), inputs, outputs))
+        steps.append(Region(0, tuple(members), inputs, outputs, reduced=next(
+            (reduced_axes(node) for node in members if accumulation(node) is not None), ())))
     steps = _inline_scalar_regions(steps, graph, refusals)
     regions: list[Region] = []
     for position, step in enumerate(steps):
@@ -823,6 +1084,8 @@ def _donations(region: Region, graph: Graph, owner: dict[Node, int],
     reads every input at index ``i`` before it stores at ``i``, so writing over the input
     is safe.  ``w / w.sum()`` then needs no second array of ``w``'s size.
     """
+    if region.reduced:
+        return ()  # its passes read the inputs again after storing outputs
     returned = graph.returned
     temporaries = [
         (position, source) for position, source in enumerate(region.inputs)
@@ -945,17 +1208,29 @@ def check_plan(plan: Plan) -> None:
             assert node not in owner, f"{node} is in two regions"
             owner[node] = region.index
             if node.kind != ELEMENTWISE:
-                assert epilogue(node) is not None, f"{node} is neither elementwise nor fusible"
                 assert node.inputs[0] in members or node.inputs[0].kind != ELEMENTWISE, (
                     f"{node} reduces a value of another region")
+                if accumulation(node) is not None:
+                    assert reduced_axes(node) == region.reduced, (
+                        f"{node} accumulates over other axes than its region's")
+                    assert in_line(node) or not members & set(graph.consumers[node]), (
+                        f"{node} is read in its region but does not line up with its loop")
+                    continue
+                assert epilogue(node) is not None, f"{node} is neither elementwise nor fusible"
+                assert not region.reduced, f"{node} is folded in a region of passes"
                 assert not members & set(graph.consumers.get(node, ())), (
                     f"{node} is read inside the loop that computes it")
                 continue
             if node.ones != region.ones:
                 assert _broadcasts_into(node.ones, region.ones), (
                     f"{node} has a loop shape that does not broadcast into its region's")
-                assert node not in region.outputs, f"{node} is recomputed yet an output"
+                assert node not in region.outputs or (region.reduced and varies(
+                    node, region.reduced, len(region.ones)) is False), (
+                    f"{node} is recomputed yet an output")
         assert len(region.inputs) + len(region.outputs) <= MAX_OPERANDS
+        if region.reduced:
+            assert not region.donate, f"region {region.index} of passes writes an input"
+            schedule(region)  # asserts it has one
     in_prelude = {node for region in plan.regions for node in region.prelude}
     for node in graph.nodes:
         if node.kind == ELEMENTWISE:

@@ -3,7 +3,9 @@
 * ``fold_constants`` evaluates, with numpy itself, every elementwise node whose operands are
   all 0-d constants, so folded values are exactly numpy's.
 * ``eliminate_common_subexpressions`` merges nodes with the same op, inputs and payload
-  (and floating-point error handling: the same work under two ``np.errstate`` stays two).
+  (and floating-point error handling: the same work under two ``np.errstate`` stays two),
+  and ``f(a, b)`` with ``f(b, a)`` where the op row says the swap gives the same bits
+  (``OpDef.commutes``).
 * ``eliminate_dead_code`` keeps only what the outputs need.
 """
 
@@ -15,7 +17,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .graph import CONST, ELEMENTWISE, INPUT, Const, Constant, Graph, Node
-from .ops import evaluate
+from .ops import OPS, evaluate
 
 Rewrite = Callable[[Node, tuple[Node, ...]], Node]
 
@@ -59,11 +61,23 @@ def eliminate_common_subexpressions(graph: Graph) -> Graph:
         node = _with_inputs(node, inputs)
         if node.kind == INPUT:
             return node
-        key = (node.op, node.kind, tuple(id(source) for source in node.inputs), node.payload,
-               node.dtype, node.shape, node.weak, node.scalar, node.errstate)
+        operands = tuple(id(source) for source in node.inputs)
+        if _commutes(node):  # the same operands in either order, cast to one loop dtype
+            operands = tuple(sorted(operands))
+        key = (node.op, node.kind, operands, node.payload, node.dtype, node.shape, node.weak,
+               node.scalar, node.errstate)
         return seen.setdefault(key, node)
 
     return rewrite(graph, rule)
+
+
+def _commutes(node: Node) -> bool:
+    """A binary elementwise node whose op row says swapping its operands changes no bit
+    of the result, for its loop dtypes (both the same dtype, so swapped they are too)."""
+    if node.kind != ELEMENTWISE:
+        return False
+    row = OPS.get(node.op)
+    return row is not None and row.commutes(node.loop)
 
 
 def eliminate_dead_code(graph: Graph) -> Graph:

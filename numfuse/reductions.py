@@ -6,12 +6,18 @@ non-fusible numpy call like any other, with one addition: a ``Reduction`` descri
 When its input is computed by a fusion region and the reduced axes include the region's
 core (last non-unit) axis, the partitioner moves it into that region: the kernel folds
 every element into an accumulator as it computes it, writes one partial result per core
-row, and ``finish`` completes the reduction over the remaining axes with numpy.  Otherwise
-the call is replayed by numpy, so both paths have numpy's result dtype and shape.
+row, and ``finish`` completes the reduction over the remaining axes with numpy.  When the
+reduced axes are leading ones only (``x.sum(axis=0)``), the region accumulates it across
+its rows instead (``partition.accumulation``): one accumulator per column, the rows added
+in order, the division of ``mean``/``var`` done in the kernel as numpy does it
+(``codegen.emit_passes``), numpy's errors and warnings for too few rows raised first
+(``check_count``).  Otherwise the call is replayed by numpy, so every path has numpy's
+result dtype and shape.
 
-Float sums are accumulated in blocks (see ``codegen``), not left to right, so their
-rounding differs from numpy's pairwise summation by a few units in the last place while
-staying as accurate; integer, bool, min/max results are exact whatever the order.
+Float sums folded along a row are accumulated in blocks (see ``codegen``), not left to
+right, so their rounding differs from numpy's pairwise summation by a few units in the last
+place while staying as accurate; integer, bool, min/max results are exact whatever the
+order.  Sums accumulated across rows add them in numpy's own order: the same bits.
 """
 
 from __future__ import annotations
@@ -173,6 +179,18 @@ def divide_by_count(total: Any, count: int, divide: str, ddof: int) -> Any:
     if isinstance(total, np.ndarray):
         return np.true_divide(total, divisor, out=total, casting="unsafe")
     return total.dtype.type(total / divisor)
+
+
+def check_count(reduction: Reduction, count: int) -> None:
+    """numpy's error (``max``/``min`` of nothing) or warning (``mean`` of nothing,
+    ``var`` with ``ddof`` at least the count) for a reduction of ``count`` elements each,
+    which a kernel then computes whole (``var``'s inner mean warns nothing)."""
+    if count == 0 and reduction.ufunc in ("maximum", "minimum"):
+        getattr(np, reduction.ufunc).reduce(np.empty(0, reduction.dtype))
+    if reduction.divide == "mean" and count == 0:
+        warnings.warn("Mean of empty slice", RuntimeWarning, stacklevel=5)
+    elif reduction.divide == "ddof" and reduction.ddof >= count:
+        warnings.warn("Degrees of freedom <= 0 for slice", RuntimeWarning, stacklevel=5)
 
 
 def finish(reduction: Reduction, partials: Any, remaining: tuple[int, ...], count: int,

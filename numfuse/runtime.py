@@ -34,6 +34,7 @@ Outputs are allocated by numpy inside the gufunc call.  Caller arrays are never 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -89,19 +90,25 @@ class KernelOperands:
     dropped axes back into a result (None when there are none).
     """
 
-    __slots__ = ("core", "dropped", "flatten", "operands", "restore", "rows", "vector")
+    __slots__ = ("core", "dropped", "flatten", "operands", "passes", "ranks", "restore",
+                 "rows", "vector")
 
     def __init__(self, operands: tuple[tuple[int, Prepare | None, bool], ...],
                  dropped: tuple[int, ...], *, vector: bool, rows: bool, flatten: bool,
-                 restore: Prepare | None) -> None:
+                 restore: Prepare | None, passes: Passes | None = None,
+                 ranks: tuple[int, ...] | None = None) -> None:
         self.operands = operands
-        self.core = next((index for index, (_slot, _prepare, core) in enumerate(operands)
-                          if core), 0)
+        # the number of core dimensions of each operand: 1 for ``(n)``, 2 for ``(m,n)``
+        self.ranks = ranks if ranks is not None else tuple(
+            int(core) for _slot, _prepare, core in operands)
+        core = [index for index, (_slot, _prepare, core) in enumerate(operands) if core]
+        self.core = max(core, key=lambda index: self.ranks[index], default=0)
         self.dropped = dropped
         self.vector = vector
         self.rows = rows
         self.flatten = flatten
         self.restore = restore
+        self.passes = passes
 
     @classmethod
     def of(cls, kernel: Kernel, slots: dict[Node, int],
@@ -109,6 +116,14 @@ class KernelOperands:
         """The presentation of ``kernel``'s operands read from ``slots``; ``fused`` are the
         reductions fused into it (flattening needs each to reduce every flattened axis)."""
         region, generated = kernel.region, kernel.generated
+        if generated.reduced:
+            passes = Passes(kernel)
+            return cls(tuple((slots[node], prepare, core) for node, prepare, core in zip(
+                region.inputs, passes.inputs, generated.core_inputs, strict=True)),
+                generated.dropped_axes, vector=False, rows=False, flatten=False,
+                restore=None, passes=passes, ranks=tuple(
+                    int(core) + int(rows) for core, rows in zip(
+                        generated.core_inputs, generated.rows_inputs, strict=True)))
         ndim, dropped = generated.ndim, generated.dropped_axes
         vector = len(dropped) == ndim
         core_axis = None if vector else max(set(range(ndim)) - set(dropped))
@@ -178,6 +193,132 @@ class KernelOperands:
         extra = max((np.size(value) for value, (_slot, _prepare, core)
                      in zip(operands, self.operands, strict=True) if not core), default=1)
         return int(operands[self.core].size * extra)
+
+
+class Passes:
+    """How the operands of a kernel of passes (``codegen.emit_passes``) are presented to
+    it, and its outputs made.
+
+    The region's axes are arranged as the gufunc sees them: the other (outer) axes
+    first, the accumulated axes merged into one row axis ``m`` (a view wherever numpy can
+    make one), the core axis last; length-1 axes are dropped.  ``inputs`` has the
+    preparation of each input (None: passed as it is).  Outputs are allocated here in
+    numpy's shapes, C-contiguous, and the kernel writes them through views arranged the
+    same way (``outputs``).  ``counted`` are the accumulations that may need numpy's
+    error or warning for the number of rows (max/min or mean of none, ``var``'s ddof).
+    """
+
+    __slots__ = ("counted", "dtypes", "inputs", "limit", "ndim", "outputs", "reduced",
+                 "shapes")
+
+    def __init__(self, kernel: Kernel) -> None:
+        region, generated = kernel.region, kernel.generated
+        self.ndim = ndim = generated.ndim
+        self.reduced = generated.reduced
+        arrange = _Arrangement(ndim, generated.dropped_axes, generated.reduced)
+        self.inputs = tuple(
+            None if node.ndim == 0 else arrange.preparer(_loop_axes(node, ndim), rows, core)
+            for node, rows, core in zip(region.inputs, generated.rows_inputs,
+                                        generated.core_inputs, strict=True))
+        self.dtypes = tuple(node.dtype for node in region.outputs)
+        self.shapes: tuple[Callable[[tuple[int, ...]], tuple[int, ...]], ...] = tuple(
+            _output_shape(node, ndim) for node in region.outputs)
+        self.outputs = tuple(arrange.preparer(_loop_axes(node, ndim), rows, True)
+                             for node, rows in zip(region.outputs, generated.rows_outputs,
+                                                   strict=True))
+        self.counted = tuple(node.reduction for node in region.nodes
+                             if node.kind == NUMPY and node.reduction is not None and (
+                                 node.reduction.ufunc in ("maximum", "minimum")
+                                 or node.reduction.divide is not None))
+        # the largest row count for which one of them may warn or raise
+        self.limit = max((reduction.ddof if reduction.divide == "ddof" else 0
+                          for reduction in self.counted), default=-1)
+
+    def allocate(self, inputs: Sequence[Any]) -> tuple[list[Any], tuple[Any, ...]]:
+        """The outputs for these (unprepared) inputs, and their views for the kernel;
+        numpy's warning or error first when there are too few rows."""
+        shapes = [shape for shape in map(np.shape, inputs) if shape]
+        first = shapes[0] if shapes else ()
+        loop = first if all(shape == first for shape in shapes) else \
+            np.broadcast_shapes(*shapes)
+        if len(loop) < self.ndim:
+            loop = (1,) * (self.ndim - len(loop)) + tuple(loop)
+        if self.limit >= 0:
+            count = math.prod(loop[axis] for axis in self.reduced)
+            if count <= self.limit:
+                for reduction in self.counted:
+                    reductions.check_count(reduction, count)
+        outputs = [np.empty(shape(loop), dtype)
+                   for shape, dtype in zip(self.shapes, self.dtypes, strict=True)]
+        return outputs, tuple(present(output) for present, output in zip(self.outputs, outputs,
+                                                                        strict=True))
+
+
+def _loop_axes(node: Node, ndim: int) -> tuple[int, ...]:
+    """The loop axis each axis of ``node``'s value lies along: its trailing axes, or, for
+    a reduction's result without keepdims, those it did not reduce."""
+    reduction = node.reduction
+    if node.kind == NUMPY and reduction is not None and not reduction.keepdims:
+        return tuple(axis for axis in range(ndim) if axis not in reduction.axes)
+    return tuple(range(ndim - node.ndim, ndim))
+
+
+class _Arrangement:
+    """The axes of a region as a kernel of passes sees them (see ``Passes``): the outer
+    axes, the reduced ones, the core axis, in this order; length-1 axes dropped."""
+
+    def __init__(self, ndim: int, dropped: tuple[int, ...], reduced: tuple[int, ...]) -> None:
+        self.dropped = set(dropped)
+        self.core = max(axis for axis in range(ndim) if axis not in dropped)
+        self.reduced = set(reduced)
+        outer = [axis for axis in range(ndim)
+                 if axis not in self.dropped and axis not in self.reduced and axis != self.core]
+        self.order = (*outer, *reduced, self.core)
+
+    def preparer(self, axes: tuple[int, ...], rows: bool, core: bool) -> Prepare:
+        """How to present a value whose axes lie along the loop's ``axes`` and that varies
+        along the rows and/or the core axis: its length-1 axes squeezed out (dropped ones,
+        reduced ones when constant along the rows, the core one when constant along it),
+        the rest in the kernel's order, the reduced ones merged into one.  Only what
+        changes the value is done: a C-contiguous matrix reduced along its first axis
+        passes as it is."""
+        squeezed = tuple(position for position, axis in enumerate(axes)
+                         if axis in self.dropped or (axis in self.reduced and not rows)
+                         or (axis == self.core and not core))
+        kept = [axis for position, axis in enumerate(axes) if position not in squeezed]
+        order = sorted(range(len(kept)), key=lambda position: self.order.index(kept[position]))
+        transpose = tuple(order) if order != list(range(len(kept))) else None
+        merged = sum(axis in self.reduced for axis in kept)
+        merge = rows and merged > 1
+        tail = 1 + int(core)  # the merged row axis, then the core axis if there is one
+
+        def prepare(value: Any) -> Any:
+            if squeezed:
+                value = np.squeeze(value, squeezed)
+            if transpose is not None:
+                value = np.transpose(value, transpose)
+            if merge:
+                shape = value.shape
+                cut = len(shape) - merged - (tail - 1)
+                value = value.reshape((*shape[:cut], math.prod(shape[cut:cut + merged]),
+                                       *shape[len(shape) - tail + 1:]))
+            if core and value.strides[-1] != value.itemsize and value.shape[-1] > 1:
+                value = np.ascontiguousarray(value)
+            return value
+
+        return prepare
+
+
+def _output_shape(node: Node, ndim: int) -> Callable[[tuple[int, ...]], tuple[int, ...]]:
+    """numpy's shape of the output ``node`` of a kernel of passes, from the loop's."""
+    reduction = node.reduction
+    if node.kind == NUMPY and reduction is not None:
+        axes, keepdims = reduction.axes, reduction.keepdims
+        return lambda loop: tuple(1 if axis in axes else size for axis, size in enumerate(loop)
+                                  if keepdims or axis not in axes)
+    offset, pattern = ndim - node.ndim, node.shape
+    return lambda loop: tuple(1 if size == 1 else loop[axis + offset]
+                              for axis, size in enumerate(pattern))
 
 
 def _kept_axes(ndim: int, dropped: tuple[int, ...]) -> list[int]:
@@ -379,6 +520,9 @@ class LocalRunner:
         into."""
         step = self.step
         layout = step.operands
+        if layout.passes is not None:
+            self._passes(values, layout.passes)
+            return
         operands = [values[slot] if prepare is None else prepare(values[slot])
                     for slot, prepare, _core in layout.operands]
         shape = None  # the loop's shape when its operands run as one long 1-d loop
@@ -411,6 +555,23 @@ class LocalRunner:
                 values[slot] = result
             return
         self._store(values, results, operands, shape, outs, presented)
+
+    def _passes(self, values: list[Any], passes: Passes) -> None:
+        """Run a kernel of passes: its outputs are made here, in numpy's shapes, and the
+        kernel writes them through views."""
+        step = self.step
+        inputs = [values[slot] for slot in step.inputs]
+        try:
+            outputs, views = passes.allocate(inputs)
+        except ValueError:
+            _raise_broadcast_error(inputs)
+            raise
+        operands = [value if prepare is None else prepare(value)
+                    for value, (_slot, prepare, _core) in zip(inputs, step.operands.operands,
+                                                               strict=True)]
+        self.call(operands, views)
+        for slot, output in zip(step.out_slots, outputs, strict=True):
+            values[slot] = output
 
     def _store(self, values: list[Any], results: Sequence[Any], operands: list[Any],
                shape: tuple[int, ...] | None, outs: Sequence[Any] | None,
@@ -668,6 +829,7 @@ class Program:
             for position, (slot, convert) in enumerate(self.returns)
             for index, step in enumerate(self.steps)
             if convert is None and isinstance(step, KernelStep) and slot in step.out_slots
+            and step.operands.passes is None
             and not (step.completions and step.completions[step.out_slots.index(slot)]
                      is not None)
             and position not in self.repeated and same_as[position] == position
@@ -768,7 +930,7 @@ def _fast_path(program: Program, arity: int) -> Callable[..., Any] | None:
         return None
     step, policy = runner.step, runner.calls
     layout = step.operands
-    if layout.flatten or layout.restore is not None:
+    if layout.flatten or layout.restore is not None or layout.passes is not None:
         return None
     if [slot for slot, _convert in program.returns] != list(step.out_slots) or any(
             convert is not None for _slot, convert in program.returns):

@@ -54,6 +54,8 @@ PARALLEL_MIN_SECONDS = 200e-6
 CHUNK_SECONDS = 100e-6
 CHUNKS_PER_THREAD = 4
 MIN_CHUNK_ELEMENTS = 4096
+# Columns in a chunk of a kernel of passes (see ``lowering.loops.MIN_COLUMNS``).
+MIN_PASS_COLUMNS = 256
 # Splitting continues while (one-thread estimate) / (split time) stays at least this.
 MIN_GAIN = 1.2
 RETRY_EVERY = 16
@@ -135,14 +137,18 @@ def _transcendental(node: Node) -> bool:
     return row is not None and row.transcendental
 
 
-def split_plan(length: int, rows: tuple[int, ...], count: int
+def split_plan(length: int, rows: tuple[int, ...], count: int, depth: int = 1
                ) -> tuple[bool, list[int]] | None:
     """Cut a loop of ``rows`` rows of ``length`` elements into about ``count`` chunks: along
     the core axis when it is long, else along the first row axis; (along_core, chunk
-    bounds), or None when neither is worth it.  Core-axis bounds are multiples of 64."""
+    bounds), or None when neither is worth it.  Core-axis bounds are multiples of 64.
+    A kernel of passes has ``depth`` elements per core element (its accumulated rows,
+    which are never split: each column adds them in order); its chunks are at least
+    ``MIN_PASS_COLUMNS`` wide, as its passes over short rows run slowly."""
     minimum = MIN_CHUNK_ELEMENTS
-    if length >= 2 * minimum:
-        count = min(count, length // minimum)
+    widest = 64 if depth == 1 else MIN_PASS_COLUMNS
+    if length * depth >= 2 * minimum and length >= 2 * widest:
+        count = min(count, length * depth // minimum, length // widest)
         step = length / count
         bounds = [min(length, round(index * step / 64) * 64) for index in range(count)]
         return True, [*bounds, length]
@@ -211,22 +217,29 @@ class ThreadPolicy:
         the call is long enough and splitting has been paying (or is due a retry); else one
         call, which measures the cost."""
         step = self.step
-        cores = [core for _slot, _prepare, core in step.operands.operands]
-        rows = np.broadcast_shapes(*(np.shape(value)[:-1] if core else np.shape(value)
-                                     for value, core in zip(operands, cores, strict=True)))
-        length = np.shape(operands[step.operands.core])[-1]
-        elements = length * math.prod(rows)
+        ranks = step.operands.ranks
+        rows = np.broadcast_shapes(*(np.shape(value)[:np.ndim(value) - rank]
+                                     for value, rank in zip(operands, ranks, strict=True)))
+        core = operands[step.operands.core]
+        length = np.shape(core)[-1]
+        depth = np.shape(core)[-2] if ranks[step.operands.core] == 2 else 1
+        elements = length * depth * math.prod(rows)
         known = self.size_class(elements)
         expected = known.cost * elements
         known.large += 1
-        count = chunk_count(expected, elements, self._threads())
+        threads = self._threads()
+        count = chunk_count(expected, elements, threads)
+        if depth > 1:
+            # a kernel of passes: one chunk per thread, as wide as can be (its passes over
+            # narrower rows run slower than a chunk handed out late would cost)
+            count = min(count, threads)
         due = known.large % RETRY_EVERY == 0
         paying = known.gain >= MIN_GAIN
         if count > 1 and known.measured and paying != due:
-            split = split_plan(length, rows, count)
+            split = split_plan(length, rows, count, depth)
             if split is not None:
                 start = time.perf_counter()
-                results = self._split(operands, cores, rows, length, outs, *split)
+                results = self._split(operands, ranks, rows, length, outs, *split)
                 observed = expected / max(time.perf_counter() - start, 1e-9)
                 known.gain = 0.7 * known.gain + 0.3 * observed
                 return results
@@ -240,11 +253,12 @@ class ThreadPolicy:
             self.small = int(PARALLEL_MIN_SECONDS / lowest)
         return results
 
-    def _split(self, operands: list[Any], cores: list[bool], rows: tuple[int, ...],
+    def _split(self, operands: list[Any], ranks: tuple[int, ...], rows: tuple[int, ...],
                length: int, outs: Sequence[Any] | None, along_core: bool,
                bounds: list[int]) -> Any:
         """Run the call in chunks of the core axis (or of the first row axis) on threads,
-        writing into preallocated outputs; per-chunk partial reductions are combined."""
+        writing into preallocated outputs; per-chunk partial reductions are combined.
+        ``ranks`` are the operands' numbers of core dimensions."""
         step = self.step
         count = len(bounds) - 1
         outputs: list[Any] = []
@@ -261,18 +275,20 @@ class ThreadPolicy:
         partials: list[Any] = [None] * count
         depth = len(rows)
 
-        def piece(value: Any, core: bool, start: int, stop: int) -> Any:
+        cores = [core for _slot, _prepare, core in step.operands.operands]
+
+        def piece(value: Any, core: bool, rank: int, start: int, stop: int) -> Any:
             if along_core:
                 return value[..., start:stop] if core else value
-            dims = np.ndim(value) - (1 if core else 0)
+            dims = np.ndim(value) - rank
             if dims < depth or np.shape(value)[0] == 1:
                 return value  # broadcast along the split axis
             return value[start:stop]
 
         def work(index: int) -> None:
             start, stop = bounds[index], bounds[index + 1]
-            chunk = [piece(value, core, start, stop) for value, core in zip(operands, cores,
-                                                                           strict=True)]
+            chunk = [piece(value, core, rank, start, stop)
+                     for value, core, rank in zip(operands, cores, ranks, strict=True)]
             out = tuple(None if target is None else
                         (target[..., start:stop] if along_core else target[start:stop])
                         for target in outputs)

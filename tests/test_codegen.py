@@ -75,3 +75,46 @@ def test_helpers_with_special_compile_options_exist():
 
     for group in (kernel_lib.REASSOCIATED, kernel_lib.CONTRACTED):
         assert group <= set(kernel_lib.HELPERS)
+
+
+# ------------------------------------------------------------------ kernels of passes
+
+
+def test_a_kernel_of_passes_names_its_rows_and_columns_in_its_layout():
+    def fn(x, row_weights, column_shift, scale):
+        d = (x - column_shift) * row_weights * scale
+        return d - d.mean(axis=0), d.std(axis=0)
+
+    x = RNG.standard_normal((5, 4))
+    compiled = numfuse.compile(fn, x, RNG.random((5, 1)), RNG.random(4), 2.0)
+    (kernel,) = compiled.kernels
+    assert kernel.layout == "(m,n),(n),(m),()->(m,n),(n)"
+    program = kernel.generated.program
+    # the means in pass 1; the centred values and the squared deviations in pass 2
+    assert [(sweep.label, sweep.rows) for sweep in program.sweeps] == [
+        ("columns0", False), ("pass1", True), ("columns1", False), ("pass2", True),
+        ("columns2", False)]
+    source = kernel.source
+    # each pass is called once per row on that row's part of a block of columns
+    assert "for r in range(m):" in source and "in0[r, start:start + w]" in source
+    assert "in2[r]" in source and "in1[start:start + w]" in source
+    assert re.search(r"c\d+ = np\.empty\(w, np\.float64\)", source)
+    # accumulators start at -0.0 and add one row at a time, in order
+    assert "np.float64(-0.0)" in source and "add_reassoc" not in source
+    weights, shift = RNG.random((5, 1)), RNG.random(4)
+    assert_same(compiled(x, weights, shift, 2.0), fn(x, weights, shift, 2.0))
+
+
+def test_a_mean_is_divided_by_the_row_count_as_numpy_divides_it():
+    """float32 totals are divided in float64 and rounded back, as numpy's true_divide of
+    a float32 array by an intp count does; var's ddof is taken from the count."""
+    def fn(x):
+        return (x * 1).mean(axis=0), (x * 1).var(axis=0, ddof=2)
+
+    x = RNG.standard_normal((7, 3)).astype(np.float32)
+    compiled = numfuse.compile(fn, x)
+    assert_same(compiled(x), fn(x))
+    source = compiled.kernels[0].source
+    assert re.search(r"np\.float32\(\(np\.float64\(a\d+\) / np\.float64\(count\)\)\)",
+                     source)
+    assert "(count - np.int64(2) if count > np.int64(2) else np.int64(0))" in source

@@ -176,6 +176,16 @@ FUSED = {  # name: (function, argument, relative tolerance)
                      / a.std(axis=2, keepdims=True), CUBE, 1e-12),
     "softmax": (lambda a: np.exp(a) / np.exp(a).sum(axis=-1, keepdims=True), CUBE, 1e-13),
     "centred_total": (lambda a: a - np.mean(a * 2), CUBE, 1e-13),
+    # accumulated across rows (kernels of passes): blocks hold whole columns, so the
+    # rows are added in numpy's order, bit for bit
+    "sum_axis_0": (lambda a: np.sum(a * 2, axis=0), CUBE, 0),
+    "mean_axes_0_1_keepdims": (lambda a: (a * 2).mean(axis=(0, 1), keepdims=True), CUBE, 0),
+    "standardised_axis_1": (lambda a: (a - a.mean(axis=1, keepdims=True))
+                            / a.std(axis=1, keepdims=True), CUBE, 0),
+    "standardised_axis_0": (lambda a: (a - a.mean(axis=0)) / a.std(axis=0), CUBE, 0),
+    "int16_max_axis_1": (lambda a: (a % 7).max(axis=1), INTS, 0),
+    "stats_axis_0": (lambda a: (a.mean(axis=0), a * 2 - a.min(axis=0), a.var(axis=0, ddof=1)),
+                     CUBE, 0),
 }
 
 

@@ -228,3 +228,12 @@ def test_explanation_html_sets_equations_left_aligned_in_monospace():
     lines = text.split("\n")
     assert lines[0] == "c:f64[n] = subtract a b" and len(lines) == 5
     assert all(not line.startswith(" ") for line in lines)
+
+
+def test_explanation_html_says_how_a_kernel_of_passes_runs():
+    def standardise(x):
+        return (x - x.mean(axis=0)) / x.std(axis=0)
+
+    page = numfuse.compile(standardise, np.ones((6, 4))).explain()._repr_html_()
+    assert "3 passes over the rows (axis 0)" in page
+    assert "(accumulated in pass 1)" in page and "(per column, after pass 2)" in page

@@ -311,3 +311,55 @@ def test_siblings_of_a_scalar_are_explained():
     (boundary,) = explanation.boundaries
     assert str(boundary).startswith(
         "region 0 and region 1, both reading c:f64[]: siblings of a smaller shared value")
+
+
+def test_explain_lists_a_kernel_of_passes_in_running_order():
+    def standardise(x):
+        return (x - x.mean(axis=0)) / x.std(axis=0)
+
+    explanation = _explained(standardise, np.ones((40, 30)))
+    (region,) = explanation.regions
+    assert region.passes == ("3 passes over the rows (axis 0) of each block of columns; "
+                             "accumulators add the rows in order")
+    assert region.equations == (
+        "b:f64[n] = mean(a, axis=0)  (accumulated in pass 1)",
+        "d:f64[1,n] = mean_of(a, axis=0, dtype=None, keepdims=True)  (accumulated in pass 1)",
+        "e:f64[n,n] = subtract a d  (pass 2)",
+        "f:f64[n,n] = square e  (pass 2)",
+        "g:f64[n] = sum_over_count(f, axis=0, dtype=None, keepdims=False, ddof=0)  "
+        "(accumulated in pass 2)",
+        "h:f64[n] = sqrt g  (per column, after pass 2)",
+        "c:f64[n,n] = subtract a b  (pass 3)",
+        "i:f64[n,n] = true_divide c h  (pass 3)")
+    assert explanation.boundaries == () and explanation.other_steps == ()
+    # every intermediate, the means and deviations included, stays in the kernel
+    assert explanation.temporaries == ("b", "c", "d", "e", "f", "g", "h")
+    assert explanation.bytes_avoided is not None and \
+        explanation.bytes_avoided >= 2 * 40 * 30 * 8
+    assert "3 passes over the rows (axis 0)" in str(explanation)
+
+
+def test_explain_says_why_work_is_not_repeated_in_a_later_pass():
+    def fn(x):
+        e = np.exp(x)
+        return e - e.mean(axis=0)
+
+    explanation = _explained(fn, np.ones((4, 5)))
+    (boundary,) = explanation.boundaries
+    assert boundary.reason is Reason.PASSES
+    assert boundary.detail == ("one kernel for both would compute b again in a later pass "
+                               "over the rows: 20 more operations per element, more than "
+                               "the 3 worth repeating")
+
+
+def test_explain_says_reductions_over_other_axes_need_other_kernels():
+    def fn(x):
+        d = x * 2.0
+        return d.sum(axis=0), d.sum(axis=1)
+
+    explanation = _explained(fn, np.ones((4, 5, 6)))
+    (boundary,) = [boundary for boundary in explanation.boundaries
+                   if boundary.reason is Reason.REDUCED_AXES]
+    assert boundary.detail == ("one kernel cannot run both: they accumulate reductions over "
+                               "different axes, and one kernel's rows run along one set of "
+                               "axes")

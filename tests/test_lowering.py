@@ -198,3 +198,47 @@ def test_the_language_refuses_what_it_cannot_compile():
 def test_lowering_is_pure():
     kernel = numfuse.compile(_softplus, np.ones(4), np.ones(4)).kernels[0]
     assert lower(kernel.generated) == lower(kernel.generated)
+
+
+# ------------------------------------------------------------------ kernels of passes
+
+
+def test_blocks_of_columns_are_as_wide_as_the_column_arrays_allow_and_even():
+    from numfuse.lowering.loops import (
+        MAX_COLUMNS,
+        MIN_COLUMNS,
+        SCRATCH_BYTES,
+        column_block,
+        widest_block,
+    )
+
+    assert widest_block(8) == MAX_COLUMNS and widest_block(10**6) == MIN_COLUMNS
+    widest = widest_block(20 * 16)
+    assert widest * 20 * 16 <= SCRATCH_BYTES and widest % GRANULE == 0
+    assert column_block(1000, 4096) == 1008  # one block of whole rows
+    assert column_block(10_000, 4096) == 3344  # three even blocks
+    assert column_block(0, 4096) == GRANULE and column_block(5, 256) == GRANULE
+    for columns in (1, 17, 4097, 100_000):
+        width = column_block(columns, 4096)
+        assert width <= 4096 and width % GRANULE == 0
+        assert -(-columns // width) == -(-columns // 4096)  # no more blocks than needed
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (3, GRANULE + 5), (40, 1100)])
+def test_the_source_of_a_kernel_of_passes_run_as_python_computes_what_it_computes(shape):
+    def fn(x, row_weights, shift):
+        d = (x - shift) * row_weights
+        return d - d.mean(axis=0), d.std(axis=0, ddof=1), (d * d).max(axis=0, keepdims=True)
+
+    rng = np.random.default_rng(2)
+    x, weights, shift = rng.standard_normal(shape), rng.random((shape[0], 1)), 0.25
+    kernel = numfuse.compile(fn, x, weights, shift).kernels[0]
+    assert kernel.layout == "(m,n),(),(m)->(m,n),(n),(n)"
+    operands = [x, shift, weights[:, 0]]
+    outputs = [np.zeros(shape), np.zeros(shape[1]), np.zeros(shape[1])]
+    namespace: dict = {}
+    exec(compile(kernel.generated.source, kernel.name, "exec"), namespace)
+    namespace["kernel"](*operands, *outputs)
+    assert_same(tuple(kernel.gufunc(*operands)), tuple(outputs))
+    assert_same(tuple(outputs), (fn(x, weights, shift)[0], fn(x, weights, shift)[1],
+                                 fn(x, weights, shift)[2][0]))

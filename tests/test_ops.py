@@ -488,3 +488,60 @@ def test_the_comparisons_are_the_six_orderings_and_equalities() -> None:
 
 def test_every_vectorisable_function_has_a_row() -> None:
     assert set(vector_math.FUNCTIONS) <= set(OPS)
+
+
+# ------------------------------------------------------------------ commutativity
+
+
+def _nan_payloads(dtype: np.dtype) -> np.ndarray:
+    """Quiet NaNs with different payloads and signs (complex: in either part)."""
+    if dtype.kind not in "fc":
+        return np.array([], dtype)
+    real = np.dtype(f"f{dtype.itemsize // (2 if dtype.kind == 'c' else 1)}")
+    info = np.finfo(real)
+    exponent, quiet = ((1 << info.nexp) - 1) << info.nmant, 1 << (info.nmant - 1)
+    sign = 1 << (real.itemsize * 8 - 1)
+    raw = np.array([exponent | quiet | 1, exponent | quiet | 2, sign | exponent | quiet | 3,
+                    exponent | quiet], f"u{real.itemsize}").view(real)
+    if dtype.kind == "f":
+        return raw
+    return np.array([complex(a, b) for a in raw for b in (raw[0], 1.0)], dtype)
+
+
+def _every_pair(dtype: np.dtype, row: OpDef) -> tuple[np.ndarray, np.ndarray]:
+    values = np.concatenate([edge_values(dtype), _nan_payloads(dtype)]).astype(dtype)
+    if row.name in NON_NEGATIVE_EXPONENT and dtype.kind == "i":
+        values = values[values >= 0]
+    first, second = zip(*itertools.product(values, values), strict=True)
+    return np.array(first, dtype), np.array(second, dtype)
+
+
+@pytest.mark.parametrize("name", sorted(name for name, row in OPS.items()
+                                        if row.arity == 2 and isinstance(row.reference,
+                                                                         np.ufunc)))
+def test_a_row_is_commutative_exactly_for_the_loops_where_numpy_gives_the_same_bits(name):
+    """``commutes`` (what CSE merges ``f(a, b)`` and ``f(b, a)`` on) is declared for a loop
+    dtype exactly when numpy's ``f(a, b)`` and ``f(b, a)`` agree bit for bit on every pair
+    of edge values and NaNs of different payloads: float ``a + b`` keeps the first NaN's
+    payload, ``maximum(0.0, -0.0)`` returns the second zero, so neither is declared for
+    floats; comparisons and logical operations give bools, the same either way."""
+    row = OPS[name]
+    loops = {row.loop_dtypes((dtype, dtype))[0][0] for dtype in DTYPES
+             if numpy_supports(row, (dtype, dtype))}
+    assert loops
+    for dtype in sorted(loops, key=str):
+        first, second = _every_pair(dtype, row)
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            forward, backward = row.reference(first, second), row.reference(second, first)
+        identical = forward.dtype == backward.dtype and forward.tobytes() == backward.tobytes()
+        assert row.commutes((dtype, dtype)) == identical, (name, dtype, identical)
+
+
+def test_commutativity_needs_one_loop_dtype_and_two_operands():
+    assert OPS["add"].commutes((np.dtype("int64"),) * 2)
+    assert not OPS["add"].commutes((np.dtype("int64"), np.dtype("uint64")))
+    assert not OPS["add"].commutes((np.dtype("float64"),) * 2)
+    assert OPS["equal"].commutes((np.dtype("complex128"),) * 2)
+    assert not OPS["negative"].commutes((np.dtype("int64"),))
+    assert not OPS["subtract"].commutes((np.dtype("int64"),) * 2)

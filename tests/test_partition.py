@@ -37,6 +37,7 @@ from numfuse.graph import (
 )
 from numfuse.partition import (
     MAX_OPERANDS,
+    MAX_PASSES,
     RECOMPUTE_MAX_COST,
     Plan,
     Reason,
@@ -45,11 +46,13 @@ from numfuse.partition import (
     check_plan,
     op_cost,
     partition,
+    schedule,
 )
 from numfuse.passes import simplify
 from numfuse.trace import trace_graph
 
 F64 = np.dtype(np.float64)
+RNG = np.random.default_rng(23)
 
 
 def plan_of(fn, *args) -> Plan:
@@ -804,14 +807,13 @@ def test_siblings_of_a_scalar_are_refused_as_possibly_of_different_sizes():
 def test_numpy_calls_are_refused_with_why_numpy_runs_them():
     def sorted_sum(x):
         scaled = x * 2.0
-        return scaled + np.sort(scaled), scaled - np.sum(scaled, axis=0)
+        return scaled + np.sort(scaled), scaled - np.sum(scaled, axis=(0, 2), keepdims=True)
 
-    plan = plan_of(sorted_sum, np.ones((3, 4)))
+    plan = plan_of(sorted_sum, np.ones((3, 4, 5, 6)))
     details = {refusal.via.op: refusal.detail
                for refusal in refusals_of(plan, Reason.NOT_ELEMENTWISE)}
     assert details == {"sort": "it is not elementwise",
-                       "sum": "it does not reduce the last axis of its input, the one a "
-                              "kernel loops along"}
+                       "sum": "the axes it reduces are not next to each other"}
     unfused = partition(plan_of(lambda x: x - x.mean(), np.ones(3)).graph,
                         fuse_reductions=False)
     (refusal,) = unfused.refusals
@@ -900,3 +902,155 @@ def test_work_under_other_floating_point_error_handling_is_refused_as_such():
     sum_node = named(plan, "sum")
     assert sum_node.errstate is None and log.errstate is not None
     assert sum_node not in owner or owner[sum_node] != owner[log]
+
+
+# ------------------------------------------------------ reductions accumulated in passes
+
+
+def standardise_columns(x):
+    return (x - x.mean(axis=0)) / x.std(axis=0)
+
+
+def test_standardising_columns_is_one_region_of_three_passes():
+    plan = plan_of(standardise_columns, np.ones((4, 3)))
+    (region,) = plan.regions
+    assert region.reduced == (0,) and not plan.refusals
+    assert all(step is region for step in plan.steps)
+    plan_passes = schedule(region)
+    ops = {node.op: node for node in region.nodes}
+    assert plan_passes.passes == 3
+    assert {node.op: done for node, done in plan_passes.accumulating.items()} == {
+        "mean": 0, "mean_of": 0, "sum_over_count": 1}
+    # the mean and the variance are complete after passes 1 and 2; the std is per column
+    assert {node.op: level for node, level in plan_passes.columns.items()} == {
+        "mean": 1, "mean_of": 1, "sum_over_count": 2, "sqrt": 2}
+    assert plan_passes.computed[ops["square"]] == (1,)
+    assert plan_passes.computed[ops["true_divide"]] == (2,)
+    assert plan_passes.stored == {ops["true_divide"]: 2}
+
+
+def test_cheap_work_needed_by_two_passes_is_computed_in_both():
+    def fn(x):
+        d = x * 2.0
+        return d.sum(axis=0), d - d.mean(axis=0)
+
+    plan = plan_of(fn, np.ones((4, 3)))
+    (region,) = plan.regions
+    multiply = named(plan, "multiply")
+    assert schedule(region).computed[multiply] == (0, 1)
+    check(fn, RNG.standard_normal((6, 5)))
+
+
+def test_costly_work_needed_by_two_passes_is_stored_by_a_kernel_of_its_own_pass():
+    def fn(x):
+        e = np.exp(x)
+        return e - e.mean(axis=0)
+
+    plan = plan_of(fn, np.ones((4, 3)))
+    assert len(plan.regions) == 2
+    refused = refusals_of(plan, Reason.PASSES)
+    assert refused and all(refusal.via is named(plan, "exp") for refusal in refused)
+    assert "more operations per element" in refused[0].detail
+    check(fn, RNG.standard_normal((6, 5)), rtol=1e-14)  # exp: within an ulp
+
+
+def _centred_times(times):
+    def fn(x):
+        for _ in range(times):
+            x = x - x.mean(axis=0)
+        return x
+
+    return fn
+
+
+def test_a_kernel_makes_at_most_max_passes_passes():
+    four = plan_of(_centred_times(3), np.ones((4, 3)))
+    assert [schedule(region).passes for region in four.regions] == [MAX_PASSES]
+    five = plan_of(_centred_times(4), np.ones((4, 3)))
+    assert len(five.regions) == 2
+    (refusal,) = {refusal.detail for refusal in refusals_of(five, Reason.PASSES)}
+    assert refusal == f"{MAX_PASSES + 1} passes over the rows, more than the {MAX_PASSES} one " \
+                      "kernel makes"
+    check(_centred_times(4), RNG.standard_normal((6, 5)))
+
+
+@pytest.mark.parametrize(("fn", "shape"), [
+    pytest.param(lambda x: ((x * 2).sum(axis=0), (x * 2).sum(axis=1)), (3, 4, 5),
+                 id="accumulated-over-other-axes"),
+    pytest.param(lambda x: ((x * 2).sum(axis=0), (x * 2).sum(axis=1)), (4, 5),
+                 id="folded-along-rows-and-accumulated-across"),
+])
+def test_reductions_over_other_axes_do_not_share_a_kernel(fn, shape):
+    plan = plan_of(fn, np.ones(shape))
+    refused = refusals_of(plan, Reason.REDUCED_AXES)
+    assert refused and all(refusal.first.op == "multiply" for refusal in refused)
+    owner = region_of(plan)
+    first, second = plan.graph.outputs
+    assert owner.get(first) != owner.get(second)
+    check(fn, RNG.standard_normal(shape))
+
+
+def test_a_result_not_lined_up_with_its_loop_is_read_outside_it():
+    """``sum(axis=1)`` of a 3-d array drops a middle axis: numpy broadcasts the result
+    against other axes, so its readers cannot join the loop that accumulates it."""
+    def fn(x):
+        return (x * 2).sum(axis=1) + 1.0
+
+    plan = plan_of(fn, np.ones((3, 4, 5)))
+    assert [region.reduced for region in plan.regions] == [(1,), ()]
+    check(fn, RNG.standard_normal((3, 4, 5)))
+
+
+REDUCERS_OVER_ROWS = [
+    lambda v: v.mean(axis=0), lambda v: v.sum(axis=0, keepdims=True),
+    lambda v: v.max(axis=0), lambda v: np.sqrt(v.var(axis=0)) + 1.0,
+]
+ROW_UNARY = [np.abs, np.negative, lambda v: v * 0.5, lambda v: v - 1.0]
+ROW_BINARY = [np.add, np.subtract, np.multiply, np.maximum]
+
+
+def _random_program(seed: int):
+    """A seeded program over a matrix mixing elementwise work with reductions over its
+    rows and work on their results."""
+    rng = np.random.default_rng(seed)
+    steps = []
+    for _ in range(rng.integers(3, 9)):
+        kind = rng.integers(3)
+        choices = (ROW_UNARY, ROW_BINARY, REDUCERS_OVER_ROWS)[kind]
+        steps.append((kind, int(rng.integers(len(choices))), int(rng.integers(1 << 30)),
+                      int(rng.integers(1 << 30))))
+
+    def fn(x):
+        values, matrices = [x], [True]  # whether each value has the rows of x
+        for kind, op, first, second in steps:
+            index, other = first % len(values), second % len(values)
+            left, right = values[index], values[other]
+            if kind == 0:
+                values.append(ROW_UNARY[op](left))
+                matrices.append(matrices[index])
+            elif kind == 1:
+                values.append(ROW_BINARY[op](left, right))
+                matrices.append(matrices[index] or matrices[other])
+            elif matrices[index]:
+                values.append(REDUCERS_OVER_ROWS[op](left))
+                matrices.append(False)
+        return tuple(values[1:]) or x * 1.0
+
+    return fn
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_programs_with_reductions_over_rows_are_numpys(seed):
+    fn = _random_program(seed)
+    x = RNG.standard_normal((7, 6))
+    plan_of(fn, x)
+    check(fn, x)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(12, 200))
+def test_many_random_programs_with_reductions_over_rows_are_numpys(seed):
+    fn = _random_program(seed)
+    x = RNG.standard_normal((7, 6))
+    plan_of(fn, x)
+    check(fn, x)

@@ -71,6 +71,59 @@ def test_cse_does_not_merge_arguments():
     assert len(graph.inputs) == 2
 
 
+I32 = np.array([-7, 0, 3, 2**31 - 1, -(2**31)], np.int32)
+I64 = np.array([5, -1, 2**40, 0, 9], np.int64)
+U8 = np.array([0, 1, 200, 255, 7], np.uint8)
+B = np.array([True, False, True, True, False])
+
+
+@pytest.mark.parametrize(("fn", "args", "merged"), [
+    pytest.param(lambda b, d: (b + d, d + b), (I64, I64), "add", id="int-add"),
+    pytest.param(lambda b, d: (b * d, d * b, np.maximum(b, d), np.maximum(d, b)),
+                 (I32, I32), "multiply", id="int-multiply-maximum"),
+    pytest.param(lambda b, d: (b & d, d & b, b ^ d, d ^ b), (U8, U8), "bitwise_and",
+                 id="bitwise"),
+    pytest.param(lambda b, d: (b + d, d + b), (I32, I64), "add", id="mixed-int-widths"),
+    pytest.param(lambda b, d: (b + 3, 3 + b), (U8, U8), "add", id="weak-python-int"),
+    pytest.param(lambda b, d: (b == d, d == b, np.logical_or(b, d), np.logical_or(d, b)),
+                 (X, X[::-1].copy()), "equal", id="float-comparisons"),
+    pytest.param(lambda b, d: (b | d, d | b), (B, B[::-1].copy()), "bitwise_or", id="bool"),
+])
+def test_cse_merges_commutative_operations_with_swapped_operands(fn, args, merged):
+    """``f(b, d)`` and ``f(d, b)`` become one node when the op row says the swap changes no
+    bit for that loop (integer and bool arithmetic, comparisons, logical operations); the
+    results are still numpy's, each returned array distinct."""
+    graph = simplify(traced(fn, *args), check=verify)
+    nodes = [node for node in graph.nodes if node.kind == ELEMENTWISE]
+    assert len(nodes) == len(graph.outputs) // 2
+    assert graph.outputs[0] is graph.outputs[1] and graph.outputs[0].op == merged
+    check(fn, *args)
+
+
+@pytest.mark.parametrize(("fn", "args"), [
+    pytest.param(lambda b, d: (b + d, d + b), (X, X[::-1].copy()), id="float-add"),
+    pytest.param(lambda b, d: (np.maximum(b, d), np.maximum(d, b)), (X, -X),
+                 id="float-maximum"),
+    pytest.param(lambda b, d: (np.hypot(b, d), np.hypot(d, b)), (X, X), id="hypot"),
+    pytest.param(lambda b, d: (b - d, d - b), (I64, I64), id="int-subtract"),
+])
+def test_cse_keeps_swapped_operands_where_the_swap_may_change_bits(fn, args):
+    """Float arithmetic returns the first NaN's payload and maximum the second of two
+    signed zeros: swapped, they may differ from numpy's bits, so they stay two nodes."""
+    graph = simplify(traced(fn, *args), check=verify)
+    assert graph.outputs[0] is not graph.outputs[1]
+    check(fn, *args)
+
+
+def test_cse_of_a_swapped_float_add_would_change_a_nan_payload():
+    """Why float add is not merged: numpy's ``b + d`` and ``d + b`` differ in the bits of
+    the NaN they return when both operands are NaNs of different payloads."""
+    b = np.array([0x7FF8000000000001], np.uint64).view(np.float64)
+    d = np.array([0x7FF8000000000002], np.uint64).view(np.float64)
+    assert (b + d).view(np.uint64)[0] != (d + b).view(np.uint64)[0]
+    assert not OPS["add"].commutes((np.dtype(np.float64),) * 2)
+
+
 # ------------------------------------------------------------------------------------ DCE
 
 

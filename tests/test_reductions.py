@@ -163,14 +163,15 @@ def test_softmax_along_the_last_axis_folds_the_sum_into_the_exp_kernel():
     assert_same(compiled(x), softmax(x), rtol=1e-14)
 
 
-def test_reducing_axes_without_the_core_axis_stays_a_numpy_call():
+def test_reducing_axes_without_the_core_axis_accumulates_across_the_rows():
     def column_sums(x):
         return np.sum(x * 2, axis=0)
 
     x = RNG.standard_normal((20, 30))
     compiled = _fused(column_sums, x)
-    assert _unfused_reductions(compiled) == ["sum"]
-    assert_same(compiled(x), column_sums(x))
+    assert _unfused_reductions(compiled) == []
+    assert [kernel.layout for kernel in compiled.kernels] == ["(m,n)->(n)"]
+    assert_same(compiled(x), column_sums(x))  # rows added in numpy's order: bit for bit
 
 
 @pytest.mark.parametrize("layout", ["strided", "fortran", "broadcast", "unit-axis"])
@@ -347,3 +348,226 @@ def test_every_folded_reduction_keeps_numpys_result_dtype(name, function, dtype)
                          ids=lambda item: item if isinstance(item, str) else "")
 def test_every_reduction_over_every_dtype_and_axis(name, function, dtype, axis):
     _every_reduction_case(name, function, dtype, axis)
+
+
+# ------------------------------------------------- reductions over leading axes (passes)
+#
+# A reduction whose axes leave out the last one (``x.sum(axis=0)`` of a matrix) runs in a
+# kernel of passes: one accumulator per column adds the rows in order, as numpy's own
+# reduction along a non-contiguous axis does, so on C-ordered arrays the results are
+# numpy's bit for bit.
+
+LEADING = {  # name: reducer of (value, axis, keepdims)
+    "sum": lambda x, axis, keepdims: np.sum(x * 1, axis=axis, keepdims=keepdims),
+    "prod": lambda x, axis, keepdims: (x * 1).prod(axis=axis, keepdims=keepdims),
+    "max": lambda x, axis, keepdims: np.max(x + x, axis=axis, keepdims=keepdims),
+    "min": lambda x, axis, keepdims: (x + x).min(axis=axis, keepdims=keepdims),
+    "any": lambda x, axis, keepdims: np.any(x * 1, axis=axis, keepdims=keepdims),
+    "all": lambda x, axis, keepdims: (x * 1).all(axis=axis, keepdims=keepdims),
+    "mean": lambda x, axis, keepdims: np.mean(x * 1, axis=axis, keepdims=keepdims),
+    "var": lambda x, axis, keepdims: np.var(x * 1, axis=axis, keepdims=keepdims),
+    "std": lambda x, axis, keepdims: (x * 1).std(axis=axis, keepdims=keepdims, ddof=1),
+    "centred": lambda x, axis, keepdims: x - x.mean(axis=axis, keepdims=True),
+}
+LEADING_AXES = [0, 1, -2, (0, 1), (-3, -2)]  # of a 3-d array: never the last axis
+
+
+def _all_leading(axis, keepdims, dtype):
+    def fn(x):
+        return {name: reducer(x, axis, keepdims) for name, reducer in LEADING.items()
+                if not (name in ("max", "min") and np.dtype(dtype).kind == "c")}
+
+    return fn
+
+
+def _assert_leading(dtype, axis, keepdims):
+    x = _data(dtype, (6, 5, 7))
+    fn = _all_leading(axis, keepdims, dtype)
+    expected = numpy_result(fn, x)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        compiled = _fused(fn, x)
+        actual = compiled(x)
+    assert _unfused_reductions(compiled) == []
+    assert any(kernel.generated.reduced for kernel in compiled.kernels)
+    for name in expected:
+        tolerance = {}
+        if name == "prod" and np.dtype(dtype).kind == "c":
+            # numfuse's complex multiply differs from numpy's SIMD loop by an ulp, which
+            # cancellation may make large relative to a small part
+            rtol = 1e-5 if dtype == "complex64" else 1e-13
+            tolerance = {"rtol": rtol, "atol": rtol * float(np.abs(expected[name]).max())}
+        assert_same(actual[name], expected[name], **tolerance, path=f"{name}, axis={axis}")
+
+
+@pytest.mark.parametrize("dtype", [*DTYPES, "complex64", "uint8"])
+def test_reductions_over_leading_axes_are_numpys_bit_for_bit(dtype):
+    for axis, keepdims in ((0, False), (1, True), ((0, 1), False)):
+        _assert_leading(dtype, axis, keepdims)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("keepdims", [False, True])
+@pytest.mark.parametrize("axis", LEADING_AXES)
+@pytest.mark.parametrize("dtype", [*DTYPES, "complex64", "uint8", "int16"])
+def test_reductions_over_every_leading_axis_are_numpys_bit_for_bit(dtype, axis, keepdims):
+    _assert_leading(dtype, axis, keepdims)
+
+
+def standardise_columns(x):
+    return (x - x.mean(axis=0)) / x.std(axis=0)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("shape", [(300, 200), (7, 5), (2, 1000), (1000, 3)])
+def test_standardising_columns_is_one_kernel_and_numpys_result(dtype, shape):
+    """The mean, the variance and the standardised values in one kernel of three passes
+    (``(x - mean) / std``), no numpy call, and numpy's bits."""
+    x = RNG.standard_normal(shape).astype(dtype) * 10 + 3
+    compiled = _fused(standardise_columns, x)
+    assert len(compiled.kernels) <= 2
+    assert [kernel.layout for kernel in compiled.kernels] == ["(m,n)->(m,n)"]
+    assert _unfused_reductions(compiled) == []
+    assert_same(compiled(x), standardise_columns(x))
+
+
+def test_standardising_columns_allocates_only_its_result():
+    x = RNG.standard_normal((1000, 500))
+    jitted = numfuse.jit(standardise_columns)
+    jitted(x)
+    tracemalloc.start()
+    try:
+        result = jitted(x)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak - result.nbytes < x.nbytes / 20, f"peak {peak} bytes for {x.nbytes}"
+    tracemalloc.start()
+    try:
+        standardise_columns(x)
+        _, numpy_peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert numpy_peak >= 2 * x.nbytes  # numpy materialises x - mean and more
+
+
+@pytest.mark.parametrize(("fn", "dtype"), [
+    pytest.param(lambda x: (x + 1).sum(axis=0), "int8", id="int8-sum-is-int64"),
+    pytest.param(lambda x: (x + 1).sum(axis=0), "uint8", id="uint8-sum-is-uint64"),
+    pytest.param(lambda x: (x * 1).prod(axis=0), "int16", id="int16-prod-wraps-in-int64"),
+    pytest.param(lambda x: (x > 0).sum(axis=0), "float64", id="bool-sum-counts"),
+    pytest.param(lambda x: (x * 2).mean(axis=0), "int32", id="int-mean-is-float64"),
+    pytest.param(lambda x: (x * 2).var(axis=0, ddof=1), "uint16", id="int-var"),
+    pytest.param(lambda x: (x * 2).sum(axis=0, dtype=np.float64), "float32",
+                 id="float32-summed-in-float64"),
+    pytest.param(lambda x: (x * 2).mean(axis=0, dtype=np.float32), "float64",
+                 id="float64-mean-in-float32"),
+    pytest.param(lambda x: (x * 2).sum(axis=0, dtype=np.int8), "int64", id="narrowing-dtype"),
+    pytest.param(lambda x: np.add.reduce(x * 2), "int32", id="ufunc-reduce-axis-0"),
+    pytest.param(lambda x: (x * 2).max(axis=0), "uint64", id="uint64-max"),
+    pytest.param(lambda x: np.logical_or.reduce(x * 2, axis=0), "float32", id="logical-or"),
+])
+def test_accumulations_keep_numpys_result_dtype_and_values(fn, dtype):
+    x = _data(dtype, (9, 11))
+    compiled = _fused(fn, x)
+    assert _unfused_reductions(compiled) == []
+    assert_same(compiled(x), numpy_result(fn, x))
+
+
+@pytest.mark.parametrize(("axis", "shape"), [
+    ((0, 2), (3, 4, 5, 6)),  # not next to each other
+    (0, (1, 6)),  # only a length-1 axis
+])
+def test_leading_axes_a_kernel_cannot_accumulate_stay_numpy_calls(axis, shape):
+    def fn(x):
+        return (x * 2).sum(axis=axis, keepdims=True) + x
+
+    x = RNG.standard_normal(shape)
+    compiled = _fused(fn, x)
+    assert _unfused_reductions(compiled) == ["sum"]
+    assert_same(compiled(x), fn(x))
+
+
+@pytest.mark.parametrize("layout", ["strided", "rows-strided", "reversed", "broadcast",
+                                    "unit-axis"])
+def test_accumulations_over_every_operand_layout(layout):
+    base = RNG.standard_normal((30, 16)) * 100
+    x = {"strided": base[:, ::2], "rows-strided": base[::3], "reversed": base[::-1, ::-1],
+         "broadcast": np.broadcast_to(base[:, :1], (30, 16)), "unit-axis": base[:, None]}[layout]
+
+    def fn(x):
+        return (x * 2).sum(axis=0), x - x.mean(axis=0), (x * 2).max(axis=0, keepdims=True)
+
+    assert_same(numfuse.jit(fn)(x), fn(x))
+
+
+def test_a_fortran_ordered_array_is_summed_within_rounding():
+    """Along its contiguous first axis numpy sums a Fortran-ordered array pairwise; the
+    kernel adds its rows in order: the same sums up to rounding."""
+    x = np.asfortranarray(RNG.standard_normal((300, 40)))
+    assert_same(numfuse.jit(standardise_columns)(x), standardise_columns(x), rtol=1e-10)
+
+
+def test_results_of_a_transposed_arrangement_are_c_contiguous():
+    """Reducing the first axis of a 3-d array, the kernel sees (axis 1, axis 0, axis 2);
+    its results are still numpy's shapes, C-contiguous."""
+    def fn(x):
+        return x - x.mean(axis=0), (x * 2).sum(axis=0), x.std(axis=0, keepdims=True)
+
+    x = RNG.standard_normal((4, 5, 6))
+    compiled = _fused(fn, x)
+    assert [kernel.layout for kernel in compiled.kernels] == ["(m,n)->(m,n),(n),(n)"]
+    results = compiled(x)
+    assert_same(results, fn(x))
+    assert all(result.flags.c_contiguous for result in results)
+
+
+@pytest.mark.parametrize("shape", [(0, 5), (0, 0), (5, 0), (1, 5)])
+def test_accumulations_of_too_few_rows_warn_and_raise_like_numpy(shape):
+    x = np.ones(shape)
+    cases = [lambda x: (x * 2).sum(axis=0), lambda x: (x * 2).mean(axis=0),
+             lambda x: (x * 2).var(axis=0, ddof=1), lambda x: (x - x.mean(axis=0)) / x.std(0),
+             lambda x: (x * 2).max(axis=0)]
+    for fn in cases:
+        with warnings.catch_warnings(record=True) as expected_warnings:
+            warnings.simplefilter("always")
+            try:
+                expected, error = fn(x), None
+            except ValueError as raised:
+                expected, error = None, str(raised)
+        with warnings.catch_warnings(record=True) as actual_warnings:
+            warnings.simplefilter("always")
+            if error is not None:
+                with pytest.raises(ValueError, match="zero-size array"):
+                    numfuse.jit(fn)(x)
+                continue
+            actual = numfuse.jit(fn)(x)
+        assert_same(actual, expected)  # a sum of no rows is +0.0
+        kinds = [{str(warning.message).split(" encountered")[0] for warning in caught}
+                 for caught in (actual_warnings, expected_warnings)]
+        assert kinds[0] == kinds[1]
+
+
+def test_rows_chosen_by_a_mask_are_accumulated():
+    x = RNG.standard_normal((8, 5))
+
+    def fn(x, mask):
+        rows = x[mask]
+        return (rows - rows.mean(axis=0)) / rows.std(axis=0), (rows * 2).sum(axis=0)
+
+    for mask in (x[:, 0] > 0, np.zeros(8, bool), np.arange(8) == 3):
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert_same(numfuse.jit(fn)(x, mask), numpy_result(fn, x, mask))
+
+
+def test_operands_along_rows_columns_or_neither_join_the_passes():
+    def fn(x, row_weights, column_shift, scale):
+        weighted = (x - column_shift) * row_weights * scale
+        return weighted.sum(axis=0) / row_weights.sum(), (weighted - weighted.mean(0)).max(0)
+
+    x, weights = RNG.standard_normal((12, 9)), RNG.random((12, 1))
+    shift = RNG.standard_normal(9)
+    compiled = _fused(fn, x, weights, shift, 0.5)
+    assert [kernel.layout for kernel in compiled.kernels] == ["(m,n),(n),(m),(),()->(n),(n)"]
+    assert_same(compiled(x, weights, shift, 0.5), fn(x, weights, shift, 0.5))

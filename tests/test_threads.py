@@ -3,6 +3,7 @@ and floating-point state carried over from the threads, and when a call stays on
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 import numpy as np
@@ -216,3 +217,38 @@ def test_a_runner_without_the_thread_policy_never_splits(chunk_calls):
     assert_same(split[:2], result[:2])
     assert_same(split[2], result[2], rtol=1e-12)  # a float sum of chunks: another order
     assert_same(split[3:], result[3:])
+
+
+def standardise_columns(x):
+    return (x - x.mean(axis=0)) / x.std(axis=0), x.std(axis=0, keepdims=True)
+
+
+@pytest.mark.parametrize("shape", [(300, 1000), (2, 40, 2000), (6, 3000, 4)])
+def test_a_kernel_of_passes_is_split_along_its_columns_or_outer_axis_only(chunk_calls,
+                                                                          shape):
+    """A kernel that accumulates across rows is cut along its columns (or its outer
+    axis), never its rows: every column still adds its rows in numpy's order, so the
+    result is numpy's bit for bit however the call is cut."""
+    x = RNG.standard_normal(shape)
+    axis = 1 if len(shape) == 3 and shape[2] == 4 else (len(shape) - 2)
+
+    def fn(x):
+        mean = x.mean(axis=axis, keepdims=True)
+        return (x - mean) / x.std(axis=axis, keepdims=True), (x * 2).sum(axis=axis)
+
+    jitted = numfuse.jit(fn, threads=2)
+    jitted(x)  # measures the kernel
+    result = jitted(x)
+    assert chunk_calls and chunk_calls[0] >= 2
+    assert_same(result, fn(x))
+
+
+def test_split_plan_of_a_kernel_of_passes_counts_its_rows():
+    along_core, bounds = threads.split_plan(1000, (), 8, depth=1000)
+    assert along_core and bounds[-1] == 1000 and all(b % 64 == 0 for b in bounds[:-1])
+    assert all(stop - start >= threads.MIN_PASS_COLUMNS // 2
+               for start, stop in itertools.pairwise(bounds))
+    assert len(bounds) - 1 == 1000 // threads.MIN_PASS_COLUMNS  # wide chunks only
+    assert threads.split_plan(1000, (), 8, depth=1) is None  # too little work per chunk
+    # too few columns for two chunks of 64: the outer axis is cut
+    assert threads.split_plan(100, (5,), 4, depth=10_000) == (False, [0, 1, 2, 4, 5])

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -65,14 +66,18 @@ def lower(kernel: KernelSource, helpers: HelperCompiler = HELPERS) -> LoweredKer
     assert program is not None, "a KernelSource from codegen.emit carries its program"
     module = ir.Module(name=kernel.name)
     symbol = f"numfuse_{kernel.name}"
-    state = _State(program.folds)
-    row = _row_function(module, row_symbol(symbol), program, state, kernel.fastmath,
-                        helpers)
-    loop = _loop_function(module, symbol, program, state, row.function, kernel.fastmath,
-                          helpers)
-    roots = sorted(row.calls | loop.calls, key=lambda helper: helper.symbol)
+    if program.sweeps:
+        emitted = _passes_functions(module, symbol, program, kernel.fastmath, helpers)
+    else:
+        state = _State(program.folds)
+        row = _row_function(module, row_symbol(symbol), program, state, kernel.fastmath,
+                            helpers)
+        emitted = [row, _loop_function(module, symbol, program, state, row.function,
+                                       kernel.fastmath, helpers)]
+    roots = sorted(set().union(*(part.calls for part in emitted)),
+                   key=lambda helper: helper.symbol)
     helpers_used = _linking_order(roots)
-    fallbacks = set(row.fallbacks | loop.fallbacks)
+    fallbacks = set().union(*(part.fallbacks for part in emitted))
     for helper in helpers_used:
         fallbacks |= helper.fallbacks
     texts = (str(module), *(helper.text for helper in helpers_used))
@@ -189,45 +194,22 @@ class _LoopOverRows:
         self.bases: list[ir.Value] = []
         self.row_steps: list[ir.Value] = []
         self.strides: dict[int, ir.Value] = {}
-        self.buffers: dict[int, ir.Value] = {}
         self.state_slot: ir.Value
-        # operands the row function writes: core outputs, inputs written in place
-        self.written = {position for position, operand in enumerate(program.operands)
-                        if operand.core and (position >= len(program.inputs) or any(
-                            name == operand.name for name, _ in program.stores))}
+        self.call: _RowCall
 
     def allocate(self) -> None:
         """The state and the granule buffers, in the entry block."""
-        builder = self.builder
-        self.state_slot = builder.alloca(self.state.type, name="state")
-        for position, operand in enumerate(self.program.operands):
-            if operand.core:
-                memory = T.memory_type(operand.dtype)
-                self.buffers[position] = builder.alloca(ir.ArrayType(memory, GRANULE),
-                                                        name=f"buffer.{operand.name}")
+        self.state_slot = self.builder.alloca(self.state.type, name="state")
+        self.call = _RowCall(self.builder, self.program, self.row)
 
     def one(self, index: ir.Value, carried: Names) -> Names:
         """Row ``index``: the state's identities, the row's granules, the results."""
-        builder, program = self.builder, self.program
+        builder = self.builder
         pointers = [builder.gep(base, [builder.mul(index, step)])
                     for base, step in zip(self.bases, self.row_steps, strict=True)]
         start = self.start_state()
         self.state.store(builder, self.state_slot, start)
-        contiguous = ir.Constant(T.I1, 1)
-        for position, stride in self.strides.items():
-            size = ir.Constant(T.I64, program.operands[position].dtype.itemsize)
-            contiguous = builder.and_(contiguous, builder.icmp_signed("==", stride, size))
-        granule = ir.Constant(T.I64, GRANULE)
-        whole = builder.select(contiguous, builder.udiv(self.length, granule),
-                               ir.Constant(T.I64, 0))
-        with builder.if_then(builder.icmp_signed(">", whole, ir.Constant(T.I64, 0))):
-            done = builder.mul(whole, granule)
-            builder.call(self.row, [whole, done, *pointers, self.state_slot])
-        first = builder.mul(whole, granule)
-        left = builder.sub(self.length, first)
-        parts = builder.udiv(builder.add(left, ir.Constant(T.I64, GRANULE - 1)), granule)
-        _counted(builder, parts, {}, lambda part, values: self.through_buffers(
-            pointers, builder.add(first, builder.mul(part, granule)), values), plain=True)
+        self.call.run(pointers, self.strides, self.length, self.state_slot)
         self.finish(self.state.load(builder, self.state_slot), pointers)
         return carried
 
@@ -243,42 +225,6 @@ class _LoopOverRows:
         if "blocks" in self.state.names:
             values["blocks"] = self.emitter.literal(0)
         return values
-
-    def through_buffers(self, pointers: list[ir.Value], start: ir.Value,
-                        carried: Names) -> Names:
-        """Elements ``start`` to ``start + GRANULE`` (at most to the row's end) through the
-        buffers: copied in, the last element repeated past the end; computed; the row's
-        part copied out."""
-        builder = self.builder
-        granule = ir.Constant(T.I64, GRANULE)
-        valid = builder.sub(self.length, start)
-        valid = builder.select(builder.icmp_signed("<", valid, granule), valid, granule)
-        last = builder.sub(self.length, ir.Constant(T.I64, 1))
-        arguments = []
-        for position, operand in enumerate(self.program.operands):
-            if not operand.core:
-                arguments.append(pointers[position])
-                continue
-            buffer = self.buffers[position]
-            arguments.append(builder.bitcast(buffer, T.BYTES))
-            if position < len(self.program.inputs):
-                self.copy(pointers[position], position, start, last, GRANULE, into=True)
-        builder.call(self.row, [ir.Constant(T.I64, 1), valid, *arguments, self.state_slot])
-        for position in sorted(self.written):
-            self.copy(pointers[position], position, start, last, valid, into=False)
-        return carried
-
-    def copy(self, pointer: ir.Value, position: int, start: ir.Value, last: ir.Value,
-             count: int | ir.Value, into: bool) -> None:
-        """Element ``start + j`` of the operand to and from its buffer's element ``j``, for
-        ``j < count`` (into the buffer: the row's last element past its end)."""
-        builder = self.builder
-        dtype = self.program.operands[position].dtype
-        total = count if isinstance(count, ir.Value) else ir.Constant(T.I64, count)
-        buffer = builder.bitcast(self.buffers[position], T.BYTES)
-        builder.call(_copier(builder.module, T.memory_type(dtype)),
-                     [pointer, self.strides[position], buffer, start, total, last,
-                      ir.Constant(T.I1, int(into))])
 
     def finish(self, values: Names, pointers: list[ir.Value]) -> None:
         """The fused reductions' results of the row, written to its ``()`` outputs."""
@@ -296,6 +242,258 @@ class _LoopOverRows:
             operand = self.program.operands[positions[name]]
             value = emitter.convert(_evaluate(emitter, text, operand.dtype), operand.dtype)
             _store_element(self.builder, pointers[positions[name]], operand.dtype, value)
+
+
+class _RowCall:
+    """Calls a row function (of ``program``) on ``length`` elements of its operands: the
+    whole granules in place when every core operand is contiguous, the rest (the last
+    partial granule, every granule of a strided row) through ``GRANULE``-element buffers
+    allocated, when this is made, in the current (entry) block."""
+
+    def __init__(self, builder: ir.IRBuilder, program: KernelProgram, row: ir.Function
+                 ) -> None:
+        self.builder = builder
+        self.program = program
+        self.row = row
+        self.buffers: dict[int, ir.Value] = {}
+        for position, operand in enumerate(program.operands):
+            if operand.core:
+                memory = T.memory_type(operand.dtype)
+                self.buffers[position] = builder.alloca(ir.ArrayType(memory, GRANULE),
+                                                        name=f"buffer.{operand.name}")
+        # operands the row function writes: core outputs, inputs written in place
+        self.written = {position for position, operand in enumerate(program.operands)
+                        if operand.core and (position >= len(program.inputs) or any(
+                            name == operand.name for name, _ in program.stores))}
+
+    def run(self, pointers: list[ir.Value], strides: dict[int, ir.Value], length: ir.Value,
+            state: ir.Value) -> None:
+        """The row at ``pointers`` (one per operand), ``strides`` the byte strides of its
+        core operands (by position), with the fold state at ``state``."""
+        builder, program = self.builder, self.program
+        contiguous = ir.Constant(T.I1, 1)
+        for position, stride in strides.items():
+            size = ir.Constant(T.I64, program.operands[position].dtype.itemsize)
+            contiguous = builder.and_(contiguous, builder.icmp_signed("==", stride, size))
+        granule = ir.Constant(T.I64, GRANULE)
+        whole = builder.select(contiguous, builder.udiv(length, granule),
+                               ir.Constant(T.I64, 0))
+        with builder.if_then(builder.icmp_signed(">", whole, ir.Constant(T.I64, 0))):
+            done = builder.mul(whole, granule)
+            builder.call(self.row, [whole, done, *pointers, state])
+        first = builder.mul(whole, granule)
+        left = builder.sub(length, first)
+        parts = builder.udiv(builder.add(left, ir.Constant(T.I64, GRANULE - 1)), granule)
+        _counted(builder, parts, {}, lambda part, values: self.through_buffers(
+            pointers, strides, length, state, builder.add(first, builder.mul(part, granule)),
+            values), plain=True)
+
+    def through_buffers(self, pointers: list[ir.Value], strides: dict[int, ir.Value],
+                        length: ir.Value, state: ir.Value, start: ir.Value,
+                        carried: Names) -> Names:
+        """Elements ``start`` to ``start + GRANULE`` (at most to the row's end) through the
+        buffers: copied in, the last element repeated past the end; computed; the row's
+        part copied out."""
+        builder = self.builder
+        granule = ir.Constant(T.I64, GRANULE)
+        valid = builder.sub(length, start)
+        valid = builder.select(builder.icmp_signed("<", valid, granule), valid, granule)
+        last = builder.sub(length, ir.Constant(T.I64, 1))
+        arguments = []
+        for position, operand in enumerate(self.program.operands):
+            if not operand.core:
+                arguments.append(pointers[position])
+                continue
+            buffer = self.buffers[position]
+            arguments.append(builder.bitcast(buffer, T.BYTES))
+            if position < len(self.program.inputs):
+                self.copy(pointers[position], strides[position], position, start, last,
+                          GRANULE, into=True)
+        builder.call(self.row, [ir.Constant(T.I64, 1), valid, *arguments, state])
+        for position in sorted(self.written):
+            self.copy(pointers[position], strides[position], position, start, last, valid,
+                      into=False)
+        return carried
+
+    def copy(self, pointer: ir.Value, stride: ir.Value, position: int, start: ir.Value,
+             last: ir.Value, count: int | ir.Value, into: bool) -> None:
+        """Element ``start + j`` of the operand to and from its buffer's element ``j``, for
+        ``j < count`` (into the buffer: the row's last element past its end)."""
+        builder = self.builder
+        dtype = self.program.operands[position].dtype
+        total = count if isinstance(count, ir.Value) else ir.Constant(T.I64, count)
+        buffer = builder.bitcast(self.buffers[position], T.BYTES)
+        builder.call(_copier(builder.module, T.memory_type(dtype)),
+                     [pointer, stride, buffer, start, total, last,
+                      ir.Constant(T.I1, int(into))])
+
+
+# ------------------------------------------------------------------ kernels of passes
+
+# A kernel of passes (``codegen.emit_passes``) runs its sweeps over one block of columns
+# at a time: its column arrays (on the stack, at most ``SCRATCH_BYTES`` together) hold one
+# value per column of a block.  Blocks are as wide as those arrays allow (at most
+# ``MAX_COLUMNS``), the columns split evenly among them: measured here, passes over whole
+# rows of a matrix that does not fit in the caches ran about twice as fast as passes over
+# narrow blocks that do, whose short rows the prefetchers follow badly.
+SCRATCH_BYTES = 256 * 1024
+MIN_COLUMNS, MAX_COLUMNS = 256, 4096
+assert MIN_COLUMNS % GRANULE == 0 and MAX_COLUMNS % GRANULE == 0
+
+
+def widest_block(column_bytes: int) -> int:
+    """The most columns per block of a kernel of passes whose column arrays take
+    ``column_bytes`` per column."""
+    fitting = SCRATCH_BYTES // max(column_bytes, 1) // GRANULE * GRANULE
+    return min(MAX_COLUMNS, max(MIN_COLUMNS, fitting))
+
+
+def column_block(columns: int, widest: int) -> int:
+    """Columns per block for ``columns`` columns in blocks of at most ``widest``: as
+    few blocks as fit, of equal widths rounded up to whole granules (as the compiled loop
+    computes it for the columns in whole granules; the rest, fewer than a granule, are
+    done with the row's last granule again)."""
+    blocks = max(1, math.ceil(columns / widest))
+    width = math.ceil(columns / blocks)
+    return max(1, math.ceil(width / GRANULE)) * GRANULE
+
+
+def _passes_functions(module: ir.Module, symbol: str, program: KernelProgram,
+                      flags: tuple[str, ...], helpers: HelperCompiler) -> list[_Emitted]:
+    """A row function per sweep (the last pass's is the kernel's ``row_symbol``: the
+    loop that stores its main outputs) and the loop function running them."""
+    state = _State(())
+    last = max(index for index, sweep in enumerate(program.sweeps) if sweep.rows)
+    emitted = [_row_function(module, row_symbol(symbol) if index == last else
+                             f"{symbol}.{sweep.label}", sweep.program, state, flags, helpers)
+               for index, sweep in enumerate(program.sweeps)]
+    return [*emitted, _passes_loop(module, symbol, program, state,
+                                   [part.function for part in emitted])]
+
+
+def _passes_loop(module: ir.Module, symbol: str, program: KernelProgram, state: _State,
+                 rows: list[ir.Function]) -> _Emitted:
+    """``symbol(args, dimensions, steps, data)`` of a kernel of passes: for each row of
+    the gufunc's outer loop and each block of columns, every sweep in order, a pass once
+    per row (``rows`` are the sweeps' row functions)."""
+    step_type = ir.PointerType(T.I64)
+    function = ir.Function(module, ir.FunctionType(
+        ir.VoidType(), [ir.PointerType(T.BYTES), step_type, step_type, T.BYTES]), name=symbol)
+    function.linkage = "weak_odr"
+    function.attributes.add("nounwind")
+    args, dimensions, steps, _ = function.args
+    builder = ir.IRBuilder(function.append_basic_block("entry"))
+
+    def load(pointer: ir.Value, index: int) -> ir.Value:
+        return builder.load(builder.gep(pointer, [ir.Constant(T.I64, index)]))
+
+    operands = program.operands
+    names = [dim for operand in operands for dim in operand.dims[1:-1].split(",") if dim]
+    order = list(dict.fromkeys(names))  # numpy numbers core dimensions as they first appear
+    outer, m, n = (load(dimensions, 0), load(dimensions, 1 + order.index("m")),
+                   load(dimensions, 1 + order.index("n")))
+    bases = [load(args, k) for k in range(len(operands))]
+    outer_steps = [load(steps, k) for k in range(len(operands))]
+    strides: dict[tuple[str, str], ir.Value] = {}
+    index = len(operands)
+    for operand in operands:
+        for dim in ("m", "n"):
+            if (operand.rows if dim == "m" else operand.core):
+                strides[operand.name, dim] = load(steps, index)
+                index += 1
+    count = builder.alloca(T.I64, name="count")
+    builder.store(m, count)
+    widest = widest_block(sum(column.dtype.itemsize for column in program.columns))
+    columns = {column.name: builder.alloca(ir.ArrayType(T.memory_type(column.dtype),
+                                                        widest), name=column.name)
+               for column in program.columns}
+    state_slot = builder.alloca(state.type, name="state")
+    calls = [_RowCall(builder, sweep.program, row) for sweep, row in zip(program.sweeps, rows,
+                                                                        strict=True)]
+    def constant(value: int) -> ir.Value:
+        return ir.Constant(T.I64, value)
+
+    tail = builder.urem(n, constant(GRANULE))
+    whole = builder.sub(n, tail)  # the columns in whole granules
+    width = _column_block(builder, whole, widest)
+    by_name = {operand.name: (position, operand) for position, operand in enumerate(operands)}
+
+    def sweep_call(call: _RowCall, here: list[ir.Value], row: ir.Value | None,
+                   start: ir.Value, length: ir.Value) -> None:
+        pointers, element_strides = [], {}
+        for position, operand in enumerate(call.program.operands):
+            if operand.name in columns:
+                pointers.append(builder.bitcast(columns[operand.name], T.BYTES))
+                element_strides[position] = ir.Constant(T.I64, operand.dtype.itemsize)
+                continue
+            if operand.name == "count":
+                pointers.append(builder.bitcast(count, T.BYTES))
+                continue
+            kernel_position, kernel_operand = by_name[operand.name]
+            offset: ir.Value = ir.Constant(T.I64, 0)
+            if kernel_operand.rows and row is not None:
+                offset = builder.mul(row, strides[operand.name, "m"])
+            if kernel_operand.core:
+                stride = strides[operand.name, "n"]
+                offset = builder.add(offset, builder.mul(start, stride))
+                element_strides[position] = stride
+            pointers.append(builder.gep(here[kernel_position], [offset]))
+        call.run(pointers, element_strides, length, state_slot)
+
+    def block(start: ir.Value, length: ir.Value, here: list[ir.Value]) -> None:
+        for call, sweep in zip(calls, program.sweeps, strict=True):
+            if not sweep.rows:
+                sweep_call(call, here, None, start, length)
+                continue
+
+            def one_row(row: ir.Value, carried: Names, call: _RowCall = call) -> Names:
+                sweep_call(call, here, row, start, length)
+                return carried
+
+            _counted(builder, m, {}, one_row, plain=True)
+
+    def outer_row(index: ir.Value, carried: Names) -> Names:
+        here = [builder.gep(base, [builder.mul(index, step)])
+                for base, step in zip(bases, outer_steps, strict=True)]
+        blocks = builder.udiv(builder.add(whole, builder.sub(width, constant(1))), width)
+
+        def main_block(block_index: ir.Value, values: Names) -> Names:
+            start = builder.mul(block_index, width)
+            left = builder.sub(whole, start)
+            block(start, builder.select(builder.icmp_signed("<", left, width), left, width),
+                  here)
+            return values
+
+        _counted(builder, blocks, {}, main_block, plain=True)
+        # The columns past the last whole granule: the row's last granule again (its
+        # other columns are computed a second time, to the same values), so no row goes
+        # through the granule buffers; a row shorter than a granule does.
+        with builder.if_then(builder.icmp_signed(">", tail, constant(0))):
+            short = builder.icmp_signed("<", n, constant(GRANULE))
+            block(builder.select(short, constant(0), builder.sub(n, constant(GRANULE))),
+                  builder.select(short, n, constant(GRANULE)), here)
+        return carried
+
+    _counted(builder, outer, {}, outer_row, plain=True)
+    builder.ret_void()
+    return _Emitted(function, frozenset(), frozenset())
+
+
+def _column_block(builder: ir.IRBuilder, columns: ir.Value, widest: int) -> ir.Value:
+    """``column_block(columns, widest)`` computed by the kernel (at least one granule)."""
+    def constant(value: int) -> ir.Value:
+        return ir.Constant(T.I64, value)
+
+    def ceiling(top: ir.Value, bottom: ir.Value) -> ir.Value:
+        return builder.udiv(builder.add(top, builder.sub(bottom, constant(1))), bottom)
+
+    blocks = ceiling(columns, constant(widest))
+    blocks = builder.select(builder.icmp_signed("==", blocks, constant(0)), constant(1),
+                            blocks)
+    width = builder.mul(ceiling(ceiling(columns, blocks), constant(GRANULE)),
+                        constant(GRANULE))
+    return builder.select(builder.icmp_signed("==", width, constant(0)), constant(GRANULE),
+                          width)
 
 
 def _copier(module: ir.Module, memory: ir.Type) -> ir.Function:
@@ -413,7 +611,7 @@ class _Row:
         emitter, builder = self.emitter, self.builder
         emitter.values.update(carried)
         for variable, position in self.program.loads:
-            emitter.values[variable] = self.load(f"in{position}", index)
+            emitter.values[variable] = self.load(self.program.inputs[position].name, index)
         counted = None
         for statement in self.program.body:
             fold = self.fold_targets.get(statement.target)
