@@ -161,8 +161,10 @@ def split_plan(length: int, rows: tuple[int, ...], count: int, depth: int = 1
 
 class SizeClass:
     """What one kernel learnt of its calls of one size class: ``cost``, seconds per loop
-    element, the kernel's guess until ``measured``, then a running mean over its
-    single-threaded calls; ``gain``, a running mean of how much faster split calls were
+    element, the kernel's guess until ``measured``, then the least over its
+    single-threaded calls (a call is only ever slowed: by a first touch of its memory, a
+    busy core; the least is what one thread can do, and what a split must beat);
+    ``gain``, a running mean of how much faster split calls were
     than that estimate; ``large``, how many calls it has seen."""
 
     __slots__ = ("cost", "gain", "large", "measured")
@@ -247,7 +249,7 @@ class ThreadPolicy:
         results = step.ufunc(*operands) if outs is None else step.ufunc(*operands, out=outs)
         if elements >= CALIBRATE_ELEMENTS:  # learn this kernel's cost per element
             measured = (time.perf_counter() - start) / elements
-            known.cost = measured if not known.measured else 0.5 * known.cost + 0.5 * measured
+            known.cost = measured if not known.measured else min(known.cost, measured)
             known.measured = True
             lowest = min(found.cost for found in self.classes.values() if found.measured)
             self.small = int(PARALLEL_MIN_SECONDS / lowest)

@@ -252,3 +252,16 @@ def test_split_plan_of_a_kernel_of_passes_counts_its_rows():
     assert threads.split_plan(1000, (), 8, depth=1) is None  # too little work per chunk
     # too few columns for two chunks of 64: the outer axis is cut
     assert threads.split_plan(100, (5,), 4, depth=10_000) == (False, [0, 1, 2, 4, 5])
+
+
+def test_the_single_thread_cost_is_the_least_measured_not_a_mean(chunk_calls):
+    """A slow single-threaded call (first touch of memory, a busy core) must not keep the
+    estimate high: a split is then judged against what one thread really does."""
+    x = RNG.standard_normal(600_000)
+    compiled = numfuse.compile(logp_and_sums, x, 0.25, threads=2)
+    compiled(x, 0.25)
+    (known,) = compiled.program.runners[0].calls.classes.values()
+    measured = known.cost
+    known.cost, known.gain = measured * 100, 1.0  # as if measured while slowed; not paying
+    compiled(x, 0.25)  # runs on one thread and measures again
+    assert known.cost < measured * 10
