@@ -178,14 +178,23 @@ def epilogue(node: Node) -> Reduction | None:
     return reduction
 
 
-def _why_not_an_epilogue(node: Node, reduction: Reduction) -> str | None:
-    """Why no kernel can compute the reduction ``node`` in its loop (None if one can)."""
+def _why_no_kernel_reduces(node: Node, reduction: Reduction) -> str | None:
+    """Why no kernel can compute the reduction ``node`` at all, in its loop or across its
+    rows (None if the axes decide)."""
     if not fusible_dtype(reduction):
         return "numpy orders complex numbers for maximum and minimum by its own rules"
     source = node.inputs[0]
     if source.kind not in (ELEMENTWISE, INPUT, CONST) or source.ndim == 0:
         return "its input is not a value a kernel loops over"
-    kept = [axis for axis, one in enumerate(source.ones) if not one]
+    return None
+
+
+def _why_not_an_epilogue(node: Node, reduction: Reduction) -> str | None:
+    """Why no kernel can compute the reduction ``node`` in its loop (None if one can)."""
+    why = _why_no_kernel_reduces(node, reduction)
+    if why is not None:
+        return why
+    kept = [axis for axis, one in enumerate(node.inputs[0].ones) if not one]
     if kept and kept[-1] not in reduction.axes:
         return _NOT_THE_LAST_AXIS
     return None
@@ -209,11 +218,10 @@ def accumulation(node: Node) -> Reduction | None:
 def _why_not_an_accumulation(node: Node, reduction: Reduction) -> str | None:
     """Why no kernel can accumulate the reduction ``node`` across its rows (None if one
     can)."""
-    if not fusible_dtype(reduction):
-        return "numpy orders complex numbers for maximum and minimum by its own rules"
+    why = _why_no_kernel_reduces(node, reduction)
+    if why is not None:
+        return why
     source = node.inputs[0]
-    if source.kind not in (ELEMENTWISE, INPUT, CONST) or source.ndim == 0:
-        return "its input is not a value a kernel loops over"
     kept = [axis for axis, one in enumerate(source.ones) if not one]
     reduced = [axis for axis in kept if axis in reduction.axes]
     if not kept or kept[-1] in reduction.axes:
