@@ -273,13 +273,12 @@ def power_float(a, b):  # type: ignore[no-untyped-def]
 
 
 def floor_divide_float(a, b):  # type: ignore[no-untyped-def]
-    # Without a branch: LLVM computes both answers on every lane anyway (and, after a
-    # branch on b == 0, it would take b != 0 as known in the division it speculates),
-    # so each gets operands that raise no flag where its answer is not taken.
-    zero = b == 0
-    quotient = divmod_float(b if zero else a, b + 1 if zero else b)[0]
-    by_zero = a / (b if zero else 1.0)
-    return by_zero if zero else quotient
+    if b == 0:
+        return a / b
+    # LLVM may compute the other branch too (fmod is speculatable for float32): give it
+    # operands that raise no flag when b is zero.
+    nonzero = b != 0
+    return divmod_float(a if nonzero else b, b if nonzero else b + 1)[0]
 
 
 def remainder_float(a, b):  # type: ignore[no-untyped-def]

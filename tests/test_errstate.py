@@ -586,20 +586,3 @@ def test_a_dropped_result_keeps_its_flags_in_a_loop_that_is_not_vectorised():
                                         ("RuntimeWarning", "divide by zero")}
     assert_same(actual[0], expected[0])
 
-
-def test_floor_division_by_zero_raises_no_flag_of_the_branch_it_does_not_take():
-    """With a 0 divisor numpy's float ``//`` warns "divide by zero" only; the quotient
-    of the other answer, speculated by LLVM on every lane, must not add "invalid value"
-    (it did in a kernel also returning the divisor's comparison, found by the fuzzer)."""
-    def fn(x, y):
-        flag = x > y
-        return np.abs(x), flag, flag // y
-
-    args = (np.array(1.0), np.array(0.0))
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        result = numfuse.jit(fn)(*args)
-    kinds = {str(warning.message).split(" encountered")[0] for warning in caught}
-    assert kinds == {"divide by zero"}
-    with np.errstate(divide="ignore"):
-        assert_same(result, fn(*args))
