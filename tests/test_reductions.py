@@ -358,15 +358,7 @@ def test_every_reduction_over_every_dtype_and_axis(name, function, dtype, axis):
 # numpy's bit for bit.
 
 LEADING = {  # name: reducer of (value, axis, keepdims)
-    "sum": lambda x, axis, keepdims: np.sum(x * 1, axis=axis, keepdims=keepdims),
-    "prod": lambda x, axis, keepdims: (x * 1).prod(axis=axis, keepdims=keepdims),
-    "max": lambda x, axis, keepdims: np.max(x + x, axis=axis, keepdims=keepdims),
-    "min": lambda x, axis, keepdims: (x + x).min(axis=axis, keepdims=keepdims),
-    "any": lambda x, axis, keepdims: np.any(x * 1, axis=axis, keepdims=keepdims),
-    "all": lambda x, axis, keepdims: (x * 1).all(axis=axis, keepdims=keepdims),
-    "mean": lambda x, axis, keepdims: np.mean(x * 1, axis=axis, keepdims=keepdims),
-    "var": lambda x, axis, keepdims: np.var(x * 1, axis=axis, keepdims=keepdims),
-    "std": lambda x, axis, keepdims: (x * 1).std(axis=axis, keepdims=keepdims, ddof=1),
+    **REDUCERS,
     "centred": lambda x, axis, keepdims: x - x.mean(axis=axis, keepdims=True),
 }
 LEADING_AXES = [0, 1, -2, (0, 1), (-3, -2)]  # of a 3-d array: never the last axis
