@@ -275,16 +275,26 @@ def power_float(a, b):  # type: ignore[no-untyped-def]
 def floor_divide_float(a, b):  # type: ignore[no-untyped-def]
     if b == 0:
         return a / b
-    # LLVM may compute the other branch too (fmod is speculatable for float32): give it
-    # operands that raise no flag when b is zero.
-    nonzero = b != 0
-    return divmod_float(a if nonzero else b, b if nonzero else b + 1)[0]
+    # LLVM may compute this branch for a zero ``b`` too.  It is given operands that raise
+    # no flag then, chosen by a test of a copy of ``b`` LLVM cannot see through (a test
+    # of ``b`` itself it would fold to true here, knowing ``b != 0`` on this branch).
+    seen = hidden(b)
+    nonzero = seen != 0
+    return divmod_float(a if nonzero else seen, seen if nonzero else seen + 1)[0]
 
 
 def remainder_float(a, b):  # type: ignore[no-untyped-def]
     if b == 0:
         return np.fmod(a, b)
-    return divmod_float(a, b)[1]
+    seen = hidden(b)
+    nonzero = seen != 0
+    return divmod_float(a if nonzero else seen, seen if nonzero else seen + 1)[1]
+
+
+def hidden(x):  # type: ignore[no-untyped-def]
+    """``x``, through a zero LLVM cannot see (compiled as ``Emitter.opaque``): nothing
+    LLVM knows of ``x`` holds for the result."""
+    return x
 
 
 # ------------------------------------------------------------------ float helpers

@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import assert_like_numpy
 
 import numfuse
 from numfuse.ops import OPS
@@ -428,3 +429,24 @@ def test_known_flag_difference(key, request):
     mismatches = compare([BY_NAME[name]], variant, np.dtype(dtype).type, DEFAULT_SIZES,
                          per_set=2, positions=_few_positions, skip_known=False)
     assert not mismatches, _report(mismatches)
+
+
+def _speculated_floor_divide(x, y):
+    flag = x > y
+    return np.abs(x), flag, flag // y
+
+
+def _speculated_remainder(x, y):
+    flag = x > y
+    return np.abs(x), flag, flag % y
+
+
+@pytest.mark.parametrize("fn", [_speculated_floor_divide, _speculated_remainder])
+@pytest.mark.parametrize("size", [None, 1, 20])
+def test_a_division_branch_computed_for_a_zero_divisor_raises_no_flag(fn, size):
+    # LLVM may compute the quotient of the nonzero-divisor branch for every element; the
+    # operands it would see for a zero divisor must raise nothing numpy's loop does not.
+    shape = () if size is None else (size,)
+    x = np.resize(np.array([1.0, -1.0, 0.0, np.nan]), shape)
+    y = np.resize(np.array([0.0, 0.0, 0.0, 2.0]), shape)
+    assert_like_numpy(fn, x, y)

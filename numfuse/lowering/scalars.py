@@ -572,6 +572,10 @@ class Emitter:
         """``kernel_lib.fused_multiply_add``: ``a * b + c`` rounded once (LLVM's ``fma``)."""
         return self.intrinsic("fma", self.floats([a, b, c]))
 
+    def _builtin_hidden(self, value: Value) -> Value:
+        """``kernel_lib.hidden``: ``value`` through a zero LLVM cannot see."""
+        return self.opaque(value)
+
     def _builtin_bool(self, value: Value) -> Value:
         return self.truth(value)
 
