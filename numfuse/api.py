@@ -665,7 +665,21 @@ def _numpy_runs(args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[str, str] 
         if isinstance(value, np.ndarray) and value.dtype.hasobject:
             return (f"an array of dtype {value.dtype}, which numfuse cannot compile",
                     "Convert it (x.astype(np.float64)) to fuse it.")
+        if isinstance(value, (list, tuple)) and _holds_objects(value):
+            return ("a list or tuple numpy converts to an array of dtype object (Python ints beyond "
+                    "64 bits, or other objects)",
+                    "Pass an array of a numeric dtype (np.asarray(values, np.float64)) "
+                    "to fuse it.")
     return None
+
+
+def _holds_objects(values: list[Any] | tuple[Any, ...]) -> bool:
+    """Whether numpy makes an array of dtype object of ``values`` (a ragged list raises in
+    numpy itself: left to the call)."""
+    try:
+        return bool(np.asarray(values).dtype.hasobject)
+    except (ValueError, TypeError, OverflowError):
+        return False
 
 
 def _by_parameter(fn: Callable[..., Any], signature: inspect.Signature) -> Callable[..., Any]:

@@ -459,6 +459,21 @@ def test_object_arrays_run_with_numpy_warning_once(fn, args):
     assert_like_numpy(fn, *args, jitted=jitted)  # no second warning
 
 
+@pytest.mark.parametrize("values", [[2**70, 1], (1, 2**64), [[1.5, 2**80]]],
+                         ids=["list", "tuple", "nested"])
+def test_lists_numpy_makes_object_arrays_of_run_with_numpy_warning_once(values):
+    def fn(x):
+        return np.asarray(x) * 2 - 1
+
+    jitted = numfuse.jit(fn)
+    with pytest.warns(RuntimeWarning, match="list or tuple numpy converts to an array of "
+                                            "dtype object"):
+        jitted(values)
+    assert_like_numpy(fn, values, jitted=jitted)  # no second warning
+    assert_same(jitted([1, 2]), fn([1, 2]))  # small ints still fuse
+    assert len(jitted.compiled) == 1
+
+
 def test_object_arrays_and_compiled_signatures_share_a_function():
     jitted = numfuse.jit(_object_arithmetic)
     numbers = np.array([1, 2.5, 3], dtype=object)
