@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import re
 import sys
 import time
 from collections.abc import Callable
@@ -49,7 +48,17 @@ from numba import prange
 sys.path.insert(0, str(Path(__file__).parent))
 
 from bench_memory import peak_bytes
-from suite import Cell, Implementation, environment, format_time, jax, numexpr, run_one
+from suite import (
+    Cell,
+    Implementation,
+    environment,
+    fixed,
+    jax,
+    numexpr,
+    ratio,
+    run_one,
+    time_cells,
+)
 
 import numfuse
 
@@ -65,7 +74,6 @@ LABELS = {"numpy": "numpy", "numfuse": "numfuse", "numfuse_1t": "numfuse threads
           "jax": "jax.jit", "loop": "hand loop", "prange": "hand prange"}
 # At 1000 x 1000 float64: at least this speed-up over numpy, in at most this many kernels.
 TARGET_SHAPE, TARGET_OVER_NUMPY, TARGET_KERNELS = (1000, 1000), 3.0, 2
-ANSI_CODE = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def standardise(x):
@@ -177,17 +185,6 @@ class Measured:
     kernels: int
 
 
-def ratio(cells: dict[str, Cell], numerator: str, denominator: str) -> float:
-    top, bottom = cells.get(numerator), cells.get(denominator)
-    if top is None or bottom is None or top.status or bottom.status:
-        return math.nan
-    return top.median / bottom.median
-
-
-def fixed(value: float, suffix: str = "") -> str:
-    return "—" if math.isnan(value) else f"{value:.2f}{suffix}"
-
-
 def measure(case: Case, impls: dict[str, Implementation], options, rng) -> Measured:
     load = os.getloadavg()[0]
     cells = run_one(case, impls, 0, options, rng)
@@ -209,21 +206,7 @@ def table(results: dict[str, Measured]) -> list[str]:
     notes: list[str] = []
     for shape, measured in results.items():
         cells = measured.cells
-        row = [shape, f"{measured.load:.1f}"]
-        for name in names:
-            cell = cells.get(name)
-            if cell is None:
-                row.append("—")
-            elif cell.status:
-                row.append(cell.status.split(":")[0])
-                note = f"{LABELS[name]}: {ANSI_CODE.sub('', cell.status)}"
-                if note not in notes:
-                    notes.append(note)
-            elif name == "numpy":
-                row.append(format_time(cell.median))
-            else:
-                row.append(f"{format_time(cell.median)} "
-                           f"({fixed(ratio(cells, 'numpy', name), 'x')})")
+        row = [shape, f"{measured.load:.1f}", *time_cells(cells, names, LABELS, notes)]
         temps = measured.temporaries
         row += [str(measured.kernels), "yes" if measured.exact else "no",
                 f"{temps['numpy'] / 1e6:.1f} / {temps['numfuse'] / 1e6:.1f} "

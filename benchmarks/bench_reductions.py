@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import re
 import sys
 import time
 from collections.abc import Callable
@@ -53,11 +52,14 @@ from suite import (
     Cell,
     Implementation,
     environment,
-    format_time,
+    fixed,
     numexpr,
     numfuse_plan,
+    ratio,
     run_one,
     size_label,
+    speedup,
+    time_cells,
 )
 
 import numfuse
@@ -77,7 +79,6 @@ STYLES = {"numpy": ("black", ":"), "numfuse": ("tab:red", "-"),
 # Sum of squares at 1e7: at least this speed-up over numpy, and numfuse's time at most
 # this multiple of the hand prange loop's.
 TARGET_SIZE, TARGET_OVER_NUMPY, TARGET_VS_PRANGE = 10**7, 5.0, 1.2
-ANSI_CODE = re.compile(r"\x1b\[[0-9;]*m")  # numba highlights its error messages
 
 
 @dataclass(frozen=True)
@@ -293,23 +294,7 @@ def temporaries(case: Case, impls, size: int, rng) -> tuple[dict[str, int], int]
     return found, kept
 
 
-def ratio(cells: dict[str, Cell], numerator: str, denominator: str) -> float:
-    """cells[numerator].median / cells[denominator].median, NaN if either was not timed."""
-    top, bottom = cells.get(numerator), cells.get(denominator)
-    if top is None or bottom is None or top.status or bottom.status:
-        return math.nan
-    return top.median / bottom.median
-
-
-def speedup(cells: dict[str, Cell], name: str) -> float:
-    return ratio(cells, "numpy", name)
-
-
 # --------------------------------------------------------------------------- report
-
-def fixed(value: float, suffix: str = "") -> str:
-    return "—" if math.isnan(value) else f"{value:.2f}{suffix}"
-
 
 def megabytes(count: int) -> str:
     return f"{count / 1e6:.1f}"
@@ -323,20 +308,8 @@ def case_table(by_size: dict[int, Measured]) -> list[str]:
     notes: list[str] = []
     for size, measured in by_size.items():
         cells = measured.cells
-        row = [f"{size_label(size)}", f"{measured.load:.1f}"]
-        for name in names:
-            cell = cells.get(name)
-            if cell is None:
-                row.append("—")
-            elif cell.status:
-                row.append(cell.status.split(":")[0])
-                note = f"{LABELS[name]}: {ANSI_CODE.sub('', cell.status)}"
-                if note not in notes:
-                    notes.append(note)
-            elif name == "numpy":
-                row.append(format_time(cell.median))
-            else:
-                row.append(f"{format_time(cell.median)} ({fixed(speedup(cells, name), 'x')})")
+        row = [f"{size_label(size)}", f"{measured.load:.1f}",
+               *time_cells(cells, names, LABELS, notes)]
         row.append(fixed(ratio(cells, "numfuse", "prange")))
         temps = measured.temporaries
         row.append(f"{megabytes(temps['numpy'])} / {megabytes(temps['numfuse'])} "

@@ -31,11 +31,12 @@ import gc
 import math
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -260,8 +261,46 @@ def size_label(size: int) -> str:
     return f"1e{round(math.log10(size))}" if size > 0 else "0"
 
 
-def speedup(results: dict[str, Cell], name: str) -> float:
-    return results["numpy"].median / results[name].median
+def ratio(cells: dict[str, Cell], numerator: str, denominator: str) -> float:
+    """cells[numerator].median / cells[denominator].median, NaN if either was not timed."""
+    top, bottom = cells.get(numerator), cells.get(denominator)
+    if top is None or bottom is None or top.status or bottom.status:
+        return math.nan
+    return top.median / bottom.median
+
+
+def speedup(cells: dict[str, Cell], name: str) -> float:
+    """numpy's median over ``name``'s (above 1: faster than numpy); NaN if not timed."""
+    return ratio(cells, "numpy", name)
+
+
+def fixed(value: float, suffix: str = "") -> str:
+    return "—" if math.isnan(value) else f"{value:.2f}{suffix}"
+
+
+ANSI_CODE = re.compile(r"\x1b\[[0-9;]*m")  # numba highlights its error messages
+
+
+def time_cells(cells: dict[str, Cell], names: Sequence[str], labels: dict[str, str],
+               notes: list[str]) -> list[str]:
+    """A table row's cell per implementation: numpy's time, the others' time and speed-up
+    over numpy, "—" where not run, the kind of failure where it failed (its message added
+    to ``notes`` once)."""
+    row = []
+    for name in names:
+        cell = cells.get(name)
+        if cell is None:
+            row.append("—")
+        elif cell.status:
+            row.append(cell.status.split(":")[0])
+            note = f"{labels[name]}: {ANSI_CODE.sub('', cell.status)}"
+            if note not in notes:
+                notes.append(note)
+        elif name == "numpy":
+            row.append(format_time(cell.median))
+        else:
+            row.append(f"{format_time(cell.median)} ({fixed(speedup(cells, name), 'x')})")
+    return row
 
 
 def best_peer(cells: dict[str, Cell]) -> str | None:
@@ -269,30 +308,15 @@ def best_peer(cells: dict[str, Cell]) -> str | None:
     return min(timed, key=lambda name: cells[name].median) if timed else None
 
 
-def ratio_text(value: float) -> str:
-    return "—" if math.isnan(value) else f"{value:.2f}x"
-
-
 def workload_table(workload: Workload, by_size: dict[int, dict[str, Cell]]) -> list[str]:
     names = [name for name in ORDER if any(name in cells for cells in by_size.values())]
     header = ["n", *(LABELS[name] for name in names), "numfuse ÷ best peer",
               "numfuse ÷ hand loop"]
     lines = ["| " + " | ".join(header) + " |", "|---:|" + "---:|" * (len(header) - 1)]
-    notes: dict[str, str] = {}
+    notes: list[str] = []
     for size, cells in by_size.items():
-        row = [f"{size_label(size)} ({workload.elements(size):,})"]
-        for name in names:
-            cell = cells.get(name)
-            if cell is None:
-                row.append("—")
-            elif cell.status:
-                kind = cell.status.split(":")[0]
-                notes.setdefault(f"{LABELS[name]}: {cell.status}", "")
-                row.append(kind)
-            elif name == "numpy":
-                row.append(format_time(cell.median))
-            else:
-                row.append(f"{format_time(cell.median)} ({ratio_text(speedup(cells, name))})")
+        row = [f"{size_label(size)} ({workload.elements(size):,})",
+               *time_cells(cells, names, LABELS, notes)]
         nf = cells.get("numfuse")
         peer = best_peer(cells)
         if nf is None or nf.status or peer is None:
@@ -477,7 +501,7 @@ def plot(results, workloads: dict[str, Workload], path: Path) -> None:
         for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
             handles.setdefault(label, handle)
     fig.legend(list(handles.values()), list(handles), loc="lower center",
-               ncol=len(handles), frameon=False)
+               ncol=max(1, len(handles)), frameon=False)
     fig.suptitle("numfuse and peers: speed-up over numpy (median, higher is better; "
                  f"▼ = below {FLOOR:g}x)")
     fig.tight_layout(rect=(0, 0.05, 1, 0.97))
@@ -493,7 +517,8 @@ def main() -> None:
                         "(default 1e2 ... 1e7)")
     parser.add_argument("--max-size", type=float, help="drop sizes above this, e.g. 1e6")
     parser.add_argument("--quick", action="store_true",
-                        help="sizes 1e2, 1e4, 1e6; 5 repetitions; 1 s per workload and size")
+                        help="5 repetitions, 1 s per workload and size; sizes 1e2, 1e4, 1e6 "
+                        "unless --sizes gives them")
     parser.add_argument("--workloads", help="comma-separated subset of: "
                         + ", ".join(w.name for w in WORKLOADS))
     parser.add_argument("--repeats", type=int, default=21, help="most repetitions (default 21)")
@@ -514,7 +539,7 @@ def main() -> None:
 
     sizes = [int(float(s)) for s in options.sizes.split(",")] if options.sizes else list(SIZES)
     if options.quick:
-        sizes = [s for s in sizes if s in QUICK_SIZES] if options.sizes else list(QUICK_SIZES)
+        sizes = sizes if options.sizes else list(QUICK_SIZES)
         options.repeats, options.min_repeats = 5, 3
         options.budget = min(options.budget, 1.0)
     if options.max_size:
