@@ -666,8 +666,8 @@ def _numpy_runs(args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[str, str] 
             return (f"an array of dtype {value.dtype}, which numfuse cannot compile",
                     "Convert it (x.astype(np.float64)) to fuse it.")
         if isinstance(value, (list, tuple)) and _holds_objects(value):
-            return ("a list or tuple numpy converts to an array of dtype object (Python ints beyond "
-                    "64 bits, or other objects)",
+            return ("a list or tuple numpy converts to an array of dtype object (Python "
+                    "ints beyond 64 bits, or other objects)",
                     "Pass an array of a numeric dtype (np.asarray(values, np.float64)) "
                     "to fuse it.")
     return None

@@ -16,6 +16,8 @@ import threading
 
 import numpy as np
 
+from .vector_math import hidden
+
 # ------------------------------------------------------------------ floating-point flags
 #
 # numpy reports division by zero, overflow and invalid operations by reading the CPU's
@@ -289,12 +291,6 @@ def remainder_float(a, b):  # type: ignore[no-untyped-def]
     seen = hidden(b)
     nonzero = seen != 0
     return divmod_float(a if nonzero else seen, seen if nonzero else seen + 1)[1]
-
-
-def hidden(x):  # type: ignore[no-untyped-def]
-    """``x``, through a zero LLVM cannot see (compiled as ``Emitter.opaque``): nothing
-    LLVM knows of ``x`` holds for the result."""
-    return x
 
 
 # ------------------------------------------------------------------ float helpers

@@ -59,6 +59,13 @@ FUNCTIONS = ("exp", "log", "expm1", "log1p", "tanh")
 # ------------------------------------------------------------------ building blocks
 
 
+def hidden(x):  # type: ignore[no-untyped-def]
+    """``x``, through a zero LLVM cannot see (compiled as ``Emitter.opaque``): nothing
+    LLVM knows of ``x`` holds for the result, so it can neither fold an operation on it
+    nor simplify a test of it with what it knows of ``x``."""
+    return x
+
+
 def _pow2_f64(k):  # type: ignore[no-untyped-def]
     """``2.0 ** k`` for an integer ``-1022 <= k <= 1023``, built from its bits."""
     return np.int64((k + 1023) << 52).view(np.float64)
@@ -163,8 +170,13 @@ def _log_f64_reduced(x, short):  # type: ignore[no-untyped-def]
 def _log_of_nonpositive(x):  # type: ignore[no-untyped-def]
     """numpy's answer for ``log`` of ``x <= 0`` (or -0.0), with its flag: -inf and "divide
     by zero" for zeros, NaN and "invalid" for negative numbers."""
-    if x == 0:
-        return -1.0 / abs(x)
+    # Every lane may compute both answers: the divisor is 1 but where x is zero, and
+    # hidden (LLVM would fold a division it knows to be by zero, and its flag, away).  The
+    # answer is chosen by a test of a hidden copy of x: under a test of x itself LLVM would
+    # know x == 0 and simplify the divisor to a hidden constant, divided once for all lanes.
+    quotient = -1.0 / hidden(0.0 if x == 0 else 1.0)
+    if hidden(x) == 0:
+        return quotient
     return np.sqrt(x)
 
 
