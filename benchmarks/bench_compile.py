@@ -75,6 +75,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).parent))
+
+from machine import cpu_model, revision
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 RESULTS = HERE / "results"
@@ -581,27 +585,11 @@ def other_rows(results: dict, options: argparse.Namespace) -> list[str]:
     return lines
 
 
-def cpu_model() -> str:
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown CPU"
-
-
 def version(package: str) -> str:
     try:
         return f"{package} {importlib.metadata.version(package)}"
     except importlib.metadata.PackageNotFoundError:
         return f"{package} not installed"
-
-
-def revision() -> str:
-    try:
-        return subprocess.run(["git", "describe", "--always", "--dirty"], cwd=REPO,
-                              capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def environment(load: float, seconds: float) -> list[str]:

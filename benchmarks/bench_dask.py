@@ -27,7 +27,7 @@ import argparse
 import os
 import platform
 import statistics
-import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -36,6 +36,10 @@ import dask
 import dask.array as da
 import numba
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from machine import revision
 
 import numfuse
 
@@ -126,16 +130,6 @@ def table(samples: dict[str, dict[str, list[float]]]) -> list[str]:
             lines.append(f"| {row} | {plain:.3f} s | {median:.3f} s | {plain / median:.2f}x | "
                          f"{min(times['dask']):.3f} s | {min(own):.3f} s |")
     return lines
-
-
-def revision() -> str:
-    try:
-        described = subprocess.run(["git", "describe", "--always", "--dirty"],
-                                   cwd=Path(__file__).parent, capture_output=True, text=True,
-                                   check=True)
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return described.stdout.strip()
 
 
 def main() -> None:

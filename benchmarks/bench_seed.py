@@ -15,13 +15,17 @@ import argparse
 import os
 import platform
 import statistics
-import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import numba
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from machine import revision
 
 import numfuse
 
@@ -106,18 +110,6 @@ def table(results: dict[int, dict[str, list[float]]], reduce: Callable[[list[flo
                  *(f"{values['numpy'] / values[name]:.2f}x" for name in others)]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
-
-
-def revision() -> str:
-    """The git commit measured (``-dirty`` if the working tree had changes), if known."""
-    try:
-        described = subprocess.run(
-            ["git", "describe", "--always", "--dirty"], cwd=Path(__file__).parent,
-            capture_output=True, text=True, check=True,
-        )
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return described.stdout.strip()
 
 
 def environment() -> str:

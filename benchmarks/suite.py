@@ -33,7 +33,6 @@ import os
 import platform
 import re
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -49,6 +48,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from machine import cpu_model, revision
 from workloads import WORKLOADS, Workload
 
 import numfuse
@@ -370,26 +370,6 @@ def summary_tables(results: dict[str, dict[int, dict[str, Cell]]]) -> list[str]:
             "torch.compile)", "",
             *matrix(vs_best), ""]
     return out
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
-def revision() -> str:
-    try:
-        described = subprocess.run(["git", "describe", "--always", "--dirty"],
-                                   cwd=Path(__file__).parent, capture_output=True, text=True,
-                                   check=True)
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return described.stdout.strip()
 
 
 def environment() -> list[str]:
