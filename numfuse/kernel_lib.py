@@ -725,10 +725,23 @@ def float_to_uint64(x):  # type: ignore[no-untyped-def]
 
     Built from two signed conversions that are in range for every ``|x| < 2**64`` (the
     high and low 32 bits), with no branch: LLVM turns a branch between a signed and an
-    unsigned conversion into computing both, and the unused one raised "invalid value"."""
-    high = np.int64(x * 2.3283064365386963e-10)  # x / 2**32, exact
-    low = np.int64(x - np.float64(high) * 4294967296.0)  # exact, |low| < 2**32
-    return np.uint64(high) * np.uint64(4294967296) + np.uint64(low)
+    unsigned conversion into computing both, and the unused one raised "invalid value".
+    Beyond the range (``x >= 2**64``, ``x < -2**63``, infinities) numpy's conversion gives
+    the instruction's "indefinite" integer (0 and 2**63) and raises "invalid value": a
+    signed conversion of ``x`` made only in those lanes does both."""
+    outside = (x >= 18446744073709551616.0) | (x < -9223372036854775808.0)
+    inside = 0.0 if outside else x
+    high = np.int64(inside * 2.3283064365386963e-10)  # x / 2**32, exact
+    low = np.int64(inside - np.float64(high) * 4294967296.0)  # exact, |low| < 2**32
+    exact = np.uint64(high) * np.uint64(4294967296) + np.uint64(low)
+    # 2**63, and the flag.  Hidden: LLVM would convert both sides of the choice (x in
+    # every lane) and choose after; and the result is chosen by a test of a hidden copy of
+    # x, under a test of x itself LLVM would know which side the choice takes.
+    indefinite = np.uint64(np.int64(hidden(x if outside else 0.0)))
+    seen = hidden(x)
+    if (seen >= 18446744073709551616.0) | (seen < -9223372036854775808.0):
+        return indefinite ^ (np.uint64(9223372036854775808) if x > 0 else np.uint64(0))
+    return exact
 
 
 def add_reassoc(total, value):  # type: ignore[no-untyped-def]

@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import assert_same
+from conftest import assert_like_numpy, assert_same
 
 import numfuse
 from numfuse.lowering import GRANULE, lower
@@ -242,3 +242,18 @@ def test_the_source_of_a_kernel_of_passes_run_as_python_computes_what_it_compute
     assert_same(tuple(kernel.gufunc(*operands)), tuple(outputs))
     assert_same(tuple(outputs), (fn(x, weights, shift)[0], fn(x, weights, shift)[1],
                                  fn(x, weights, shift)[2][0]))
+
+
+@pytest.mark.parametrize("source", [np.float64, np.float32])
+@pytest.mark.parametrize("size", [1, 3, 17])
+def test_float_to_uint64_casts_like_numpy_in_and_out_of_range(source, size):
+    # In range (negatives wrap through int64) exactly and silently; beyond it (2**64 and
+    # up, below -2**63, infinities, NaN) numpy's "indefinite" integers and "invalid value",
+    # raised only by the lanes that hold such a number.
+    values = [1.8446744073709552e19, 2e19, 1e30, np.inf, -np.inf, np.nan, -9.3e18, -1e19,
+              9.3e18, 2.0**63, 1.2e19, 1.8446744073709550e19, -1.0, -0.5, 0.9, 1e10, -1e10]
+    for value in values:
+        with np.errstate(all="ignore"):
+            x = np.full(size, value, dtype=source)
+        x[::2] = 7.0
+        assert_like_numpy(lambda v: v.astype(np.uint64), x)

@@ -1210,3 +1210,17 @@ def test_round_of_bool_is_float16_and_scaling_refused_like_numpy():
         np.round(b, 1)
     with pytest.raises(TypeError):
         numfuse.jit(lambda b: np.round(b, 1))(b)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
+                                   np.uint32, np.uint64])
+@pytest.mark.parametrize("decimals", [-1, -2, -3, -20])
+def test_rounding_integers_to_tens_rounds_halves_to_even_like_numpy(dtype, decimals):
+    # numpy divides into float64, rounds half to even and casts back: -5 and 5 round to 0,
+    # -15 to -20, 25 to 20 (and out-of-range casts of wrapped uint64 warn as numpy's do).
+    values = np.array([-35, -5, 45, -15, 5, 25, 3, -7, 15, 95, -95, 127, -128])
+    with np.errstate(all="ignore"):
+        x = values.astype(dtype)
+    assert_like_numpy(lambda v: np.round(v, decimals), x)
+    assert_like_numpy(lambda v: v.round(decimals) * 2, x)
+    assert_like_numpy(lambda v: np.round(v, -3), np.array([2**62 + 12345, -2**63, 2**63 - 1]))

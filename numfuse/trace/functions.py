@@ -82,8 +82,12 @@ def round_(a: Any, decimals: int = 0, out: Any = None) -> Any:
     if node.dtype.kind in "iu":
         if decimals >= 0:
             return _copy(a)
-        scale = 10 ** (-decimals)
-        return apply_ufunc(np.multiply, (apply_ufunc(np.floor_divide, (a, scale), {}), scale), {})
+        # numpy divides into a float64 array, rounds half to even there, multiplies back
+        # and casts to the integer dtype (np.round(-5, -1) is 0, np.round(-15, -1) -20).
+        factor = np.float64(10.0 ** -decimals)
+        scaled = apply_ufunc(np.true_divide, (astype(a, np.float64), factor), {})
+        rounded = apply_ufunc(np.multiply, (apply_ufunc(np.rint, (scaled,), {}), factor), {})
+        return astype(rounded, node.dtype)
     if decimals == 0:
         return apply_ufunc(np.rint, (a,), {})
     factor = node.dtype.type(10.0 ** abs(decimals)) if node.dtype.kind == "f" else \
