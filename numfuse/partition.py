@@ -1164,7 +1164,9 @@ def _kept_out_of_preludes(region: Region, owner: dict[Node, Region], graph: Grap
             consumer = owner.get(user)
             if consumer is None:
                 return "a numpy call reads it"
-            if consumer is region or all(consumer.ones):
+            if consumer is region:
+                continue  # folded with it, into the same preludes
+            if all(consumer.ones):
                 return "a kernel without a loop reads it"
             if consumer.errstate != region.errstate:
                 return "a kernel under other floating-point error handling reads it"

@@ -102,6 +102,57 @@ def test_the_kernel_reads_each_input_once_and_explain_marks_the_backward_pass():
     assert forward and "# backward" not in forward[0]
 
 
+def _backward_loop_ops(compiled) -> list[str]:
+    """The ops of the backward pass's work per element of the first argument's loop
+    (broadcasts of 0-d values, ``where(True, v, x)``, left out: no work)."""
+    loop = compiled.graph.inputs[0].shape
+    return [node.op for node in compiled.graph.nodes
+            if node.backward and node.shape == loop and node.call is None
+            and node.op != "where"]
+
+
+def test_scalar_parameters_gradients_cost_a_multiplication_per_element():
+    """The gradients in scalars ``mu`` and ``sigma`` sum ``z`` and ``z * z - 1`` over
+    the loop that computes ``z``: the rules' divisions by ``sigma`` and scalings by
+    constants are applied to one 0-d factor before the loop, not to every element."""
+    x = RNG.standard_normal(1001)
+    compiled = numfuse.compile(numfuse.value_and_grad(normal_logpdf, argnums=(1, 2)),
+                               x, 0.3, 1.7)
+    assert len(compiled.kernels) == 1 and compiled.kernels[0].n_inputs == 3
+    ops = _backward_loop_ops(compiled)
+    assert "true_divide" not in ops and "negative" not in ops, ops
+    assert len(ops) <= 5, ops
+
+
+@pytest.mark.parametrize("shape", [(40, 1), (1, 30), (30,)])
+def test_parameters_broadcast_along_some_axes_sum_their_factors_once(shape):
+    """A parameter broadcast along some axes of a 2-d loop (leading ones dropped, inner
+    ones kept): its gradient sums the cotangent's core, its factors constant along the
+    summed axes applied outside the divisions; values as finite differences give."""
+    def loss(x, b, s):
+        return np.sum(((x - b) / s) ** 2 * 0.25 - np.log(s))
+
+    x = RNG.standard_normal((40, 30))
+    b = RNG.standard_normal(shape)
+    s = RNG.uniform(0.5, 2.0, shape)
+    compiled = numfuse.compile(numfuse.value_and_grad(loss, argnums=(1, 2)), x, b, s)
+    assert "true_divide" not in _backward_loop_ops(compiled)
+    assert_gradients(loss, (x, b, s), (1, 2))
+
+
+def test_factors_of_a_float32_sum_keep_its_dtype():
+    def loss(x, mu, sigma):
+        return np.sum(-0.5 * ((x - mu) / sigma) ** 2)
+
+    x = RNG.standard_normal(257).astype(np.float32)
+    mu, sigma = np.float32(0.2), np.float32(1.3)
+    _, (d_mu, d_sigma) = numfuse.value_and_grad(loss, argnums=(1, 2))(x, mu, sigma)
+    z = (x.astype(np.float64) - 0.2) / np.float64(np.float32(1.3))
+    assert np.asarray(d_mu).dtype == np.float32 and np.asarray(d_sigma).dtype == np.float32
+    np.testing.assert_allclose(d_mu, np.sum(z) / np.float32(1.3), rtol=1e-5)
+    np.testing.assert_allclose(d_sigma, np.sum(z * z) / np.float32(1.3), rtol=1e-5)
+
+
 # --------------------------------------------------------- against JAX, model functions
 
 

@@ -565,6 +565,22 @@ def test_scalar_work_feeding_kernels_runs_in_their_prelude():
     assert got[1] == -0.5 and type(got[1]) is float
 
 
+def test_scalar_work_reading_its_own_values_still_runs_in_the_prelude():
+    """A scalar value both read by the kernel and by more scalar work (``k`` and ``k *
+    k``) folds into the prelude with that work: one kernel, not a kernel of length-1
+    arrays before it."""
+    def f(x, s):
+        k = 1.0 / s
+        return x * k + x * (k * k)
+
+    x = np.linspace(0.0, 3.0, 37)
+    compiled = numfuse.compile(f, x, 1.5)
+    assert [kernel.layout for kernel in compiled.kernels] == ["(),(n)->(n)"]
+    assert len(compiled.kernels[0].region.prelude) == 2
+    check_plan(compiled.plan)
+    np.testing.assert_array_equal(compiled(x, 1.5), f(x, 1.5))
+
+
 # ------------------------------------------------------------- regions across loop shapes
 
 

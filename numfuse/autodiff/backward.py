@@ -26,8 +26,6 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from ..calls import is_elementwise_call
 from ..graph import (
     CONST,
@@ -41,7 +39,7 @@ from ..graph import (
 )
 from ..ops import OPS
 from ..trace import Tracer
-from . import rules
+from . import rules, sums
 from .values import (
     NotDifferentiableError,
     as_tracer,
@@ -200,14 +198,9 @@ class _Backward:
         extra = len(shape) - node.ndim
         inner = tuple(extra + axis for axis, size in enumerate(node.shape)
                       if size == 1 and shape[extra + axis] != 1)
-        if not inner:
-            summed = as_tracer(np.sum(value, axis=tuple(range(extra))))
-        else:
-            summed = as_tracer(np.sum(value, axis=tuple(range(extra)) + inner, keepdims=True))
-            if extra:
-                summed = as_tracer(summed[(0,) * extra])
-        assert same_size(summed.node.shape, node.shape), (summed.node, node)
-        return Cotangent(summed, node)
+        total = as_tracer(sums.summed(value, tuple(range(extra)) + inner, node.ndim))
+        assert same_size(total.node.shape, node.shape), (total.node, node)
+        return Cotangent(total, node)
 
 
 def operand(node: Node) -> Any:
