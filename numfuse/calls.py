@@ -140,6 +140,15 @@ class Written(_Wrapped):
         return result
 
 
+def _cast(value: Any, dtype: np.dtype) -> np.ndarray:
+    """``value`` as an array of ``dtype``, cast as numpy's ufunc casts it: a Python float
+    (weak) converts warning of overflow only, never of underflow."""
+    if type(value) in (float, complex):
+        with np.errstate(under="ignore"):
+            return np.asarray(value).astype(dtype, copy=False)
+    return np.asarray(value).astype(dtype, copy=False)
+
+
 class ElementwiseCall:
     """One elementwise operation that no kernel computes (float16 has no kernel type): the
     operands are cast to the loop dtypes numfuse resolved, as numpy's loop casts them, and
@@ -156,8 +165,7 @@ class ElementwiseCall:
         self.scalar = scalar
 
     def __call__(self, *values: Any) -> Any:
-        operands = [np.asarray(value).astype(dtype, copy=False)
-                    for value, dtype in zip(values, self.loop, strict=False)]
+        operands = [_cast(value, dtype) for value, dtype in zip(values, self.loop, strict=False)]
         if self.name == "astype":
             result = operands[0].astype(self.out, copy=True)
         else:

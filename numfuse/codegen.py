@@ -102,8 +102,22 @@ def constructor(dtype: np.dtype) -> str:
 
 
 def literal(value: object, dtype: np.dtype) -> str:
-    """Source text for a constant of ``dtype``, converted from ``value`` as numpy would."""
-    converted = np.asarray(value).astype(dtype)[()]
+    """Source text for a constant of ``dtype``, converted from ``value`` as numpy would.
+
+    A float that overflows in the conversion (a Python ``1e300`` with a
+    float32 array) is converted by the kernel, at each call, from a value LLVM cannot see
+    (so it cannot fold the conversion): numpy converts it at each call and raises the
+    floating-point flag each time."""
+    source = np.asarray(value)
+    with np.errstate(all="ignore"):
+        array = source.astype(dtype)
+    converted = array[()]
+    if source.dtype.kind in "fc" and dtype.kind in "fc" and _overflows(source, array):
+        if dtype.kind == "f":
+            return f"{constructor(dtype)}(hidden({_float_text(float(source))}))"
+        number = complex(source)
+        return (f"{constructor(dtype)}(complex(hidden({_float_text(number.real)}), "
+                f"hidden({_float_text(number.imag)})))")
     if dtype.kind == "b":
         return "True" if converted else "False"
     if dtype.kind in "iu":
@@ -113,6 +127,12 @@ def literal(value: object, dtype: np.dtype) -> str:
     number = complex(converted)  # type: ignore[arg-type]
     parts = f"{_float_text(number.real)}, {_float_text(number.imag)}"
     return f"{constructor(dtype)}(complex({parts}))"
+
+
+def _overflows(source: np.ndarray, converted: np.ndarray) -> bool:
+    """Whether converting the float or complex ``source`` made a finite part infinite."""
+    pairs = ((source.real, converted.real), (source.imag, converted.imag))
+    return any(bool(np.isfinite(before) and np.isinf(after)) for before, after in pairs)
 
 
 def _float_text(value: float) -> str:

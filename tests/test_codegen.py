@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 import pytest
-from conftest import assert_same
+from conftest import assert_like_numpy, assert_same
 
 import numfuse
 from numfuse.codegen import SAFE_FASTMATH, fastmath_flags
@@ -118,3 +118,16 @@ def test_a_mean_is_divided_by_the_row_count_as_numpy_divides_it():
     assert re.search(r"np\.float32\(\(np\.float64\(a\d+\) / np\.float64\(count\)\)\)",
                      source)
     assert "(count - np.int64(2) if count > np.int64(2) else np.int64(0))" in source
+
+
+@pytest.mark.parametrize("fn", [
+    lambda a: a * 1e300, lambda a: a + 1e300j, lambda a: np.maximum(a, -1e39),
+    lambda a: a < 1e39, lambda a: np.where(a > 0, a, 1e300), lambda a: a * 1e-50 + 1,
+], ids=["multiply", "complex", "maximum", "less", "where", "underflow"])
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64, np.float16])
+def test_a_python_float_beyond_the_loop_dtype_warns_at_every_call(fn, dtype):
+    # numpy converts a Python float to the array's dtype at each call, warning "overflow"
+    # (never "underflow") each time; the kernel converts it at run time, not at codegen.
+    jitted = numfuse.jit(fn)
+    for size in (1, 40, 40):
+        assert_like_numpy(fn, np.ones(size, dtype), jitted=jitted)
