@@ -1224,3 +1224,16 @@ def test_rounding_integers_to_tens_rounds_halves_to_even_like_numpy(dtype, decim
     assert_like_numpy(lambda v: np.round(v, decimals), x)
     assert_like_numpy(lambda v: v.round(decimals) * 2, x)
     assert_like_numpy(lambda v: np.round(v, -3), np.array([2**62 + 12345, -2**63, 2**63 - 1]))
+
+
+def _unique_meets_argument(x):
+    u = np.unique(x)
+    v = np.add(np.where(u > 0, x, 1), u)  # u's size must be 1 or x's last
+    return v[..., ::2]
+
+
+@pytest.mark.parametrize("values", [[[0.0, 0.0, 0.0]], [[0.0, 1.0, 2.0]], [[1.0, 2.0, 3.0]]])
+def test_an_argument_fixes_the_size_of_a_data_dependent_axis_it_broadcasts_with(values):
+    # The where's last axis has x's size whatever unique returns: probing the slice after
+    # it must not take it for a data-dependent axis and broadcast two guessed sizes.
+    assert_like_numpy(_unique_meets_argument, np.array(values))

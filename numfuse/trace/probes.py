@@ -186,7 +186,8 @@ def _run_on_data(call: NumpyCall, nodes: Sequence[Node]) -> list[Any]:
 
 def _moving_axes(node: Node) -> frozenset[int]:
     """The axes of ``node`` whose size depends on the values: those of a data-dependent
-    call (its ``moving`` param) and, through elementwise work, of its operands."""
+    call (its ``moving`` param) and, through elementwise work, of its operands -- unless
+    another operand's axis, not data-dependent and not of length 1, decides the size."""
     found: dict[Node, frozenset[int]] = {}
     stack = [node]
     while stack:
@@ -198,8 +199,16 @@ def _moving_axes(node: Node) -> frozenset[int]:
             continue
         stack.pop()
         if _acts_elementwise(item):
-            found[item] = frozenset(axis + item.ndim - source.ndim for source in item.inputs
-                                    for axis in found[source])
+            moving: set[int] = set()
+            fixed: set[int] = set()  # axes an operand of a size other than 1 decides
+            for source in item.inputs:
+                offset = item.ndim - source.ndim
+                for axis in range(source.ndim):
+                    if axis in found[source]:
+                        moving.add(axis + offset)
+                    elif source.shape[axis] != 1:
+                        fixed.add(axis + offset)
+            found[item] = frozenset(moving - fixed)
         else:
             found[item] = item.moving
     return found[node]
