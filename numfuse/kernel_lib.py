@@ -767,3 +767,4 @@ from . import vector_math as _vector_math  # noqa: E402
 
 globals().update({name: getattr(_vector_math, name) for name in _vector_math.HELPERS})
 HELPERS = HELPERS + _vector_math.HELPERS
+CONTRACTED = CONTRACTED | _vector_math.CONTRACTED

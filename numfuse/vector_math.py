@@ -1,4 +1,4 @@
-"""Vectorisable exponentials, logarithms and tanh for fused kernels.
+"""Vectorisable exponentials, logarithms, tanh, sin and cos for fused kernels.
 
 Compiled kernels call libm's scalar ``exp``/``log``/... once per element, and such a call
 keeps LLVM from vectorising the loop around it (numba's llvmlite has no vector math
@@ -20,12 +20,16 @@ branch (LLVM turns the ``if``s into selects):
   operation on the argument itself (``sqrt``, ``-1/|x|``), which raises numpy's "invalid"
   or "divide by zero" flag only in the lanes that deserve it.
 
-Accuracy: the float64 functions use range reduction by ln 2 with a two-part constant and
-Taylor polynomials long enough that truncation is far below an ulp; their results are
-within about 1-2 ulp of the exact value.  The float32 functions compute in float64 with
-shorter polynomials and round once, so they are within about 0.5 ulp.  Known difference
-from numpy: float32 results in the subnormal range may raise "underflow" where numpy's
-SIMD loop does not (or the reverse); underflow is ignored by default (``np.errstate``).
+Accuracy: the float64 functions use range reduction by ln 2 (by pi/2 for sin and cos)
+with constants split in parts and polynomials long enough that truncation is far below an
+ulp.  The float32 exp, expm1, log, log1p and tanh compute in float32 (see their section);
+float32 sin and cos compute in float64 and round once.  Largest errors measured over wide
+random ranges, in ulp against the exact value (float32 / float64): exp 0.94 / 1, expm1
+1.31 / 2, log 0.77 / 1, log1p 1.39 / 1, tanh 1.47 / 2, sin 0.5 / 1, cos 0.5 / 1 (numpy's
+own float32 exp and log are up to 2.1 and 2.2 ulp off).  Known difference from numpy:
+float32 results in the subnormal range may raise "underflow" where numpy's SIMD loop does
+not (or the reverse), and numpy's float32 sin and cos of tiny arguments raise it where
+these do not; underflow is ignored by default (``np.errstate``).
 
 Like ``kernel_lib``, these are plain Python (they run unchanged on numpy scalars) and the
 backend compiles them with numba.  They refer only to ``np``, ``math`` and each other
@@ -53,7 +57,7 @@ ENABLED = enabled_from_environment()
 
 # The operations that have a vectorisable implementation here, by numpy ufunc name; the op
 # table's float template for each is ``<name>_f{bits}({0})``.
-FUNCTIONS = ("exp", "log", "expm1", "log1p", "tanh")
+FUNCTIONS = ("exp", "log", "expm1", "log1p", "tanh", "sin", "cos")
 
 
 # ------------------------------------------------------------------ building blocks
@@ -249,22 +253,100 @@ def tanh_f64(x):  # type: ignore[no-untyped-def]
 
 
 # ------------------------------------------------------------------ float32
-# Computed in float64 and rounded once: the conversion back raises overflow/underflow.
+# In float32 throughout (eight lanes of a 256-bit vector, not four): the same reductions
+# with float32 constants and int32 bit tricks, and polynomials fitted to float32 accuracy
+# (near-minimax on the reduced interval, coefficients rounded to float32).  Every float
+# constant is written ``np.float32(...)``: a bare literal is a float64 and would widen
+# the arithmetic.  The ``F32`` helpers are compiled with contraction (``CONTRACTED``):
+# LLVM fuses ``a * b + c`` into one fused multiply-add where the machine has it, which
+# only makes each step more accurate.
+
+
+def _pow2_f32(k):  # type: ignore[no-untyped-def]
+    """``2.0 ** k`` as a float32 for an integer ``-126 <= k <= 127``, built from its bits."""
+    return np.int32((k + 127) << 23).view(np.float32)
+
+
+def _round_to_int_f32(y):  # type: ignore[no-untyped-def]
+    """The float32 ``y`` (|y| < 2**22) rounded to the nearest integer, ties to even: as a
+    float32 and as an int32 (the last bits of 1.5 * 2**23 after an addition)."""
+    shifted = np.float32(y + np.float32(12582912.0))
+    return shifted - np.float32(12582912.0), np.int32(shifted.view(np.int32) - 1262485504)
+
+
+def _expm1_f32_kernel(r):  # type: ignore[no-untyped-def]
+    """``exp(r) - 1`` for ``|r| <= ln(2) / 2`` as ``r + r*r * Q(r)``, Q fitted to within
+    4e-9 (a few hundredths of an ulp of the result)."""
+    q = np.float32(0.0013933622976765037) + r * np.float32(0.00019907552632503211)
+    q = np.float32(0.04166646674275398) + r * (np.float32(0.00833328627049923) + r * q)
+    q = np.float32(0.5) + r * (np.float32(0.1666666716337204) + r * q)
+    return r + (r * r) * q
+
+
+def _reduce_ln2_f32(x):  # type: ignore[no-untyped-def]
+    """``x = k ln 2 + r`` for a finite ``|x| <= 150``: (r, k as float32, k as int32).
+    ln 2 in two parts; the high one has 9 significant bits, so ``k * high`` and the
+    subtraction are exact."""
+    k, scale = _round_to_int_f32(x * np.float32(1.4426950408889634))
+    r = (x - k * np.float32(0.693359375)) - k * np.float32(-2.1219444005469057e-04)
+    return r, scale
+
+
+def _exp_f32_reduced(x):  # type: ignore[no-untyped-def]
+    """``exp(x)`` for a float32 ``|x| <= 104``; the last multiplication overflows or
+    underflows (raising the flag) exactly when the result does."""
+    r, scale = _reduce_ln2_f32(x)
+    p = np.float32(1.0) + _expm1_f32_kernel(r)
+    half = scale >> 1  # two factors keep each power of two a normal number
+    return (p * _pow2_f32(half)) * _pow2_f32(scale - half)
+
+
+def _expm1_f32_moderate(x):  # type: ignore[no-untyped-def]
+    """``exp(x) - 1`` for a float32 ``-17.5 <= x <= 18.5`` (``|k| <= 27``), as
+    ``(p + (1 - 2**-k)) * 2**k``: ``1 - 2**-k`` is exact for ``|k| <= 24`` (past it, its
+    rounding is far below an ulp of the result) and the scaling is exact, so the one
+    rounding that matters is the addition's."""
+    r, scale = _reduce_ln2_f32(x)
+    p = _expm1_f32_kernel(r)
+    return (p + (np.float32(1.0) - _pow2_f32(-scale))) * _pow2_f32(scale)
+
+
+def _log_f32_reduced(x):  # type: ignore[no-untyped-def]
+    """``log(x)`` for a positive finite (possibly subnormal) float32 ``x``."""
+    tiny = x < np.float32(1.1754943508222875e-38)
+    # 2**23 makes a subnormal normal; every lane multiplies, by 1 unless tiny.
+    normal = x * (np.float32(8388608.0) if tiny else np.float32(1.0))
+    # Bits relative to those of sqrt(1/2): the exponent of x's mantissa in
+    # [sqrt(1/2), sqrt(2)) is their arithmetic shift, the mantissa their low bits.
+    bits = np.int32(normal.view(np.int32) - 1060439283)
+    exponent = np.int32(bits >> 23) - (np.int32(23) if tiny else np.int32(0))
+    mantissa = np.int32((bits & 8388607) + 1060439283).view(np.float32)
+    e = np.float32(exponent)
+    f = mantissa - np.float32(1.0)  # exact
+    # log(1 + f) = 2 atanh(s) = 2s + s R(s*s) with s = f / (2 + f), and 2s = f - s f.
+    s = f / (np.float32(2.0) + f)
+    z = s * s  # <= 0.0295: the series' next term is below 3e-9 of the result
+    R = z * (np.float32(0.6666666666666666) + z * (np.float32(0.4) + z * (
+        np.float32(0.2857142857142857) + z * np.float32(0.2222222222222222))))
+    return e * np.float32(0.693359375) + (
+        f - (s * (f - R) - e * np.float32(-2.1219444005469057e-04)))
+
+
+def _log_of_nonpositive_f32(x):  # type: ignore[no-untyped-def]
+    """``_log_of_nonpositive`` in float32."""
+    if x == 0:
+        return np.float32(-1.0) / abs(x)
+    return np.sqrt(x)
 
 
 def exp_f32(x):  # type: ignore[no-untyped-def]
-    wide = np.float64(x)
-    clean = wide if wide == wide else 0.0
+    clean = x if x == x else np.float32(0.0)
     infinite = abs(clean) == math.inf
-    argument = 0.0 if infinite else min(max(clean, -200.0), 200.0)
-    k, scale = _round_to_int(argument * 1.4426950408889634)
-    r = (argument - k * 0.6931471803691238) - k * 1.9082149292705877e-10
-    p = 1.0 + r * (1.0 + r * (0.5 + r * (0.16666666666666666 + r * (
-        0.041666666666666664 + r * (0.008333333333333333 + r * (
-            0.001388888888888889 + r * (0.0001984126984126984 + r * (
-                2.48015873015873e-05 + r * 2.7557319223985893e-06))))))))
-    result = np.float32(p * _pow2_f64(scale))
-    if wide != wide:
+    negligible = abs(clean) < np.float32(1e-8)  # exp rounds to 1; keeps r * r normal
+    argument = np.float32(0.0) if (infinite or negligible) else \
+        min(max(clean, np.float32(-104.0)), np.float32(104.0))
+    result = _exp_f32_reduced(argument)
+    if x != x:
         return x
     if infinite:
         return np.float32(math.inf) if clean > 0 else np.float32(0.0)
@@ -272,56 +354,182 @@ def exp_f32(x):  # type: ignore[no-untyped-def]
 
 
 def expm1_f32(x):  # type: ignore[no-untyped-def]
-    wide = np.float64(x)
-    clean = wide if wide == wide else 0.0
+    clean = x if x == x else np.float32(0.0)
     infinite = abs(clean) == math.inf
-    negligible = abs(clean) < 1e-30
-    argument = 0.0 if (infinite or negligible) else min(max(clean, -50.0), 200.0)
-    result = np.float32(_expm1_f64_reduced(argument, True))
-    if wide != wide or negligible:
+    # expm1(x) rounds to x below 2**-25 (and r * r would underflow far below it)
+    negligible = abs(clean) < np.float32(2.9802322387695312e-08)
+    argument = np.float32(0.0) if (infinite or negligible) else \
+        min(max(clean, np.float32(-17.5)), np.float32(104.0))
+    moderate = _expm1_f32_moderate(min(argument, np.float32(18.0)))
+    # past 2**24 the -1 is below half an ulp; the scaling overflows like exp's
+    large = _exp_f32_reduced(argument) - np.float32(1.0)
+    if x != x or negligible:
         return x
     if infinite:
         return np.float32(math.inf) if clean > 0 else np.float32(-1.0)
-    return result
+    if argument > np.float32(18.0):
+        return large
+    return moderate
 
 
 def log_f32(x):  # type: ignore[no-untyped-def]
-    wide = np.float64(x)
-    clean = wide if wide == wide else 1.0
-    result = np.float32(_log_f64_reduced(min(max(clean, 1e-300), 1e300), True))
-    if wide != wide or clean == math.inf:
+    clean = x if x == x else np.float32(1.0)
+    # Clamped into the positive finite numbers; lanes clamped here are answered below.
+    result = _log_f32_reduced(min(max(clean, np.float32(1e-45)),
+                                  np.float32(3.4028234663852886e38)))
+    if x != x or clean == math.inf:
         return x
     if clean <= 0:
-        return np.float32(_log_of_nonpositive(clean))
+        return _log_of_nonpositive_f32(clean)
     return result
 
 
 def log1p_f32(x):  # type: ignore[no-untyped-def]
-    wide = np.float64(x)
-    clean = wide if wide == wide else 0.0
-    u = 1.0 + clean
-    argument = min(max(u, 1e-20), 1e300)
-    shifted = clean if u > 0.0 else 0.0
-    result = np.float32(_log_f64_reduced(argument, True)
-                        + (shifted - (argument - 1.0)) / argument)
-    if wide != wide or u == 1.0 or u == math.inf:
-        return x
-    if u <= 0:
-        return np.float32(_log_of_nonpositive(u))
+    clean = x if x == x else np.float32(0.0)
+    u = np.float32(1.0) + clean
+    # A valid u is at least 2**-24; lanes with u <= 0 (answered below) get harmless values.
+    argument = min(max(u, np.float32(1e-30)), np.float32(3.4028234663852886e38))
+    shifted = clean if u > 0 else np.float32(0.0)
+    # log(u) plus the first-order correction for the rounding of 1 + x.
+    result = _log_f32_reduced(argument) + (shifted - (argument - np.float32(1.0))) / argument
+    if x != x or u == np.float32(1.0) or u == math.inf:
+        return x  # NaN, +inf, and |x| so small that log1p(x) rounds to x (keeps -0.0)
+    if u <= np.float32(0.0):
+        return _log_of_nonpositive_f32(u)
     return result
+
+
+def _tanh_f32_small(x):  # type: ignore[no-untyped-def]
+    """``tanh(x)`` for ``|x| <= 0.625`` as ``x + x**3 P(x**2)``, P fitted to within 5e-8
+    (about 0.2 ulp of the result)."""
+    z = x * x
+    p = np.float32(0.02100999280810356) + z * np.float32(-0.006113170180469751)
+    p = np.float32(-0.333333283662796) + z * (np.float32(0.1333279311656952) + z * (
+        np.float32(-0.053854022175073624) + z * p))
+    return x + x * (z * p)
 
 
 def tanh_f32(x):  # type: ignore[no-untyped-def]
-    wide = np.float64(x)
-    clean = wide if wide == wide else 0.0
+    clean = x if x == x else np.float32(0.0)
     magnitude = abs(clean)
-    negligible = magnitude < 1e-30
-    argument = 0.0 if negligible else min(magnitude, 22.0)
-    t = _expm1_f64_reduced(argument + argument, True)
-    result = np.float32(math.copysign(t / (t + 2.0), clean))
-    if wide != wide or negligible:
+    # tanh(x) rounds to x below 1e-4 (x**3 / 3 is under half an ulp) and to 1 past 9.1
+    negligible = magnitude < np.float32(1e-4)
+    small = magnitude < np.float32(0.625)
+    # expm1(2|x|) = t, tanh |x| = t / (t + 2): accurate once t is not small
+    argument = np.float32(0.625) if small else min(magnitude, np.float32(9.1))
+    t = _expm1_f32_moderate(argument + argument)
+    large = np.copysign(t / (t + np.float32(2.0)), clean)
+    # of |x| (clamped), the sign copied last, like the other path's
+    result = np.copysign(_tanh_f32_small(
+        np.float32(0.0) if negligible else min(magnitude, np.float32(0.625))), clean)
+    if x != x or negligible:
         return x
+    if small:
+        return result
+    return large
+
+
+# ------------------------------------------------------------------ sin and cos
+# x = n pi/2 + r with |r| <= pi/4, then sin or cos of r by the quadrant n mod 4.  pi/2 is
+# split in four: the first three parts have 33 significant bits, so n * part is exact for
+# |n| <= 2**20, and the subtractions lose nothing that the next part does not restore
+# (152 bits of pi/2 cover the closest approach of a double below 2**20 pi/2 to a multiple
+# of pi/2).  Larger arguments need hundreds of bits of 2/pi: lanes beyond
+# ``TRIG_REDUCTION_LIMIT`` are computed by the C library instead (a scalar call taken only
+# by such lanes, so loops over ordinary arguments stay vectorised).
+
+
+def rare_sin(x):  # type: ignore[no-untyped-def]
+    """The C library's ``sin``, called by kernels only for the lanes that need it (the
+    backend compiles a call of it that keeps the loop vectorised)."""
+    return np.sin(x)
+
+
+def rare_cos(x):  # type: ignore[no-untyped-def]
+    return np.cos(x)
+
+
+def _reduce_pio2(x):  # type: ignore[no-untyped-def]
+    """``x = n pi/2 + r`` for a finite ``|x| <= 1.6e6``: (r, n as int64)."""
+    n, quadrant = _round_to_int(x * 0.6366197723675814)
+    r = x - n * 1.5707963267341256
+    r = r - n * 6.077100506303966e-11
+    r = r - n * 2.0222662487111665e-21
+    return r - n * 8.4784276603689e-32, quadrant
+
+
+def _sin_kernel(r):  # type: ignore[no-untyped-def]
+    """``sin(r)`` for ``|r| <= pi/4``: ``r + r**3 S(r**2)``, S within 2e-17."""
+    z = r * r
+    q = -2.5051131845003624e-08 + z * 1.5918129294866608e-10
+    q = -0.16666666666666666 + z * (0.008333333333330948 + z * (
+        -0.00019841269836758574 + z * (2.755731610255244e-06 + z * q)))
+    return r + r * (z * q)
+
+
+def _cos_kernel(r):  # type: ignore[no-untyped-def]
+    """``cos(r)`` for ``|r| <= pi/4``: ``1 - r**2/2 + r**4 C(r**2)``, C within 2e-18; the
+    rounding of ``1 - r**2/2`` is recovered exactly and added back."""
+    z = r * r
+    q = 2.08761462684032e-09 + z * -1.1382632425521717e-11
+    q = 0.041666666666666664 + z * (-0.0013888888888887398 + z * (
+        2.480158729876569e-05 + z * (-2.7557317271729793e-07 + z * q)))
+    half = 0.5 * z
+    w = 1.0 - half
+    return w + (((1.0 - w) - half) + (z * z) * q)
+
+
+def _sin_or_cos(x, offset):  # type: ignore[no-untyped-def]
+    """``sin(x)`` (``offset`` 0) or ``cos(x)`` (``offset`` 1, a quarter turn on) for a
+    finite ``|x| <= 1.6e6``."""
+    r, n = _reduce_pio2(x)
+    quadrant = n + offset
+    sine = _sin_kernel(r)
+    cosine = _cos_kernel(r)
+    value = cosine if (quadrant & 1) == 1 else sine
+    return -value if (quadrant & 2) == 2 else value
+
+
+def sin_f64(x):  # type: ignore[no-untyped-def]
+    clean = x if x == x else 0.0
+    magnitude = abs(clean)
+    negligible = magnitude < 1e-9  # sin(x) rounds to x; keeps r * r from underflowing
+    huge = magnitude > 1.6e6
+    result = _sin_or_cos(0.0 if (negligible or huge) else clean, 0)
+    if x != x or negligible:
+        return x
+    if magnitude == math.inf:
+        return clean - clean  # NaN, with numpy's "invalid"
+    if huge:
+        return rare_sin(clean)
     return result
+
+
+def cos_f64(x):  # type: ignore[no-untyped-def]
+    clean = x if x == x else 0.0
+    magnitude = abs(clean)
+    negligible = magnitude < 1e-9  # cos(x) rounds to 1
+    huge = magnitude > 1.6e6
+    result = _sin_or_cos(0.0 if (negligible or huge) else clean, 1)
+    if x != x:
+        return x
+    if magnitude == math.inf:
+        return clean - clean
+    if huge:
+        return rare_cos(clean)
+    return result
+
+
+# float32: the float64 functions' values rounded once (four lanes, not eight; within half
+# an ulp and a rounding of the exact value).
+
+
+def sin_f32(x):  # type: ignore[no-untyped-def]
+    return np.float32(sin_f64(np.float64(x)))
+
+
+def cos_f32(x):  # type: ignore[no-untyped-def]
+    return np.float32(cos_f64(np.float64(x)))
 
 
 # ------------------------------------------------------------------ logaddexp
@@ -366,3 +574,6 @@ HELPERS = tuple(
     if callable(value) and not name.startswith("__") and value.__module__ == __name__
     and name != "enabled_from_environment"
 )
+
+# Helpers compiled with floating-point contraction (see the float32 section).
+CONTRACTED = frozenset(name for name in HELPERS if name.endswith("_f32"))

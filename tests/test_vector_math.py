@@ -1,4 +1,5 @@
-"""The vectorisable exp/log/expm1/log1p/tanh of numfuse.vector_math, compiled into kernels.
+"""The vectorisable functions of numfuse.vector_math (exp, log, expm1, log1p, tanh, sin,
+cos), compiled into kernels.
 
 Each function is compared with numpy over wide ranges (both signs, subnormals, values past
 the overflow and underflow thresholds) and on the special values, where the result must be
@@ -23,10 +24,11 @@ from numfuse.backend import store
 
 FUNCTIONS = vector_math.FUNCTIONS
 DTYPES = (np.float32, np.float64)
-# Largest error allowed against numpy (whose own loops are within about 1 ulp) and against
-# the precise reference.
-ULP_VS_NUMPY = {np.float32: 2.0, np.float64: 4.0}
-ULP_VS_EXACT = {np.float32: 1.0, np.float64: 3.0}
+# Largest error allowed against numpy and against the precise reference.  numpy's own
+# float32 loops are up to 2.2 ulp from the exact value (exp, log: SIMD polynomials), its
+# float64 ones within about 1 ulp.
+ULP_VS_NUMPY = {np.float32: 3.0, np.float64: 4.0}
+ULP_VS_EXACT = {np.float32: 1.5, np.float64: 3.0}
 PRECISE_LONG_DOUBLE = np.finfo(np.longdouble).nmant > np.finfo(np.float64).nmant
 
 pytestmark = pytest.mark.skipif(not vector_math.ENABLED,
@@ -147,6 +149,13 @@ FLAG_CASES = [
     ("log1p", [-1.0], "divide by zero"),
     ("log1p", [np.nan, np.inf, -0.0, 1e-30, 1e30, -0.5], None),
     ("tanh", [np.nan, np.inf, -np.inf, -0.0, 1e-30, 30.0, -30.0], None),
+    ("sin", [np.inf], "invalid"),
+    ("sin", [-np.inf], "invalid"),
+    # (numpy's float32 sin and cos of tiny arguments raise "underflow", numfuse's do not)
+    ("sin", [np.nan, -0.0, 1e-3, 1e30, -1e30, 1e6, 3.0], None),
+    ("cos", [np.inf], "invalid"),
+    ("cos", [-np.inf], "invalid"),
+    ("cos", [np.nan, -0.0, 1e-3, 1e30, -1e30, 1e6, 3.0], None),
 ]
 
 
@@ -241,3 +250,48 @@ def test_switch_values(monkeypatch, value: str) -> None:
     assert not vector_math.enabled_from_environment()
     monkeypatch.setenv("NUMFUSE_VECTOR_MATH", "1")
     assert vector_math.enabled_from_environment()
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda dtype: np.dtype(dtype).name)
+@pytest.mark.parametrize("function", ["sin", "cos"])
+def test_trigonometric_functions_of_huge_arguments_are_numpys(kernels, function: str,
+                                                              dtype: type) -> None:
+    # Beyond the vectorised reduction (|x| > 1.6e6) lanes call the C library, mixed with
+    # ordinary lanes in one vector: every value stays within an ulp of numpy's.
+    rng = np.random.default_rng(11)
+    high = float(np.finfo(dtype).max)
+    huge = 10.0 ** rng.uniform(6.0, np.log10(high), 500)
+    ordinary = rng.uniform(-10.0, 10.0, 500)
+    x = np.stack([huge * rng.choice([-1.0, 1.0], 500), ordinary], axis=1).ravel().astype(dtype)
+    x[::7] = np.array([1.6e6, np.nextafter(1.6e6, 2e6), 2.0**20 * np.pi / 2], dtype)[
+        np.arange(x[::7].size) % 3]
+    expected = getattr(np, function)(x)
+    result = kernels[function](x)
+    assert ulps(result, expected, dtype).max() <= 1.0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("function", ["sin", "cos"])
+def test_trigonometric_functions_near_multiples_of_pi_over_2(kernels, function: str) -> None:
+    # The arguments closest to multiples of pi/2, where the reduction cancels most.
+    n = np.arange(1, 2**20, 3, dtype=np.float64)
+    x = np.concatenate([n * (np.pi / 2), np.nextafter(n * (np.pi / 2), 0),
+                        np.nextafter(n * (np.pi / 2), np.inf)])
+    exact = getattr(np, function)(x.astype(np.longdouble))
+    result = kernels[function](x)
+    if PRECISE_LONG_DOUBLE:
+        assert ulps(result, exact, np.float64).max() <= 1.5
+    assert ulps(result, getattr(np, function)(x), np.float64).max() <= 2.0
+
+
+def test_fused_float32_gelu_matches_numpy() -> None:
+    # tanh inlined among other float32 work: LLVM once folded its selects here and kept
+    # only the small-argument polynomial for every lane.
+    half, one = np.float32(0.5), np.float32(1.0)
+    c0, c1 = np.float32(0.7978845608028654), np.float32(0.044715)
+
+    def gelu(x):  # type: ignore[no-untyped-def]
+        return half * x * (one + np.tanh(c0 * (x + c1 * (x * x * x))))
+
+    x = np.random.default_rng(3).standard_normal(10_000, dtype=np.float32) * np.float32(3)
+    np.testing.assert_allclose(numfuse.jit(gelu)(x), gelu(x), rtol=1e-6, atol=1e-6)

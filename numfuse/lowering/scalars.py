@@ -576,6 +576,26 @@ class Emitter:
         """``kernel_lib.hidden``: ``value`` through a zero LLVM cannot see."""
         return self.opaque(value)
 
+    def _builtin_rare_sin(self, value: Value) -> Value:
+        """``vector_math.rare_sin``: the C library's ``sin``, for the few lanes a
+        vectorised function cannot reduce (see ``rare_libm``)."""
+        return self.rare_libm("sin", value)
+
+    def _builtin_rare_cos(self, value: Value) -> Value:
+        return self.rare_libm("cos", value)
+
+    def rare_libm(self, name: str, value: Value) -> Value:
+        """A C library function called only where the program takes the branch to it,
+        through a wrapper the loop vectoriser may call lane by lane: the call names
+        masked vector versions of the wrapper (``_rare_variants``), which call the
+        function for the lanes of their mask only, so the loop around it still
+        vectorises and ordinary lanes never pay for the call."""
+        (value,) = self.floats([value])
+        wrapper = _rare_wrapper(self.module, name, value.dtype)
+        call = self.builder.call(wrapper, [value.ir])
+        call.attributes = _VariantAttribute(_rare_variants(self.module, wrapper))
+        return Value(value.dtype, call)
+
     def _builtin_bool(self, value: Value) -> Value:
         return self.truth(value)
 
@@ -993,6 +1013,94 @@ def _numpy_adapter(module: ir.Module, found: numpy_loops.NumpyFunction) -> ir.Fu
     builder.call(external, slots)
     builder.ret(builder.load(slots[-1]))
     return adapter
+
+
+_RARE_WIDTHS = (2, 4, 8, 16)
+
+
+class _VariantAttribute:
+    """The call-site attribute naming a call's vector versions (LLVM's vector function
+    ABI), which llvmlite's attribute sets do not know."""
+
+    def __init__(self, variants: str) -> None:
+        self.variants = variants
+
+    def __bool__(self) -> bool:
+        return True
+
+    def _to_list(self, return_type: ir.Type) -> list[str]:
+        return [f'"vector-function-abi-variant"="{self.variants}"']
+
+
+def _rare_wrapper(module: ir.Module, name: str, dtype: np.dtype) -> ir.Function:
+    """``numfuse_rare_<C name>``: calls the C library function (never inlined, so the
+    vectoriser sees one call it has vector versions of)."""
+    symbol = f"{name}f" if dtype == FLOAT32 else name
+    wrapper_name = f"numfuse_rare_{symbol}"
+    with contextlib.suppress(KeyError):
+        existing: ir.Function = module.get_global(wrapper_name)
+        return existing
+    kind = T.value_type(dtype)
+    try:
+        libm = module.get_global(symbol)
+    except KeyError:
+        libm = ir.Function(module, ir.FunctionType(kind, [kind]), name=symbol)
+    wrapper = ir.Function(module, ir.FunctionType(kind, [kind]), name=wrapper_name)
+    wrapper.linkage = "linkonce_odr"
+    for attribute in ("noinline", "readnone", "nounwind"):
+        wrapper.attributes.add(attribute)
+    builder = ir.IRBuilder(wrapper.append_basic_block("entry"))
+    builder.ret(builder.call(libm, [wrapper.args[0]]))
+    return wrapper
+
+
+def _rare_variants(module: ir.Module, wrapper: ir.Function) -> str:
+    """Masked vector versions of ``wrapper`` for each width in ``_RARE_WIDTHS`` (each
+    calls it lane by lane where its mask is set), as the attribute value naming them."""
+    kind = wrapper.function_type.return_type
+    names = []
+    for width in _RARE_WIDTHS:
+        # named by its own mangled name, as vector math libraries name theirs
+        variant_name = f"_ZGV_LLVM_M{width}v_{wrapper.name}"
+        names.append(f"{variant_name}({variant_name})")
+        with contextlib.suppress(KeyError):
+            module.get_global(variant_name)
+            continue
+        vector = ir.VectorType(kind, width)
+        variant = ir.Function(module, ir.FunctionType(
+            vector, [vector, ir.VectorType(T.I1, width)]), name=variant_name)
+        # weak, not linkonce: only an attribute names it, and LLVM would drop an unused
+        # linkonce function before the vectoriser looks for it
+        variant.linkage = "weak_odr"
+        variant.attributes.add("nounwind")
+        builder = ir.IRBuilder(variant.append_basic_block("entry"))
+        values, mask = variant.args
+        result: ir.Value = ir.Constant(vector, ir.Undefined)
+        lanes = builder.append_basic_block("lanes")
+        nothing = builder.append_basic_block("nothing")
+        bits = builder.bitcast(mask, ir.IntType(width))
+        builder.cbranch(builder.icmp_unsigned("!=", bits, ir.Constant(ir.IntType(width), 0)),
+                        lanes, nothing)
+        builder.position_at_end(nothing)
+        builder.ret(result)
+        builder.position_at_end(lanes)
+        for lane in range(width):
+            index = ir.Constant(T.I32, lane)
+            start = builder.block
+            call_block = builder.append_basic_block(f"lane{lane}")
+            done = builder.append_basic_block(f"done{lane}")
+            builder.cbranch(builder.extract_element(mask, index), call_block, done)
+            builder.position_at_end(call_block)
+            computed = builder.insert_element(result, builder.call(
+                wrapper, [builder.extract_element(values, index)]), index)
+            builder.branch(done)
+            builder.position_at_end(done)
+            phi = builder.phi(vector)
+            phi.add_incoming(result, start)
+            phi.add_incoming(computed, call_block)
+            result = phi
+        builder.ret(result)
+    return ",".join(names)
 
 
 # numpy functions of complex numbers that numfuse's helpers compute where numpy's own are
