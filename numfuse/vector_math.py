@@ -333,9 +333,10 @@ def _log_f32_reduced(x):  # type: ignore[no-untyped-def]
 
 
 def _log_of_nonpositive_f32(x):  # type: ignore[no-untyped-def]
-    """``_log_of_nonpositive`` in float32."""
-    if x == 0:
-        return np.float32(-1.0) / abs(x)
+    """``_log_of_nonpositive`` in float32 (its divisor hidden the same way)."""
+    quotient = np.float32(-1.0) / hidden(np.float32(0.0) if x == 0 else np.float32(1.0))
+    if hidden(x) == 0:
+        return quotient
     return np.sqrt(x)
 
 
