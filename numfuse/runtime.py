@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -837,6 +838,13 @@ class Program:
         }
         self.fast = _fast_path(self, len(graph.inputs))
 
+    def shaped(self, args: Sequence[Any]) -> Callable[[Sequence[Any]], Any]:
+        """How to run this program on arguments of exactly the types, dtypes, shapes and
+        strides of ``args``: ``run(args) -> results`` with what can be decided for them
+        decided now (``_shaped_path``), else the program's own ``fast`` path or
+        ``interpret``."""
+        return _shaped_path(self, args) or self.fast or self.interpret
+
     def interpret(self, args: Sequence[Any], out: Any = None,
                   runners: Sequence[Runner] | None = None,
                   writes: Mapping[int, Sequence[Any]] | None = None) -> Any:
@@ -917,20 +925,18 @@ def _out_targets(out: Any, single: bool, flat_tuple: bool, count: int) -> list[A
     return list(targets)
 
 
-def _fast_path(program: Program, arity: int) -> Callable[..., Any] | None:
-    """``program`` as one closure when it is a single kernel step whose gufunc outputs are
-    the results as they come, fused reductions completed (the common case): the
-    interpreter, the step's runner and its thread policy with nothing left to decide, so
-    the call costs little more than the gufunc's own.  A call the policy would treat as
-    large (it may split it over threads) and ``out=`` go through the program itself."""
+def _single_kernel(program: Program, arity: int) -> tuple[KernelStep, threads.ThreadPolicy] | None:
+    """The kernel step and its thread policy when ``program`` is that one step alone, run
+    on the arguments (no constants) through a ``threads.ThreadPolicy``, its gufunc's
+    outputs the results as they come (but for fused reductions to complete) and the
+    results a single array or a flat tuple of them; None otherwise."""
     if len(program.steps) != 1 or program.int_guards or program.aliases or program.repeated:
         return None
     runner = program.runners[0]
     if not isinstance(runner, LocalRunner) or not isinstance(runner.calls, threads.ThreadPolicy):
         return None
-    step, policy = runner.step, runner.calls
-    layout = step.operands
-    if layout.flatten or layout.restore is not None or layout.passes is not None:
+    step = runner.step
+    if step.operands.passes is not None:
         return None
     if [slot for slot, _convert in program.returns] != list(step.out_slots) or any(
             convert is not None for _slot, convert in program.returns):
@@ -941,6 +947,22 @@ def _fast_path(program: Program, arity: int) -> Callable[..., Any] | None:
         return None
     if not program.single and len(step.out_slots) == 1:
         return None  # a 1-tuple of results: the gufunc returns a bare array
+    return step, runner.calls
+
+
+def _fast_path(program: Program, arity: int) -> Callable[..., Any] | None:
+    """``program`` as one closure when it is a single kernel step whose gufunc outputs are
+    the results as they come, fused reductions completed (the common case): the
+    interpreter, the step's runner and its thread policy with nothing left to decide, so
+    the call costs little more than the gufunc's own.  A call the policy would treat as
+    large (it may split it over threads) and ``out=`` go through the program itself."""
+    found = _single_kernel(program, arity)
+    if found is None:
+        return None
+    step, policy = found
+    layout = step.operands
+    if layout.flatten or layout.restore is not None:
+        return None
     ufunc, core, completions, general = step.ufunc, layout.core, step.completions, program.interpret
     # A single result that is a completed reduction (the gufunc returns its partials).
     whole = completions[0] if program.single and completions else None
@@ -969,6 +991,96 @@ def _fast_path(program: Program, arity: int) -> Callable[..., Any] | None:
                      for result, completion in zip(results, completions, strict=True))
 
     return fast
+
+
+def _presented_shapes(layout: KernelOperands, args: Sequence[Any]
+                      ) -> list[tuple[int, ...] | None] | None:
+    """For each operand of a kernel, the shape it is presented in when it is a view of
+    its argument with length-1 axes dropped (None: the argument itself), for these
+    arguments; None when presenting one copies it (a strided core axis)."""
+    shapes: list[tuple[int, ...] | None] = []
+    for slot, prepare, _core in layout.operands:
+        value = args[slot]
+        presented = value if prepare is None else prepare(value)
+        if presented is value:
+            shapes.append(None)
+        elif isinstance(presented, np.ndarray) and isinstance(value, np.ndarray) and \
+                presented.size == value.size and np.may_share_memory(presented, value):
+            shapes.append(presented.shape)  # only length-1 axes dropped: a reshape
+        else:
+            return None
+    return shapes
+
+
+def _shaped_path(program: Program, args: Sequence[Any]) -> Callable[[Sequence[Any]], Any] | None:
+    """``program`` as one closure for arguments of exactly the types, dtypes, shapes and
+    strides of ``args`` (the ``Jitted`` call cache's key), or None when it is not a single
+    kernel (see ``_fast_path``) or presenting these arguments copies one.
+
+    What ``_fast_path`` decides per call is decided here once: which operands are views
+    of the arguments (reshaped in a known shape, never copied), the loop's size, a fused
+    reduction's row length.  Left per call: whether the loop is large for the thread
+    policy (its threshold moves as the kernel's cost is measured)."""
+    found = _single_kernel(program, len(args))
+    if found is None:
+        return None
+    step, policy = found
+    layout = step.operands
+    if layout.flatten or layout.restore is not None or not layout.operands:
+        return None
+    shapes = _presented_shapes(layout, args)
+    if shapes is None:
+        return None
+    presented = [args[slot] if shape is None else np.reshape(args[slot], shape)
+                 for (slot, _prepare, _core), shape in zip(layout.operands, shapes, strict=True)]
+    core = presented[layout.core]
+    loop = max(np.size(core), layout.loop_bound(presented)) if layout.rows else np.size(core)
+    length = np.shape(core)[-1] if np.ndim(core) else 1
+    ufunc, completions, general = step.ufunc, step.completions, program.interpret
+    whole = completions[0] if program.single and completions else None
+    slots = tuple(slot for slot, _prepare, _core in layout.operands)
+    operands = _operands_of(slots, shapes, len(args))
+
+    def shaped(args: Sequence[Any]) -> Any:
+        if loop >= policy.small:
+            return general(args)
+        try:
+            results = ufunc(*args) if operands is None else ufunc(*operands(args))
+        except ValueError:
+            _raise_broadcast_error([args[slot] for slot in slots])
+            raise
+        if not completions:
+            return results
+        if whole is not None:
+            return whole.complete(results, length, False)
+        return tuple(result if completion is None else completion.complete(result, length, False)
+                     for result, completion in zip(results, completions, strict=True))
+
+    return shaped
+
+
+def _operands_of(slots: tuple[int, ...], shapes: Sequence[tuple[int, ...] | None],
+                 arity: int) -> Callable[[Sequence[Any]], Sequence[Any]] | None:
+    """How a kernel's operands are read from the arguments: the argument at each of
+    ``slots``, reshaped to its entry of ``shapes`` when not None; None when the operands
+    are the arguments as they are."""
+    reshapes = tuple((position, shape) for position, shape in enumerate(shapes)
+                     if shape is not None)
+    if not reshapes:
+        if slots == tuple(range(arity)):
+            return None
+        if len(slots) > 1:
+            return operator.itemgetter(*slots)  # one C call picking them in order
+        only = slots[0]
+        return lambda args: (args[only],)
+
+    def read(args: Sequence[Any]) -> Sequence[Any]:
+        values = [args[slot] for slot in slots]
+        for position, shape in reshapes:
+            values[position] = values[position].reshape(shape)
+        return values
+
+    return read
 
 
 def _returned_as_is(node: Node) -> bool:
