@@ -42,7 +42,7 @@ from .inspection import Explanation, explain, kernel_vector_report
 from .kernel import Kernel
 from .partition import Plan, partition
 from .passes import simplify
-from .runtime import Program, Settings
+from .runtime import CallPlan, Program, Settings, raise_broadcast_error
 from .trace import Tracer, trace_graph
 
 _kernel_cache: dict[str, Any] = {}
@@ -284,9 +284,13 @@ class Jitted:
         self.fastmath = fastmath_flags(fastmath)  # LLVM fast-math flags; none by default
         self.compiled: dict[tuple[Any, ...], Compiled] = {}
         self._by_key: dict[tuple[Any, ...], Compiled] = {}
-        # The call cache: runners by the exact types, dtypes, shapes and strides of the
-        # arguments (``_call_key``), filled by calls that found their Compiled in _by_key.
-        self._calls: dict[tuple[Any, ...], Callable[[Sequence[Any]], Any]] = {}
+        # The call cache: how to run arguments of one exact kind (runtime.CallPlan), keyed
+        # by each plain ndarray's shape and dtype and each Python float/int/complex's type
+        # (any other argument: no key), filled by calls that found their Compiled in
+        # _by_key.  Equal keys mean one signature and one operand layout (strides aside:
+        # kernels read strided operands); an array's shape comes first, and a type never
+        # equals a shape, so a dtype is only compared with a dtype (dtype("f8") == float).
+        self._calls: dict[tuple[Any, ...], CallPlan] = {}
         # Counts the changes of how arguments are specialised (static, per shape), each of
         # which empties _by_key and _calls: a runner made before one is not kept.
         self._generation = 0
@@ -468,26 +472,44 @@ class Jitted:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not kwargs:
-            # The hot path: arguments of exactly these types, dtypes, shapes and strides
-            # ran before; their runner has everything decided (see _call_key).
-            exact = _call_key(args)
-            run = self._calls.get(exact) if exact is not None else None
-            if run is not None:
+            # The hot path: arguments of exactly these kinds ran before (the call cache,
+            # see ``_calls``); their plan has everything decided.  Written out here, as
+            # each function call would cost a few percent of a small call.
+            key: tuple[Any, ...] | None = ()
+            for value in args:
+                kind = type(value)
+                if kind is _ndarray:
+                    key += (value.shape, value.dtype)  # type: ignore[operator]
+                elif kind is float or kind is int or kind is complex:
+                    key += (kind,)  # type: ignore[operator]
+                else:
+                    key = None  # not a plain array or Python number: no plan kept
+                    break
+            plan = self._calls.get(key) if key is not None else None
+            if plan is not None:
+                gufunc, policy, loop, run = plan
+                if loop < policy.small:  # the kernel alone, on the arguments as they are
+                    try:
+                        return gufunc(*args)
+                    except ValueError:
+                        raise_broadcast_error(args)
+                        raise
                 try:
                     return run(args)
                 except CallShapeError as error:
                     return self._per_shape(args, kwargs, error)
             if len(args) == self._n_params and not self.static_argnums \
                     and not self.auto_static and not self.per_shape:
-                result = self._signature_call(args, exact)
+                result = self._signature_call(args, key)
                 if result is not _GENERAL:
                     return result
         return self._general_call(args, kwargs)
 
     def _signature_call(self, args: tuple[Any, ...], exact: tuple[Any, ...] | None) -> Any:
         """A call with every argument positional and none static: the Compiled of its
-        signature (``fast_key``), compiled if new, and a runner for its exact key kept in
-        the call cache; ``_GENERAL`` when the arguments need the general path."""
+        signature (``fast_key``), compiled if new, and its plan for arguments of the kind
+        ``exact`` describes kept in the call cache; ``_GENERAL`` when the arguments need
+        the general path."""
         key = tuple(map(fast_key, args))
         generation = self._generation
         compiled = self._by_key.get(key)
@@ -502,10 +524,10 @@ class Jitted:
                     return found.run(operands)
                 self._by_key[key] = compiled = found
             if exact is not None and len(self._calls) < CALL_CACHE_SIZE:
-                runner = compiled.program.shaped(args)
+                plan = compiled.program.call_plan(args)
                 with self._lock:
                     if generation == self._generation:
-                        self._calls[exact] = runner
+                        self._calls[exact] = plan
             return compiled.run(args)
         except CallShapeError as error:
             return self._per_shape(args, {}, error)
@@ -653,26 +675,6 @@ class _Identity:
 
 _ndarray = np.ndarray
 _GENERAL: Any = object()  # Jitted._signature_call's "take the general path"
-
-
-def _call_key(args: tuple[Any, ...]) -> tuple[Any, ...] | None:
-    """The call cache's key of ``args``: each plain ndarray's shape, dtype and strides,
-    each Python float/int/complex's type; None for anything else (numpy scalars, bools,
-    settings, containers, subclasses, tracers, dask arrays: the general path).
-
-    Equal keys mean the same signature and the same operand layout, so one runner serves
-    them.  An array's shape comes first: a type never equals a shape, so a dtype is only
-    ever compared with a dtype (``np.dtype("f8") == float`` holds)."""
-    key: list[Any] = []
-    for value in args:
-        kind = type(value)
-        if kind is _ndarray:
-            key += (value.shape, value.dtype, value.strides)
-        elif kind is float or kind is int or kind is complex:
-            key.append(kind)
-        else:
-            return None
-    return tuple(key)
 
 
 def _describe_key(key: tuple[Any, ...]) -> str:

@@ -37,7 +37,7 @@ import dataclasses
 import math
 import operator
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -838,12 +838,15 @@ class Program:
         }
         self.fast = _fast_path(self, len(graph.inputs))
 
-    def shaped(self, args: Sequence[Any]) -> Callable[[Sequence[Any]], Any]:
-        """How to run this program on arguments of exactly the types, dtypes, shapes and
-        strides of ``args``: ``run(args) -> results`` with what can be decided for them
-        decided now (``_shaped_path``), else the program's own ``fast`` path or
-        ``interpret``."""
-        return _shaped_path(self, args) or self.fast or self.interpret
+    def call_plan(self, args: Sequence[Any]) -> CallPlan:
+        """How to run this program on arguments of exactly the types, dtypes and shapes
+        of ``args``, with what can be decided for them decided now (``_call_plan``); else
+        through the program's own ``fast`` path or ``interpret``."""
+        found = _call_plan(self, args)
+        if found is not None:
+            return found
+        run = self.fast or self.interpret
+        return CallPlan(run, _NO_SHORTCUT, 0, run)
 
     def interpret(self, args: Sequence[Any], out: Any = None,
                   runners: Sequence[Runner] | None = None,
@@ -993,34 +996,52 @@ def _fast_path(program: Program, arity: int) -> Callable[..., Any] | None:
     return fast
 
 
+class CallPlan(NamedTuple):
+    """How a program runs on arguments of one exact kind (``Program.call_plan``): while
+    ``loop < policy.small`` (a loop the thread policy never splits) the whole call is
+    ``gufunc(*args)``, the arguments being the kernel's operands as they are and its
+    outputs the results; otherwise it is ``run(args)``."""
+
+    gufunc: Callable[..., Any]  # ``run`` when there is no such shortcut (never called)
+    policy: Any  # what holds ``small``: a ``threads.ThreadPolicy`` or ``_NO_SHORTCUT``
+    loop: int
+    run: Callable[[Sequence[Any]], Any]
+
+
+class _NoShortcut:
+    """The ``policy`` of a ``CallPlan`` without the shortcut: no loop is below ``small``."""
+
+    small = 0
+
+
+_NO_SHORTCUT = _NoShortcut()
+
+
 def _presented_shapes(layout: KernelOperands, args: Sequence[Any]
-                      ) -> list[tuple[int, ...] | None] | None:
-    """For each operand of a kernel, the shape it is presented in when it is a view of
-    its argument with length-1 axes dropped (None: the argument itself), for these
-    arguments; None when presenting one copies it (a strided core axis)."""
+                      ) -> list[tuple[int, ...] | None]:
+    """For each operand of a kernel, the shape it is presented in (its argument with
+    length-1 axes dropped), or None when that is the argument's own."""
     shapes: list[tuple[int, ...] | None] = []
     for slot, prepare, _core in layout.operands:
         value = args[slot]
         presented = value if prepare is None else prepare(value)
-        if presented is value:
-            shapes.append(None)
-        elif isinstance(presented, np.ndarray) and isinstance(value, np.ndarray) and \
-                presented.size == value.size and np.may_share_memory(presented, value):
-            shapes.append(presented.shape)  # only length-1 axes dropped: a reshape
-        else:
-            return None
+        shapes.append(None if np.shape(presented) == np.shape(value) else np.shape(presented))
     return shapes
 
 
-def _shaped_path(program: Program, args: Sequence[Any]) -> Callable[[Sequence[Any]], Any] | None:
-    """``program`` as one closure for arguments of exactly the types, dtypes, shapes and
-    strides of ``args`` (the ``Jitted`` call cache's key), or None when it is not a single
-    kernel (see ``_fast_path``) or presenting these arguments copies one.
+def _call_plan(program: Program, args: Sequence[Any]) -> CallPlan | None:
+    """``program`` for arguments of exactly the types, dtypes and shapes of ``args`` (the
+    key of ``Jitted``'s call cache; any strides), or None when it is not a single kernel
+    (see ``_fast_path``).
 
-    What ``_fast_path`` decides per call is decided here once: which operands are views
-    of the arguments (reshaped in a known shape, never copied), the loop's size, a fused
-    reduction's row length.  Left per call: whether the loop is large for the thread
-    policy (its threshold moves as the kernel's cost is measured)."""
+    What ``_fast_path`` decides per call is decided here once: the operands' shapes as
+    the kernel sees them (length-1 axes dropped: a reshape, never a copy), the loop's
+    size, a fused reduction's row length.  Left per call: whether the loop is large for
+    the thread policy (its threshold moves as the kernel's cost is measured).  A strided
+    ``(n)`` operand is passed as it is, not copied: the kernel reads it through buffers
+    (``lowering.loops``), computing every element as from a contiguous copy; but a fused
+    reduction's partials would be added in another order, so a kernel with one takes
+    ``_fast_path`` (which copies) for a strided call."""
     found = _single_kernel(program, len(args))
     if found is None:
         return None
@@ -1029,23 +1050,48 @@ def _shaped_path(program: Program, args: Sequence[Any]) -> Callable[[Sequence[An
     if layout.flatten or layout.restore is not None or not layout.operands:
         return None
     shapes = _presented_shapes(layout, args)
-    if shapes is None:
-        return None
     presented = [args[slot] if shape is None else np.reshape(args[slot], shape)
                  for (slot, _prepare, _core), shape in zip(layout.operands, shapes, strict=True)]
     core = presented[layout.core]
     loop = max(np.size(core), layout.loop_bound(presented)) if layout.rows else np.size(core)
+    slots = tuple(slot for slot, _prepare, _core in layout.operands)
+    operands = _operands_of(slots, shapes, len(args))
+    if operands is None and not step.completions:
+        return CallPlan(step.ufunc, policy, int(loop), program.interpret)
+    run = _shaped_run(program, step, policy, slots, operands, presented, int(loop))
+    return CallPlan(run, _NO_SHORTCUT, int(loop), run)
+
+
+def _shaped_run(program: Program, step: KernelStep, policy: threads.ThreadPolicy,
+                slots: tuple[int, ...],
+                operands: Callable[[Sequence[Any]], Sequence[Any]] | None,
+                presented: Sequence[Any], loop: int) -> Callable[[Sequence[Any]], Any]:
+    """``run(args)`` of a ``CallPlan`` whose kernel reads reshaped or reordered
+    arguments (``operands``; None: the arguments) or completes fused reductions;
+    ``presented`` are the operands of the arguments the plan was made for, ``loop`` its
+    loop's size."""
+    layout = step.operands
+    core = presented[layout.core]
     length = np.shape(core)[-1] if np.ndim(core) else 1
     ufunc, completions, general = step.ufunc, step.completions, program.interpret
     whole = completions[0] if program.single and completions else None
-    slots = tuple(slot for slot, _prepare, _core in layout.operands)
-    operands = _operands_of(slots, shapes, len(args))
+    fast = program.fast or general
+    # (position, itemsize) of each (n) operand a fused reduction needs contiguous
+    contiguous = tuple((position, np.dtype(value.dtype).itemsize)
+                       for position, (value, (_slot, _prepare, core_operand))
+                       in enumerate(zip(presented, layout.operands, strict=True))
+                       if completions and core_operand and np.shape(value)[-1:] != (1,)
+                       and np.ndim(value))
 
     def shaped(args: Sequence[Any]) -> Any:
         if loop >= policy.small:
             return general(args)
+        values = args if operands is None else operands(args)
+        for position, itemsize in contiguous:
+            if values[position].strides[-1] != itemsize:
+                return fast(args)
         try:
-            results = ufunc(*args) if operands is None else ufunc(*operands(args))
+            results = ufunc(*values)
         except ValueError:
             _raise_broadcast_error([args[slot] for slot in slots])
             raise
@@ -1081,6 +1127,12 @@ def _operands_of(slots: tuple[int, ...], shapes: Sequence[tuple[int, ...] | None
         return values
 
     return read
+
+
+def raise_broadcast_error(operands: Sequence[Any]) -> None:
+    """Report a size mismatch between a kernel's operands the way numpy would (nothing
+    when they broadcast: the error was another)."""
+    _raise_broadcast_error(operands)
 
 
 def _returned_as_is(node: Node) -> bool:
