@@ -1075,6 +1075,9 @@ def _shaped_run(program: Program, step: KernelStep, policy: threads.ThreadPolicy
     length = np.shape(core)[-1] if np.ndim(core) else 1
     ufunc, completions, general = step.ufunc, step.completions, program.interpret
     whole = completions[0] if program.single and completions else None
+    # The result is the one partial as it is (ReductionCompletion.complete, decided now).
+    value_of_partial = whole is not None and whole.direct and (
+        length > 0 or whole.reduction.ufunc not in ("maximum", "minimum"))
     fast = program.fast or general
     # (position, itemsize) of each (n) operand a fused reduction needs contiguous
     contiguous = tuple((position, np.dtype(value.dtype).itemsize)
@@ -1097,6 +1100,8 @@ def _shaped_run(program: Program, step: KernelStep, policy: threads.ThreadPolicy
             raise
         if not completions:
             return results
+        if value_of_partial:
+            return results.reshape(())[()] if isinstance(results, np.ndarray) else results
         if whole is not None:
             return whole.complete(results, length, False)
         return tuple(result if completion is None else completion.complete(result, length, False)
