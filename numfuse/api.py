@@ -46,8 +46,8 @@ from .runtime import CallPlan, Program, Settings, raise_broadcast_error
 from .trace import Tracer, trace_graph
 
 _kernel_cache: dict[str, Any] = {}
-# Exact argument keys a jitted function keeps runners for (distinct shapes and strides
-# beyond these run through the signature's Compiled, as fast as before the cache).
+# Kinds of arguments (Jitted._calls) a jitted function keeps call plans for; calls with
+# arguments of other shapes beyond these run through their signature's Compiled.
 CALL_CACHE_SIZE = 256
 _kernel_lock = threading.Lock()
 _log = logging.getLogger("numfuse")

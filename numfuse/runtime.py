@@ -8,10 +8,10 @@ Calling the program then does no tracing and builds nothing: it walks the steps.
 A kernel step is made of pieces with one job each:
 
 * ``KernelOperands`` prepares the operands: drops the region's length-1 axes, makes each
-  ``(n)`` operand contiguous along its core axis (a kernel declares its ``(n)`` arrays
-  contiguous, and numba would silently read a strided view wrongly, so a non-unit-stride
-  operand is copied first), flattens same-shape operands into one long loop, and gives
-  the results back their full shape;
+  ``(n)`` operand contiguous along its core axis (a kernel reads a strided one through
+  small buffers, granule by granule; a copy lets it run its contiguous loop, and keeps a
+  fused reduction's order of additions), flattens same-shape operands into one long
+  loop, and gives the results back their full shape;
 * ``ReductionCompletion`` completes a reduction fused into the kernel from its per-row
   partials;
 * a *runner* runs the step.  ``LocalRunner`` runs it on the numpy values of this process
@@ -21,6 +21,10 @@ A kernel step is made of pieces with one job each:
 
 ``Program.interpret`` is the one loop over a plan's steps, whatever runs them; numpy-call
 steps (``CallStep``) and the assembly of the results are the same for every runner.
+Two shortcuts skip it for a program of one kernel on its arguments: ``Program.fast``
+(any arguments of the signature), and a ``CallPlan`` (``Program.call_plan``) for
+arguments of one exact kind, kept by ``api.Jitted``'s call cache, with what can be
+decided once for their shapes decided (often nothing is left but the gufunc call).
 
 Floating-point errors: a kernel's gufunc call (and a numpy call) raises numpy's warnings
 or ``FloatingPointError`` under the ``np.errstate`` in force, the caller's.  A step whose
