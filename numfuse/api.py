@@ -42,10 +42,13 @@ from .inspection import Explanation, explain, kernel_vector_report
 from .kernel import Kernel
 from .partition import Plan, partition
 from .passes import simplify
-from .runtime import Program, Settings
+from .runtime import CallPlan, Program, Settings, raise_broadcast_error
 from .trace import Tracer, trace_graph
 
 _kernel_cache: dict[str, Any] = {}
+# Kinds of arguments (Jitted._calls) a jitted function keeps call plans for; calls with
+# arguments of other shapes beyond these run through their signature's Compiled.
+CALL_CACHE_SIZE = 256
 _kernel_lock = threading.Lock()
 _log = logging.getLogger("numfuse")
 _T = TypeVar("_T")
@@ -281,6 +284,16 @@ class Jitted:
         self.fastmath = fastmath_flags(fastmath)  # LLVM fast-math flags; none by default
         self.compiled: dict[tuple[Any, ...], Compiled] = {}
         self._by_key: dict[tuple[Any, ...], Compiled] = {}
+        # The call cache: how to run arguments of one exact kind (runtime.CallPlan), keyed
+        # by each plain ndarray's shape and dtype and each Python float/int/complex's type
+        # (any other argument: no key), filled by calls that found their Compiled in
+        # _by_key.  Equal keys mean one signature and one operand layout (strides aside:
+        # kernels read strided operands); an array's shape comes first, and a type never
+        # equals a shape, so a dtype is only compared with a dtype (dtype("f8") == float).
+        self._calls: dict[tuple[Any, ...], CallPlan] = {}
+        # Counts the changes of how arguments are specialised (static, per shape), each of
+        # which empties _by_key and _calls: a runner made before one is not kept.
+        self._generation = 0
         self._lock = threading.Lock()
         self._by_structure: dict[Any, Jitted] = {}  # per structure of dict arguments
         # Set once the function turns out to read array sizes: it then compiles per shape.
@@ -328,7 +341,13 @@ class Jitted:
             if self._instance_argument is None:
                 self._instance_argument = 0
                 self.static_argnums = tuple(sorted({0, *self.static_argnums}))
-                self._by_key.clear()
+                self._forget_calls()
+
+    def _forget_calls(self) -> None:
+        """Empty the signature and call caches: arguments are now specialised otherwise."""
+        self._generation += 1
+        self._by_key.clear()
+        self._calls.clear()
 
     def _static_key(self, index: int, value: Any) -> Any:
         """What identifies a static argument's value among compilations."""
@@ -386,7 +405,8 @@ class Jitted:
         """Specialise further as ``retry_policy`` says after ``error`` (or raise it)."""
         self.per_shape, self.auto_static = retry_policy(error, self.per_shape,
                                                         self.auto_static)
-        self._by_key.clear()
+        with self._lock:
+            self._forget_calls()
         detail = (f" ({', '.join(self._describe(index) for index in sorted(error.arguments))})"
                   if isinstance(error, StaticArgumentError) else "")
         reason = next(text for kind, text in _ADAPTED.items() if isinstance(error, kind))
@@ -451,21 +471,68 @@ class Jitted:
             self._settle(key, pending)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if not kwargs and len(args) == self._n_params and not self.static_argnums \
-                and not self.auto_static and not self.per_shape:
-            key = tuple(map(fast_key, args))
-            compiled = self._by_key.get(key)
-            try:
-                if compiled is not None:  # the hot path: a signature seen before
-                    return compiled.run(args)
-                if None not in key and _numpy_runs(args, {}) is None:
-                    found, operands = self._specialize(args, {}, wait=False)
-                    if found is None:
-                        return self._with_numpy(args, {})
-                    self._by_key[key] = found
+        if not kwargs:
+            # The hot path: arguments of exactly these kinds ran before (the call cache,
+            # see ``_calls``); their plan has everything decided.  Written out here, as
+            # each function call would cost a few percent of a small call.
+            key: tuple[Any, ...] | None = ()
+            for value in args:
+                kind = type(value)
+                if kind is _ndarray:
+                    key += (value.shape, value.dtype)  # type: ignore[operator]
+                elif kind is float or kind is int or kind is complex:
+                    key += (kind,)  # type: ignore[operator]
+                else:
+                    key = None  # not a plain array or Python number: no plan kept
+                    break
+            plan = self._calls.get(key) if key is not None else None
+            if plan is not None:
+                gufunc, policy, loop, run = plan
+                if loop < policy.small:  # the kernel alone, on the arguments as they are
+                    try:
+                        return gufunc(*args)
+                    except ValueError:
+                        raise_broadcast_error(args)
+                        raise
+                try:
+                    return run(args)
+                except CallShapeError as error:
+                    return self._per_shape(args, kwargs, error)
+            if len(args) == self._n_params and not self.static_argnums \
+                    and not self.auto_static and not self.per_shape:
+                result = self._signature_call(args, key)
+                if result is not _GENERAL:
+                    return result
+        return self._general_call(args, kwargs)
+
+    def _signature_call(self, args: tuple[Any, ...], exact: tuple[Any, ...] | None) -> Any:
+        """A call with every argument positional and none static: the Compiled of its
+        signature (``fast_key``), compiled if new, and its plan for arguments of the kind
+        ``exact`` describes kept in the call cache; ``_GENERAL`` when the arguments need
+        the general path."""
+        key = tuple(map(fast_key, args))
+        generation = self._generation
+        compiled = self._by_key.get(key)
+        try:
+            if compiled is None:
+                if None in key or _numpy_runs(args, {}) is not None:
+                    return _GENERAL
+                found, operands = self._specialize(args, {}, wait=False)
+                if found is None:
+                    return self._with_numpy(args, {})
+                if generation != self._generation:  # it became static or per shape
                     return found.run(operands)
-            except CallShapeError as error:
-                return self._per_shape(args, kwargs, error)
+                self._by_key[key] = compiled = found
+            if exact is not None and len(self._calls) < CALL_CACHE_SIZE:
+                plan = compiled.program.call_plan(args)
+                with self._lock:
+                    if generation == self._generation:
+                        self._calls[exact] = plan
+            return compiled.run(args)
+        except CallShapeError as error:
+            return self._per_shape(args, {}, error)
+
+    def _general_call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if any(isinstance(value, Tracer) for value in (*args, *kwargs.values())):
             return self.fn(*args, **kwargs)  # called while tracing: inline it
         if _holds_dask_array(args, kwargs):
@@ -490,9 +557,9 @@ class Jitted:
             return
         self._warned.add(reason)
         what, advice = reason
-        warnings.warn(
+        warnings.warn(  # from __call__ through _general_call: the caller's line
             f"{_name(self.fn)} was called with {what}: numpy runs the function as written "
-            f"(its own result, not fused). {advice}", RuntimeWarning, stacklevel=3)
+            f"(its own result, not fused). {advice}", RuntimeWarning, stacklevel=4)
 
     def _with_dicts(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Dict arguments (``params={"w": w, "b": b}``): their values are arguments of a
@@ -604,6 +671,10 @@ class _Identity:
 
     def __repr__(self) -> str:
         return repr(self.value)
+
+
+_ndarray = np.ndarray
+_GENERAL: Any = object()  # Jitted._signature_call's "take the general path"
 
 
 def _describe_key(key: tuple[Any, ...]) -> str:

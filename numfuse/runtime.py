@@ -8,10 +8,10 @@ Calling the program then does no tracing and builds nothing: it walks the steps.
 A kernel step is made of pieces with one job each:
 
 * ``KernelOperands`` prepares the operands: drops the region's length-1 axes, makes each
-  ``(n)`` operand contiguous along its core axis (a kernel declares its ``(n)`` arrays
-  contiguous, and numba would silently read a strided view wrongly, so a non-unit-stride
-  operand is copied first), flattens same-shape operands into one long loop, and gives
-  the results back their full shape;
+  ``(n)`` operand contiguous along its core axis (a kernel reads a strided one through
+  small buffers, granule by granule; a copy lets it run its contiguous loop, and keeps a
+  fused reduction's order of additions), flattens same-shape operands into one long
+  loop, and gives the results back their full shape;
 * ``ReductionCompletion`` completes a reduction fused into the kernel from its per-row
   partials;
 * a *runner* runs the step.  ``LocalRunner`` runs it on the numpy values of this process
@@ -21,6 +21,10 @@ A kernel step is made of pieces with one job each:
 
 ``Program.interpret`` is the one loop over a plan's steps, whatever runs them; numpy-call
 steps (``CallStep``) and the assembly of the results are the same for every runner.
+Two shortcuts skip it for a program of one kernel on its arguments: ``Program.fast``
+(any arguments of the signature), and a ``CallPlan`` (``Program.call_plan``) for
+arguments of one exact kind, kept by ``api.Jitted``'s call cache, with what can be
+decided once for their shapes decided (often nothing is left but the gufunc call).
 
 Floating-point errors: a kernel's gufunc call (and a numpy call) raises numpy's warnings
 or ``FloatingPointError`` under the ``np.errstate`` in force, the caller's.  A step whose
@@ -35,8 +39,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -837,6 +842,16 @@ class Program:
         }
         self.fast = _fast_path(self, len(graph.inputs))
 
+    def call_plan(self, args: Sequence[Any]) -> CallPlan:
+        """How to run this program on arguments of exactly the types, dtypes and shapes
+        of ``args``, with what can be decided for them decided now (``_call_plan``); else
+        through the program's own ``fast`` path or ``interpret``."""
+        found = _call_plan(self, args)
+        if found is not None:
+            return found
+        run = self.fast or self.interpret
+        return CallPlan(run, _NO_SHORTCUT, 0, run)
+
     def interpret(self, args: Sequence[Any], out: Any = None,
                   runners: Sequence[Runner] | None = None,
                   writes: Mapping[int, Sequence[Any]] | None = None) -> Any:
@@ -917,20 +932,18 @@ def _out_targets(out: Any, single: bool, flat_tuple: bool, count: int) -> list[A
     return list(targets)
 
 
-def _fast_path(program: Program, arity: int) -> Callable[..., Any] | None:
-    """``program`` as one closure when it is a single kernel step whose gufunc outputs are
-    the results as they come, fused reductions completed (the common case): the
-    interpreter, the step's runner and its thread policy with nothing left to decide, so
-    the call costs little more than the gufunc's own.  A call the policy would treat as
-    large (it may split it over threads) and ``out=`` go through the program itself."""
+def _single_kernel(program: Program, arity: int) -> tuple[KernelStep, threads.ThreadPolicy] | None:
+    """The kernel step and its thread policy when ``program`` is that one step alone, run
+    on the arguments (no constants) through a ``threads.ThreadPolicy``, its gufunc's
+    outputs the results as they come (but for fused reductions to complete) and the
+    results a single array or a flat tuple of them; None otherwise."""
     if len(program.steps) != 1 or program.int_guards or program.aliases or program.repeated:
         return None
     runner = program.runners[0]
     if not isinstance(runner, LocalRunner) or not isinstance(runner.calls, threads.ThreadPolicy):
         return None
-    step, policy = runner.step, runner.calls
-    layout = step.operands
-    if layout.flatten or layout.restore is not None or layout.passes is not None:
+    step = runner.step
+    if step.operands.passes is not None:
         return None
     if [slot for slot, _convert in program.returns] != list(step.out_slots) or any(
             convert is not None for _slot, convert in program.returns):
@@ -941,6 +954,22 @@ def _fast_path(program: Program, arity: int) -> Callable[..., Any] | None:
         return None
     if not program.single and len(step.out_slots) == 1:
         return None  # a 1-tuple of results: the gufunc returns a bare array
+    return step, runner.calls
+
+
+def _fast_path(program: Program, arity: int) -> Callable[..., Any] | None:
+    """``program`` as one closure when it is a single kernel step whose gufunc outputs are
+    the results as they come, fused reductions completed (the common case): the
+    interpreter, the step's runner and its thread policy with nothing left to decide, so
+    the call costs little more than the gufunc's own.  A call the policy would treat as
+    large (it may split it over threads) and ``out=`` go through the program itself."""
+    found = _single_kernel(program, arity)
+    if found is None:
+        return None
+    step, policy = found
+    layout = step.operands
+    if layout.flatten or layout.restore is not None:
+        return None
     ufunc, core, completions, general = step.ufunc, layout.core, step.completions, program.interpret
     # A single result that is a completed reduction (the gufunc returns its partials).
     whole = completions[0] if program.single and completions else None
@@ -969,6 +998,150 @@ def _fast_path(program: Program, arity: int) -> Callable[..., Any] | None:
                      for result, completion in zip(results, completions, strict=True))
 
     return fast
+
+
+class CallPlan(NamedTuple):
+    """How a program runs on arguments of one exact kind (``Program.call_plan``): while
+    ``loop < policy.small`` (a loop the thread policy never splits) the whole call is
+    ``gufunc(*args)``, the arguments being the kernel's operands as they are and its
+    outputs the results; otherwise it is ``run(args)``."""
+
+    gufunc: Callable[..., Any]  # ``run`` when there is no such shortcut (never called)
+    policy: Any  # what holds ``small``: a ``threads.ThreadPolicy`` or ``_NO_SHORTCUT``
+    loop: int
+    run: Callable[[Sequence[Any]], Any]
+
+
+class _NoShortcut:
+    """The ``policy`` of a ``CallPlan`` without the shortcut: no loop is below ``small``."""
+
+    small = 0
+
+
+_NO_SHORTCUT = _NoShortcut()
+
+
+def _presented_shapes(layout: KernelOperands, args: Sequence[Any]
+                      ) -> list[tuple[int, ...] | None]:
+    """For each operand of a kernel, the shape it is presented in (its argument with
+    length-1 axes dropped), or None when that is the argument's own."""
+    shapes: list[tuple[int, ...] | None] = []
+    for slot, prepare, _core in layout.operands:
+        value = args[slot]
+        presented = value if prepare is None else prepare(value)
+        shapes.append(None if np.shape(presented) == np.shape(value) else np.shape(presented))
+    return shapes
+
+
+def _call_plan(program: Program, args: Sequence[Any]) -> CallPlan | None:
+    """``program`` for arguments of exactly the types, dtypes and shapes of ``args`` (the
+    key of ``Jitted``'s call cache; any strides), or None when it is not a single kernel
+    (see ``_fast_path``).
+
+    What ``_fast_path`` decides per call is decided here once: the operands' shapes as
+    the kernel sees them (length-1 axes dropped: a reshape, never a copy), the loop's
+    size, a fused reduction's row length.  Left per call: whether the loop is large for
+    the thread policy (its threshold moves as the kernel's cost is measured).  A strided
+    ``(n)`` operand is passed as it is, not copied: the kernel reads it through buffers
+    (``lowering.loops``), computing every element as from a contiguous copy; but a fused
+    reduction's partials would be added in another order, so a kernel with one takes
+    ``_fast_path`` (which copies) for a strided call."""
+    found = _single_kernel(program, len(args))
+    if found is None:
+        return None
+    step, policy = found
+    layout = step.operands
+    if layout.flatten or layout.restore is not None or not layout.operands:
+        return None
+    shapes = _presented_shapes(layout, args)
+    presented = [args[slot] if shape is None else np.reshape(args[slot], shape)
+                 for (slot, _prepare, _core), shape in zip(layout.operands, shapes, strict=True)]
+    core = presented[layout.core]
+    loop = max(np.size(core), layout.loop_bound(presented)) if layout.rows else np.size(core)
+    slots = tuple(slot for slot, _prepare, _core in layout.operands)
+    operands = _operands_of(slots, shapes, len(args))
+    if operands is None and not step.completions:
+        return CallPlan(step.ufunc, policy, int(loop), program.interpret)
+    run = _shaped_run(program, step, policy, slots, operands, presented, int(loop))
+    return CallPlan(run, _NO_SHORTCUT, int(loop), run)
+
+
+def _shaped_run(program: Program, step: KernelStep, policy: threads.ThreadPolicy,
+                slots: tuple[int, ...],
+                operands: Callable[[Sequence[Any]], Sequence[Any]] | None,
+                presented: Sequence[Any], loop: int) -> Callable[[Sequence[Any]], Any]:
+    """``run(args)`` of a ``CallPlan`` whose kernel reads reshaped or reordered
+    arguments (``operands``; None: the arguments) or completes fused reductions;
+    ``presented`` are the operands of the arguments the plan was made for, ``loop`` its
+    loop's size."""
+    layout = step.operands
+    core = presented[layout.core]
+    length = np.shape(core)[-1] if np.ndim(core) else 1
+    ufunc, completions, general = step.ufunc, step.completions, program.interpret
+    whole = completions[0] if program.single and completions else None
+    # The result is the one partial as it is (ReductionCompletion.complete, decided now).
+    value_of_partial = whole is not None and whole.direct and (
+        length > 0 or whole.reduction.ufunc not in ("maximum", "minimum"))
+    fast = program.fast or general
+    # (position, itemsize) of each (n) operand a fused reduction needs contiguous
+    contiguous = tuple((position, np.dtype(value.dtype).itemsize)
+                       for position, (value, (_slot, _prepare, core_operand))
+                       in enumerate(zip(presented, layout.operands, strict=True))
+                       if completions and core_operand and np.shape(value)[-1:] != (1,)
+                       and np.ndim(value))
+
+    def shaped(args: Sequence[Any]) -> Any:
+        if loop >= policy.small:
+            return general(args)
+        values = args if operands is None else operands(args)
+        for position, itemsize in contiguous:
+            if values[position].strides[-1] != itemsize:
+                return fast(args)
+        try:
+            results = ufunc(*values)
+        except ValueError:
+            _raise_broadcast_error([args[slot] for slot in slots])
+            raise
+        if not completions:
+            return results
+        if value_of_partial:
+            return results.reshape(())[()] if isinstance(results, np.ndarray) else results
+        if whole is not None:
+            return whole.complete(results, length, False)
+        return tuple(result if completion is None else completion.complete(result, length, False)
+                     for result, completion in zip(results, completions, strict=True))
+
+    return shaped
+
+
+def _operands_of(slots: tuple[int, ...], shapes: Sequence[tuple[int, ...] | None],
+                 arity: int) -> Callable[[Sequence[Any]], Sequence[Any]] | None:
+    """How a kernel's operands are read from the arguments: the argument at each of
+    ``slots``, reshaped to its entry of ``shapes`` when not None; None when the operands
+    are the arguments as they are."""
+    reshapes = tuple((position, shape) for position, shape in enumerate(shapes)
+                     if shape is not None)
+    if not reshapes:
+        if slots == tuple(range(arity)):
+            return None
+        if len(slots) > 1:
+            return operator.itemgetter(*slots)  # one C call picking them in order
+        only = slots[0]
+        return lambda args: (args[only],)
+
+    def read(args: Sequence[Any]) -> Sequence[Any]:
+        values = [args[slot] for slot in slots]
+        for position, shape in reshapes:
+            values[position] = values[position].reshape(shape)
+        return values
+
+    return read
+
+
+def raise_broadcast_error(operands: Sequence[Any]) -> None:
+    """Report a size mismatch between a kernel's operands the way numpy would (nothing
+    when they broadcast: the error was another)."""
+    _raise_broadcast_error(operands)
 
 
 def _returned_as_is(node: Node) -> bool:

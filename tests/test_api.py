@@ -841,6 +841,86 @@ def test_eight_threads_calling_a_cold_function_compile_it_once():
         assert_same(result[1], results[0][1])
 
 
+# ---------------------------------------------------------------------- the call cache
+
+
+def test_the_call_cache_keeps_one_plan_per_kind_of_arguments():
+    """A second call with arguments of the same types, dtypes and shapes takes the plan
+    kept for them; arrays of another shape, dtype or length-1 pattern, numpy scalars and
+    Python numbers of another type get their own plan or none, each result numpy's."""
+    jitted = numfuse.jit(logp_and_grad)
+    calls = [(X, 0.5), (X, 0.25), (X[:3], 0.5), (X.astype(np.float32), 0.5), (X, 2),
+             (X, 1 + 2j), (X[:1], 0.5), (M, 0.5), (M[:1], 0.5), (0.5, X), (X, np.float32(2)),
+             (X, np.array(0.5)), (np.float64(0.5), 0.25)]
+    for args in calls * 2:
+        assert_same(jitted(*args), logp_and_grad(*args))
+    # one plan per kind but the first two calls' (one kind) and the numpy scalars' (none)
+    assert len(jitted._calls) == len(calls) - 3
+
+
+def test_plans_of_the_call_cache_read_strided_arguments_like_numpy():
+    """The key has no strides: a strided view of the shape a plan was made for runs
+    through it; the kernel reads it through buffers (a fused reduction instead takes the
+    contiguous copy, which keeps its order of additions)."""
+    base = np.random.default_rng(7).standard_normal(3 * 1200)
+    jitted = numfuse.jit(logp_and_grad)
+    total = numfuse.jit(lambda x, mu: np.sum((x - mu) ** 2))
+    jitted(base[:1200], 0.5)  # each makes the plan for a contiguous (1200,) array
+    total(base[:1200], 0.5)
+    for view in (base[::3], base[::-3], base[1::3]):
+        assert_like_numpy(logp_and_grad, view, 0.25, jitted=jitted)
+        assert_same(total(view, 0.25), total.fn(view, 0.25), rtol=1e-13)  # blocked sums
+        assert_same(total(view, 0.25), total(np.ascontiguousarray(view), 0.25))
+    outer = numfuse.jit(lambda a, b: (a - b) ** 2 * 0.5)  # a (30,1) and b (1,40): squeezed
+    outer(base[:30].reshape(30, 1), base[:40].reshape(1, 40))
+    rows, columns = base[:90:3].reshape(30, 1), base[::3][:80:2].reshape(1, 40)
+    assert_like_numpy(outer.fn, rows, columns, jitted=outer)
+
+
+def test_calls_through_the_call_cache_keep_numpys_errors_and_warnings():
+    def power(x, y):
+        return x**y
+
+    ints = np.arange(1, 6)
+    jitted = numfuse.jit(power)
+    for _ in range(3):
+        assert_like_numpy(power, ints, ints, jitted=jitted)
+        assert_like_numpy(power, ints, ints - 3, jitted=jitted)  # ValueError: negative power
+    divide = numfuse.jit(lambda x, y: x / y)
+    for _ in range(3):
+        assert_like_numpy(divide.fn, X, X - X[2], jitted=divide)
+    with pytest.raises(ValueError, match=r"could not be broadcast together with shapes "
+                                         r"\(7,\) \(3,\)"):
+        divide(X, X[:3])
+
+
+def test_the_call_cache_is_bounded_and_emptied_when_arguments_become_static():
+    jitted = numfuse.jit(logp_and_grad)
+    lengths = range(1, numfuse.api.CALL_CACHE_SIZE + 20)
+    for length in lengths:
+        assert_same(jitted(np.arange(float(length)), 0.5),
+                    logp_and_grad(np.arange(float(length)), 0.5))
+    assert len(jitted._calls) == numfuse.api.CALL_CACHE_SIZE
+    assert_same(jitted(X, 0.5), logp_and_grad(X, 0.5))
+
+    def head(x, n):
+        return x[:n] * 2.0
+
+    head_jitted = numfuse.jit(head)
+    assert_same(head_jitted(X, 3), head(X, 3))  # n becomes static: no plan was kept
+    assert not head_jitted._calls
+    assert_same(head_jitted(X, 5), head(X, 5))
+
+
+def test_the_call_cache_leaves_large_calls_to_the_thread_policy():
+    x = np.random.default_rng(8).standard_normal(300_000)
+    jitted = numfuse.jit(logp_and_grad)
+    for _ in range(3):
+        assert_same(jitted(x, 0.5), logp_and_grad(x, 0.5))
+    (plan,) = jitted._calls.values()
+    assert plan.loop == x.size and plan.loop >= plan.policy.small  # each call asks the policy
+
+
 # ------------------------------------------------------------------ the retry policy
 
 
