@@ -311,6 +311,30 @@ def _getitem_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...], kwargs: dict[str
     return [(x, spread)]
 
 
+def _add_at_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]
+                ) -> Pairs:
+    """``np.add.at(x, key, values)`` (the backward pass of indexing, differentiated again):
+    ``x`` passes its cotangent through, ``values`` gather theirs at ``key``."""
+    x, key, values = args
+    pairs: Pairs = [(x, g)] if isinstance(x, Tracer) else []
+    if isinstance(values, Tracer):
+        pairs.append((values, g[key]))  # summed over broadcast axes by the caller
+    return pairs
+
+
+def _concatenate_piece_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...],
+                           kwargs: dict[str, Any]) -> Pairs:
+    """A piece cut out of a concatenation (the backward pass of ``concatenate``,
+    differentiated again): the joined value's cotangent is the piece's, zeros elsewhere."""
+    (joined, *parts), = args
+    axis, index = kwargs["axis"], kwargs["index"]
+    if not isinstance(joined, Tracer):
+        return []
+    spread = np.concatenate([g if position == index else np.zeros_like(part, dtype=g.dtype)
+                             for position, part in enumerate(parts)], axis=axis)
+    return [(joined, spread)]
+
+
 def concatenate_piece(values: tuple[Any, ...], axis: int, index: int) -> Any:
     """Part ``index`` of ``values[0]``, a concatenation of ``values[1:]`` along ``axis``."""
     joined, parts = values[0], values[1:]
@@ -358,6 +382,8 @@ NUMPY_RULES: dict[str, Rule] = {
                      "sum_over_count"), _scalar_reduction_vjp),
     # the backward pass's own calls, for gradients of gradients
     "element_count": lambda g, ans, args, kwargs: [],  # depends on sizes only
+    **dict.fromkeys(("zeros_like", "ones_like", "empty_like"),
+                    lambda g, ans, args, kwargs: []),  # sizes and dtype only
     "reshape_as": lambda g, ans, args, kwargs: [(args[0][0],
                                                   _reshape_back(g, args[0][0]))],
     "matmul": _matmul_vjp,
@@ -376,6 +402,8 @@ NUMPY_RULES: dict[str, Rule] = {
     "moveaxis": _moveaxis_vjp,
     "broadcast_to": _broadcast_to_vjp,
     "getitem": _getitem_vjp,
+    "add.at": _add_at_vjp,
     "concatenate": _concatenate_vjp,
+    "concatenate_piece": _concatenate_piece_vjp,
     "stack": _stack_vjp,
 }
