@@ -653,3 +653,36 @@ def test_gradients_of_gradients_go_through_indexing_and_concatenate(fn):
     expected = np.array([(first(x + eps * e).sum() - first(x - eps * e).sum()) / (2 * eps)
                          for e in np.eye(x.size)])
     np.testing.assert_allclose(second, expected, rtol=1e-6, atol=1e-6)
+
+
+PRODUCTS_WITH_SPECIALS = [
+    [1.0, np.inf, 2.0], [0.0, np.inf, 2.0], [0.0, 0.0, 3.0], [0.0, 2.0, 3.0],
+    [1.0, 2.0, np.nan], [-np.inf, 2.0, -3.0, np.inf], [1.5, -2.0, 3.0], [np.inf, np.inf, 0.5],
+]
+# The product of the others, by hand: what JAX's gradient of prod gives.
+PRODUCTS_OF_OTHERS = [
+    [np.inf, 2.0, np.inf], [np.inf, 0.0, np.nan], [0.0, 0.0, 0.0], [6.0, 0.0, 0.0],
+    [np.nan, np.nan, 2.0], [-np.inf, np.inf, -np.inf, np.inf], [-6.0, 4.5, -3.0],
+    [np.inf, np.inf, np.inf],
+]
+
+
+@pytest.mark.parametrize(("values", "expected"),
+                         list(zip(PRODUCTS_WITH_SPECIALS, PRODUCTS_OF_OTHERS, strict=True)))
+def test_the_gradient_of_prod_is_the_product_of_the_others_with_zeros_infinities_and_nans(
+        values, expected):
+    x = np.array(values)
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(numfuse.grad(lambda v: np.prod(v))(x), expected)
+        rows = np.stack([x, x[::-1]])
+        both = numfuse.grad(lambda v: np.sum(np.prod(v, axis=1)))(rows)
+    np.testing.assert_array_equal(both, np.stack([expected, expected[::-1]]))
+
+
+def test_the_gradient_of_prod_with_specials_is_jaxs(jax):
+    for values in PRODUCTS_WITH_SPECIALS:
+        x = np.array(values)
+        with np.errstate(all="ignore"):
+            ours = numfuse.grad(lambda v: np.prod(v))(x)
+        theirs = np.asarray(jax.grad(lambda v: jax.numpy.prod(v))(jax.numpy.asarray(x)))
+        np.testing.assert_array_equal(ours, theirs)

@@ -96,18 +96,34 @@ def _reduction_vjp(reduction: Reduction, g: Tracer, ans: Tracer, x: Tracer) -> P
         return [(x, broadcast_to_node(g, node))]
     axes = reduction.axes
     if reduction.ufunc == "multiply":
-        zero = x == 0
-        nonzero = np.where(zero, 1.0, x)
-        product = np.prod(nonzero, axis=axes, keepdims=True)
-        zeros = np.sum(zero, axis=axes, keepdims=True)
-        others = np.where(zeros == 0, product / nonzero,
-                          np.where(zero & (zeros == 1), product, 0.0))
-        return [(x, g * others)]
+        return [(x, g * _product_of_others(x, axes))]
     if reduction.ufunc in ("maximum", "minimum"):
         chosen = (x == _kept(ans, reduction, node.ndim)).astype(g.node.dtype)
         share = g / np.sum(chosen, axis=axes, keepdims=True)
         return [(x, share * chosen)]
     raise _Unsupported(f"{reduction.ufunc}.reduce")
+
+
+def _product_of_others(x: Tracer, axes: tuple[int, ...]) -> Any:
+    """For each element, the product of the others along ``axes`` (``prod``'s derivative),
+    with JAX's zeros, infinities and NaNs: the product of the finite nonzero elements
+    (divided by the element's own if it is one of them), then what the others among the
+    zeros, infinities and NaNs make of it (NaN for a NaN or for zero times infinity)."""
+    def total(values: Any) -> Any:
+        return np.sum(values, axis=axes, keepdims=True)
+
+    zero, infinite, nan = x == 0, np.isinf(x), np.isnan(x)
+    regular = ~(zero | infinite | nan)
+    base = np.where(regular, x, 1.0)
+    product = np.prod(base, axis=axes, keepdims=True)
+    own = np.where(regular, product / base, product)
+    zeros, infinities = total(zero) - zero, total(infinite) - infinite
+    negative = x == -np.inf
+    flips = (total(negative) - negative) % 2 == 1
+    undefined = (total(nan) - nan > 0) | ((zeros > 0) & (infinities > 0))
+    return np.where(undefined, np.nan, np.where(
+        zeros > 0, own * 0.0, np.where(
+            infinities > 0, np.where(flips, -own, own) * np.inf, own)))
 
 
 def _scalar_reduction_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...],
