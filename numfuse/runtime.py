@@ -28,7 +28,9 @@ work the traced function put under error handling of its own (``np.errstate``, w
 filters inside the function: ``Node.errstate``) runs inside it (``Governed``); the other
 steps, the common case, pay nothing for it.
 
-Outputs are allocated by numpy inside the gufunc call.  Caller arrays are never written.
+Large outputs come from the memory pool (``memory.empty``, see ``_pooled_outputs``),
+smaller ones are allocated by numpy inside the gufunc call.  Caller arrays are never
+written.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from . import kernel_lib, pytree, reductions, threads
+from . import kernel_lib, memory, pytree, reductions, threads
 from .calls import NumpyCall
 from .errors import CallShapeError
 from .graph import CONST, ELEMENTWISE, INPUT, NUMPY, ErrState, Node, shape_text
@@ -248,7 +250,7 @@ class Passes:
             if count <= self.limit:
                 for reduction in self.counted:
                     reductions.check_count(reduction, count)
-        outputs = [np.empty(shape(loop), dtype)
+        outputs = [memory.empty(shape(loop), dtype)
                    for shape, dtype in zip(self.shapes, self.dtypes, strict=True)]
         return outputs, tuple(present(output) for present, output in zip(self.outputs, outputs,
                                                                         strict=True))
@@ -486,6 +488,23 @@ class KernelStep:
         return self.ufunc(*operands, out=outs)
 
 
+def _pooled_outputs(step: KernelStep, operands: list[Any]) -> tuple[Any, ...] | None:
+    """The gufunc outputs of a call on ``operands`` from the memory pool, or None (numpy
+    allocates them in the call) when they are too small for it.  Only ``(n)`` outputs are
+    made here: per-row partials are left to numpy (None in the tuple)."""
+    layout = step.operands
+    if not operands or step.placeholder or not layout.operands[layout.core][2]:
+        return None
+    core = operands[layout.core]
+    if not memory.pooled(16 * (layout.loop_bound(operands) if layout.rows else core.size)):
+        return None
+    loop = np.broadcast_shapes(*(np.shape(value)[:np.ndim(value) - rank]
+                                 for value, rank in zip(operands, layout.ranks, strict=True)))
+    shape = (*loop, core.shape[-1])
+    return tuple(memory.empty(shape, dtype) if is_core else None for dtype, is_core
+                 in zip(step.out_dtypes, step.kernel.generated.core_outputs, strict=True))
+
+
 class Runner(Protocol):
     """Runs one step of an interpretation (see ``Program.interpret``): reads its operands
     from ``values`` and stores its outputs there.  A ``CallStep`` is its own runner."""
@@ -534,7 +553,8 @@ class LocalRunner:
         presented = None if outs is None else tuple(layout.present(out, shape is not None)
                                                     for out in outs)
         try:
-            results = self.call(operands, presented)
+            results = self.call(operands, presented if outs is not None else
+                                _pooled_outputs(step, operands))
         except ValueError:
             widened = _widened(values, layout.operands)
             if widened is None:
