@@ -7,18 +7,20 @@ logp/grad: 2.4 ms into fresh arrays, 0.36 ms into reused ones.
 
 **The pool** (on by default) keeps the blocks of large kernel outputs for reuse, as the
 caching allocators of JAX and PyTorch do.  ``empty`` hands out an ordinary ndarray whose
-``.base`` is a small ``_Lease`` holding its block; views keep their base alive, so the
-block comes back to the pool only when the array and every view of it are gone (the
-lease's ``__del__``), and is never handed out while anything references it.  Blocks are
-64-byte aligned and come in size classes (at most 1/8 larger than asked); arrays smaller
-than ``min_bytes`` come from numpy's allocator as usual.  The pool keeps at most ``limit``
+``.base`` is a ``_Lease`` holding its block; views keep their base alive, so the block
+comes back to the pool only when the array and every view of it are gone (the lease's
+``__del__``), and is never handed out while anything references it.  Blocks are
+anonymous memory mappings (page-aligned) in size classes (at most 1/8 larger than asked);
+arrays smaller than ``min_bytes`` come from numpy's allocator as usual (glibc reuses
+freed memory of that size without new page faults).  The pool keeps at most ``limit``
 bytes of free blocks (default: 1/8 of the RAM, at most 2 GiB), releases free blocks
-unused for ``idle_seconds`` or passed over by ``idle_allocations`` allocations, releases
-them all before retrying an allocation that failed, and gives memory back first when a
-new block would take it over its limit.  ``pool()`` reads and changes the settings
-(``NUMFUSE_MEMORY_POOL=0`` turns it off, ``NUMFUSE_MEMORY_POOL_LIMIT=512M`` bounds it,
-both read at import); ``pool_stats()`` reports it; ``release_pool()`` empties it.
-A pickled result unpickles to an ordinary array; a forked child keeps its parent's blocks.
+unused for ``idle_seconds`` or passed over by ``idle_allocations`` allocations (a daemon
+thread watches while the pool holds blocks), releases them all before retrying a mapping
+that failed, and gives free blocks back first when a new one would take its footprint
+over the limit.  ``pool()`` reads and changes the settings (``NUMFUSE_MEMORY_POOL=0``
+turns it off, ``NUMFUSE_MEMORY_POOL_LIMIT=512M`` bounds it, both read at import);
+``pool_stats()`` reports it; ``release_pool()`` empties it.  A pickled result unpickles
+to an ordinary array; a forked child keeps its parent's blocks.
 
 **``retain_freed_memory()``** instead asks glibc to keep freed blocks: allocations up to
 ``limit`` bytes come from the heap and freed memory is not trimmed back to the system.  It
@@ -30,11 +32,13 @@ numfuse.  Elsewhere than glibc it does nothing and returns False.
 from __future__ import annotations
 
 import collections
+import contextlib
 import ctypes
 import ctypes.util
 import dataclasses
 import gc
 import math
+import mmap
 import os
 import threading
 import time
@@ -47,7 +51,8 @@ import numpy as np
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 
-ALIGNMENT = 64  # bytes: a cache line, and the widest vector loads
+_HUGE_PAGES_FROM = 4 << 20  # bytes: blocks this large ask for transparent huge pages
+_EXPIRY_EVERY = 16  # allocations between checks for blocks left unused too long
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
@@ -109,39 +114,35 @@ def size_class(nbytes: int) -> int:
 
 
 class _Block:
-    """A block of memory: a uint8 array with a 64-byte-aligned ``address`` of ``size``
-    usable bytes; ``returned`` and ``tick`` are when it last came back to the pool (time
-    and allocation count)."""
+    """A block of memory: an anonymous private mapping of ``size`` bytes (page-aligned,
+    so 64-byte-aligned; not an ndarray, so arrays made on it keep their lease as their
+    base); ``returned`` and ``tick`` are when it last came back to the pool (time and
+    allocation count)."""
 
-    __slots__ = ("address", "memory", "returned", "size", "tick")
+    __slots__ = ("mapping", "returned", "size", "tick")
 
     def __init__(self, size: int) -> None:
-        self.memory = np.empty(size + ALIGNMENT, np.uint8)
-        start = self.memory.ctypes.data
-        self.address = start + (-start % ALIGNMENT)
+        self.mapping = mmap.mmap(-1, size)
+        if size >= _HUGE_PAGES_FROM and hasattr(mmap, "MADV_HUGEPAGE"):
+            self.mapping.madvise(mmap.MADV_HUGEPAGE)  # as numpy does for large arrays
         self.size = size
         self.returned = 0.0
         self.tick = 0
 
 
-class _Lease:
-    """What an array handed out by the pool is a view of: its block, lent until the
-    lease is collected (the array and all its views are gone)."""
+class _Lease(np.ndarray):
+    """The array an array handed out by the pool is a view of (its ``base``), holding
+    the block lent to it: collected once that array and all its views are gone, it gives
+    the block back (``__del__``).  Its own base is the block's mapping, not an ndarray,
+    so numpy never skips it when it links a view to the memory's owner."""
 
-    __slots__ = ("__array_interface__", "block", "pool")
-
-    def __init__(self, pool: _Pool, block: _Block, shape: tuple[int, ...],
-                 dtype: np.dtype) -> None:
-        self.pool = pool
-        self.block = block
-        self.__array_interface__ = {"shape": shape, "typestr": dtype.str, "version": 3,
-                                    "data": (block.address, False)}
+    __slots__ = ("block",)
+    block: _Block
 
     def __del__(self) -> None:
-        try:
-            self.pool.give_back(self.block)
-        except Exception:  # noqa: BLE001 - interpreter shutdown: nothing left to return to
-            pass
+        # at interpreter shutdown there may be no pool left to give the block back to
+        with contextlib.suppress(Exception):
+            _pool.give_back(self.block)
 
 
 class _Pool:
@@ -172,7 +173,9 @@ class _Pool:
     def lease(self, shape: tuple[int, ...], dtype: np.dtype, nbytes: int) -> np.ndarray:
         with self.lock:
             block = self._take(size_class(nbytes))
-        return np.asarray(_Lease(self, block, shape, dtype))
+        lease = np.ndarray.__new__(_Lease, shape, dtype, block.mapping)
+        lease.block = block
+        return lease.view(np.ndarray)
 
     def give_back(self, block: _Block) -> None:
         if not self.lock.acquire(blocking=False):
@@ -208,9 +211,9 @@ class _Pool:
     # everything below runs under the lock
 
     def _take(self, size: int) -> _Block:
-        self._take_pending()
+        if self.pending:
+            self._take_pending()
         self.ticks += 1
-        self._expire(time.monotonic())
         blocks = self.free.get(size)
         if blocks:
             block = blocks.pop()  # the most recently returned: likeliest still in cache
@@ -219,23 +222,31 @@ class _Pool:
             self.hits += 1
         else:
             self.misses += 1
+            self._expire(time.monotonic())
             # the pool's footprint stays within its limit as far as free blocks allow
             self._shrink(self.settings.limit - self.leased - size)
             block = self._new_block(size)
+        if not self.ticks % _EXPIRY_EVERY:
+            self._expire(time.monotonic())
         self.leased += size
         self.leased_blocks += 1
-        self._start_trimmer()
+        if self.trimmer is None:
+            self._start_trimmer()
         return block
 
     def _new_block(self, size: int) -> _Block:
         try:
             return _Block(size)
-        except MemoryError:
+        except (MemoryError, OSError):
             self._shrink(0)
             gc.collect()  # arrays in reference cycles may hold blocks
             self._take_pending()
             self._shrink(0)
+        try:
             return _Block(size)
+        except (MemoryError, OSError) as error:
+            raise MemoryError(f"numfuse's memory pool could not map {size} bytes for a "
+                              f"result ({error}); free memory, or use out= arrays") from None
 
     def _put(self, block: _Block) -> None:
         self.leased -= block.size
@@ -249,7 +260,8 @@ class _Pool:
         self.free.setdefault(block.size, []).append(block)
         self.order[block] = None
         self.cached += block.size
-        self._shrink(settings.limit)
+        if self.cached > settings.limit:
+            self._shrink(settings.limit)
 
     def _take_pending(self) -> None:
         while self.pending:
@@ -274,15 +286,14 @@ class _Pool:
         del self.order[block]
         self.free[block.size].remove(block)
         self.cached -= block.size
-        self.released += block.size
+        self.released += block.size  # unmapped when the block is collected, now
 
     def _start_trimmer(self) -> None:
         """Free blocks must go even when no call comes: a daemon thread runs while the
         pool holds any block, releasing them once idle."""
-        if self.trimmer is None:
-            self.trimmer = threading.Thread(target=self._trim, name="numfuse-pool-trimmer",
-                                            daemon=True)
-            self.trimmer.start()
+        self.trimmer = threading.Thread(target=self._trim, name="numfuse-pool-trimmer",
+                                        daemon=True)
+        self.trimmer.start()
 
     def _trim(self) -> None:
         wait = self.settings.idle_seconds
@@ -318,6 +329,9 @@ def _default_settings() -> PoolSettings:
 
 
 _pool = _Pool(_default_settings())
+# The smallest array ``empty`` takes from the pool (beyond any when it is off): a cheap
+# test callers make before working out exact shapes.
+floor = _pool.settings.min_bytes
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_pool.after_fork)
 
@@ -326,20 +340,13 @@ def empty(shape: Sequence[int], dtype: Any) -> np.ndarray:
     """A new uninitialised C-contiguous array: from the pool when it is on and the array
     is large enough (``PoolSettings.min_bytes``), else from numpy's allocator."""
     dtype = np.dtype(dtype)
-    shape = tuple(int(size) for size in shape)
+    shape = tuple(shape)
     nbytes = math.prod(shape) * dtype.itemsize
     settings = _pool.settings
     if not settings.enabled or nbytes < settings.min_bytes or nbytes > settings.limit or \
             dtype.kind not in "biufc":
         return np.empty(shape, dtype)
     return _pool.lease(shape, dtype, nbytes)
-
-
-def pooled(nbytes: int) -> bool:
-    """Whether ``empty`` would take an array of ``nbytes`` from the pool (a cheap test
-    callers make before working out exact shapes)."""
-    settings = _pool.settings
-    return settings.enabled and settings.min_bytes <= nbytes
 
 
 def pool(*, enabled: bool | None = None, limit: int | None = None,
@@ -352,6 +359,7 @@ def pool(*, enabled: bool | None = None, limit: int | None = None,
     arrays under ``min_bytes`` are left to numpy; free blocks unused for
     ``idle_seconds`` or passed over by ``idle_allocations`` allocations are released.
     """
+    global floor
     changes: dict[str, Any] = {}
     if enabled is not None:
         if not isinstance(enabled, bool):
@@ -373,7 +381,9 @@ def pool(*, enabled: bool | None = None, limit: int | None = None,
                              f"not {idle_seconds!r}")
         changes["idle_seconds"] = float(idle_seconds)
     if changes:
-        _pool.configure(dataclasses.replace(_pool.settings, **changes))
+        settings = dataclasses.replace(_pool.settings, **changes)
+        _pool.configure(settings)
+        floor = settings.min_bytes if settings.enabled else 1 << 62
     return _pool.settings
 
 

@@ -488,19 +488,21 @@ class KernelStep:
         return self.ufunc(*operands, out=outs)
 
 
-def _pooled_outputs(step: KernelStep, operands: list[Any]) -> tuple[Any, ...] | None:
+def _pooled_outputs(step: KernelStep, operands: Sequence[Any]) -> tuple[Any, ...] | None:
     """The gufunc outputs of a call on ``operands`` from the memory pool, or None (numpy
     allocates them in the call) when they are too small for it.  Only ``(n)`` outputs are
     made here: per-row partials are left to numpy (None in the tuple)."""
     layout = step.operands
-    if not operands or step.placeholder or not layout.operands[layout.core][2]:
+    if not operands or not layout.operands[layout.core][2]:
         return None
     core = operands[layout.core]
-    if not memory.pooled(16 * (layout.loop_bound(operands) if layout.rows else core.size)):
+    if 16 * (layout.loop_bound(operands) if layout.rows else core.size) < memory.floor or \
+            step.placeholder:
         return None
-    loop = np.broadcast_shapes(*(np.shape(value)[:np.ndim(value) - rank]
-                                 for value, rank in zip(operands, layout.ranks, strict=True)))
-    shape = (*loop, core.shape[-1])
+    loops = {value.shape[:value.ndim - rank] for value, rank
+             in zip(operands, layout.ranks, strict=True) if isinstance(value, np.ndarray)}
+    shape = (*(loops.pop() if len(loops) == 1 else np.broadcast_shapes(*loops)),
+             core.shape[-1])
     return tuple(memory.empty(shape, dtype) if is_core else None for dtype, is_core
                  in zip(step.out_dtypes, step.kernel.generated.core_outputs, strict=True))
 
@@ -976,7 +978,8 @@ def _fast_path(program: Program, arity: int) -> Callable[..., Any] | None:
                 layout.rows and layout.loop_bound(operands) >= policy.small):
             return general(args)
         try:
-            results = ufunc(*operands)
+            pooled = _pooled_outputs(step, operands)
+            results = ufunc(*operands) if pooled is None else ufunc(*operands, out=pooled)
         except ValueError:
             _raise_broadcast_error([args[slot] for slot, _prepare in picks])
             raise
