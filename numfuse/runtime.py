@@ -32,7 +32,9 @@ work the traced function put under error handling of its own (``np.errstate``, w
 filters inside the function: ``Node.errstate``) runs inside it (``Governed``); the other
 steps, the common case, pay nothing for it.
 
-Outputs are allocated by numpy inside the gufunc call.  Caller arrays are never written.
+Large outputs come from the memory pool (``memory.empty``, see ``_pooled_outputs``),
+smaller ones are allocated by numpy inside the gufunc call.  Caller arrays are never
+written.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
-from . import kernel_lib, pytree, reductions, threads
+from . import kernel_lib, memory, pytree, reductions, threads
 from .calls import NumpyCall
 from .errors import CallShapeError
 from .graph import CONST, ELEMENTWISE, INPUT, NUMPY, ErrState, Node, shape_text
@@ -253,7 +255,7 @@ class Passes:
             if count <= self.limit:
                 for reduction in self.counted:
                     reductions.check_count(reduction, count)
-        outputs = [np.empty(shape(loop), dtype)
+        outputs = [memory.empty(shape(loop), dtype)
                    for shape, dtype in zip(self.shapes, self.dtypes, strict=True)]
         return outputs, tuple(present(output) for present, output in zip(self.outputs, outputs,
                                                                         strict=True))
@@ -491,6 +493,25 @@ class KernelStep:
         return self.ufunc(*operands, out=outs)
 
 
+def _pooled_outputs(step: KernelStep, operands: Sequence[Any]) -> tuple[Any, ...] | None:
+    """The gufunc outputs of a call on ``operands`` from the memory pool, or None (numpy
+    allocates them in the call) when they are too small for it.  Only ``(n)`` outputs are
+    made here: per-row partials are left to numpy (None in the tuple)."""
+    layout = step.operands
+    if not operands or not layout.operands[layout.core][2]:
+        return None
+    core = operands[layout.core]
+    if 16 * (layout.loop_bound(operands) if layout.rows else core.size) < memory.floor or \
+            step.placeholder:
+        return None
+    loops = {value.shape[:value.ndim - rank] for value, rank
+             in zip(operands, layout.ranks, strict=True) if isinstance(value, np.ndarray)}
+    shape = (*(loops.pop() if len(loops) == 1 else np.broadcast_shapes(*loops)),
+             core.shape[-1])
+    return tuple(memory.empty(shape, dtype) if is_core else None for dtype, is_core
+                 in zip(step.out_dtypes, step.kernel.generated.core_outputs, strict=True))
+
+
 class Runner(Protocol):
     """Runs one step of an interpretation (see ``Program.interpret``): reads its operands
     from ``values`` and stores its outputs there.  A ``CallStep`` is its own runner."""
@@ -539,7 +560,8 @@ class LocalRunner:
         presented = None if outs is None else tuple(layout.present(out, shape is not None)
                                                     for out in outs)
         try:
-            results = self.call(operands, presented)
+            results = self.call(operands, presented if outs is not None else
+                                _pooled_outputs(step, operands))
         except ValueError:
             widened = _widened(values, layout.operands)
             if widened is None:
@@ -985,7 +1007,8 @@ def _fast_path(program: Program, arity: int) -> Callable[..., Any] | None:
                 layout.rows and layout.loop_bound(operands) >= policy.small):
             return general(args)
         try:
-            results = ufunc(*operands)
+            pooled = _pooled_outputs(step, operands)
+            results = ufunc(*operands) if pooled is None else ufunc(*operands, out=pooled)
         except ValueError:
             _raise_broadcast_error([args[slot] for slot, _prepare in picks])
             raise
