@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from . import backend, hooks, pytree
+from . import backend, hooks, memory, pytree
 from .background import default as background_default
 from .background import submit as compile_later
 from .codegen import KernelSource, emit, fastmath_flags
@@ -488,7 +488,9 @@ class Jitted:
             plan = self._calls.get(key) if key is not None else None
             if plan is not None:
                 gufunc, policy, loop, run = plan
-                if loop < policy.small:  # the kernel alone, on the arguments as they are
+                # the kernel alone, on the arguments as they are, making outputs too
+                # small for the memory pool (see runtime._pooled_outputs)
+                if loop < policy.small and loop << 4 < memory.floor:
                     try:
                         return gufunc(*args)
                     except ValueError:
@@ -746,7 +748,10 @@ def _numpy_runs(args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[str, str] 
 
 def _holds_objects(values: list[Any] | tuple[Any, ...]) -> bool:
     """Whether numpy makes an array of dtype object of ``values`` (a ragged list raises in
-    numpy itself: left to the call)."""
+    numpy itself: left to the call).  A sequence holding arrays (``out=(a, b)``) is not
+    converted to find out."""
+    if any(isinstance(value, np.ndarray) for value in values):
+        return False
     try:
         return bool(np.asarray(values).dtype.hasobject)
     except (ValueError, TypeError, OverflowError):

@@ -1114,7 +1114,7 @@ def _shaped_run(program: Program, step: KernelStep, policy: threads.ThreadPolicy
                        and np.ndim(value))
 
     def shaped(args: Sequence[Any]) -> Any:
-        if loop >= policy.small:
+        if loop >= policy.small or loop << 4 >= memory.floor:  # split, or pooled outputs
             return general(args)
         values = args if operands is None else operands(args)
         for position, itemsize in contiguous:
