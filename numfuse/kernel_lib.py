@@ -567,13 +567,35 @@ def complex_abs(z):  # type: ignore[no-untyped-def]
 
 
 def spacing_float(x):  # type: ignore[no-untyped-def]
-    """numpy's spacing: the gap to the next float away from zero; +0's for both zeros."""
+    """numpy's spacing: the gap to the next float away from zero; +0's for both zeros.
+
+    The next float comes from the bits (libm's ``nextafter`` raises "underflow" for every
+    subnormal result), and the gap is exact.  numpy's flags -- "underflow" for a nonzero
+    subnormal ``x``, "overflow" for the largest finite -- come from operations on hidden
+    values that add nothing to the result elsewhere."""
+    finite = (x == x) & (abs(x) != math.inf)  # NaN and inf lanes compute with 0
+    if isinstance(x, np.float32):
+        magnitude = np.float32(abs(x)) if finite else np.float32(0.0)
+        following = np.int32(magnitude.view(np.int32) + np.int32(1)).view(np.float32)
+        largest = np.float32(3.4028234663852886e38)
+        subnormal = (magnitude != 0) & (magnitude < np.float32(1.1754943508222875e-38))
+        flags = hidden(np.float32(1e-45) if subnormal else np.float32(0.0)) * np.float32(
+            0.5) + hidden(largest if magnitude == largest else np.float32(0.0)) * np.float32(2.0)
+    else:
+        magnitude = np.float64(abs(x)) if finite else 0.0
+        following = np.int64(magnitude.view(np.int64) + 1).view(np.float64)
+        largest = 1.7976931348623157e308
+        subnormal = (magnitude != 0) & (magnitude < 2.2250738585072014e-308)
+        flags = hidden(5e-324 if subnormal else 0.0) * 0.5 + hidden(
+            largest if magnitude == largest else 0.0) * 2.0
+    # exact; inf for the largest finite; flags is 0 (with "underflow") or inf ("overflow")
+    gap = (following - magnitude) + flags
     if x != x or abs(x) == math.inf:
         # a NaN of x's own type (a float64 NaN here broke numba's float32 lowering)
         return np.float32(math.nan) if isinstance(x, np.float32) else math.nan
     if x == 0:
-        return np.spacing(abs(x))
-    return np.spacing(x)
+        return gap
+    return math.copysign(gap, x)
 
 
 def complex_divide(a, b):  # type: ignore[no-untyped-def]

@@ -468,3 +468,17 @@ def test_logarithms_of_extreme_values_raise_only_numpys_flags(name, dtype):
             if name == "log1p" and 0 < abs(value) < info.smallest_normal:
                 continue  # numpy's own loops disagree (its SIMD loop raises "underflow")
             assert_like_numpy(lambda x: ufunc(x), x)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
+@pytest.mark.parametrize("size", [1, 19])
+def test_spacing_raises_numpys_flags_only(dtype, size):
+    # numpy: "underflow" for a nonzero subnormal, "overflow" for the largest finite,
+    # nothing for zeros (libm's nextafter raised "underflow" for every subnormal result).
+    info = np.finfo(dtype)
+    for value in [info.smallest_subnormal, -3 * info.smallest_subnormal, info.smallest_normal,
+                  info.smallest_normal / 2, 0.0, -0.0, info.max, -info.max, 1.0, -3.5,
+                  np.inf, -np.inf, np.nan]:
+        x = np.full(size, value, dtype)
+        x[::3] = 1.5
+        assert_like_numpy(lambda v: np.spacing(v), x)
