@@ -23,24 +23,40 @@ cores are busy) the class stays on one thread, trying a split again every
 ``RETRY_EVERY`` large calls in case the machine has become free; while splitting pays,
 every ``RETRY_EVERY``-th call runs on one thread to keep the estimate current.
 
+Fused reductions: a kernel folding a reduction along rows longer than
+``REDUCTION_CHUNK`` elements always runs them as chunks of that many elements (the last
+one shorter), one partial per chunk, combined in chunk order afterwards — on one thread
+or several.  The chunks depend on the row length alone, so a result does not depend on
+the thread count, nor on whether a call was split: ``threads=1`` and the default give the
+same bits.  One gufunc call covers a whole range of chunks (its rows, reshaped), so
+chunking costs one extra call for the shorter last chunk, not one per chunk.
+
+Floating-point flags raised by the several gufunc calls of a chunked call are collected
+and reported once after them, under the caller's ``np.errstate`` (``report_flags``), as
+numpy reports them for one call.
+
 ``ThreadPolicy`` applies this policy to the gufunc calls of one kernel step of a program
 (the calls of its ``runtime.LocalRunner``); ``run_chunks`` runs the chunks.
 """
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import itertools
 import math
 import os
+import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .codegen import BLOCK
 from .ops import OPS
 
 if TYPE_CHECKING:
@@ -61,6 +77,11 @@ MIN_GAIN = 1.2
 RETRY_EVERY = 16
 # A single-threaded call of at least this many elements measures the kernel's cost.
 CALIBRATE_ELEMENTS = 16384
+# A fused reduction along a longer row is computed in chunks of this many elements, one
+# partial each (see the module docstring): whole blocks of a kernel's float sums, and
+# enough work per chunk (~10-30 µs) that a row holds many for the threads to share.
+REDUCTION_CHUNK = 1 << 15
+assert REDUCTION_CHUNK % BLOCK == 0
 # Initial cost guesses (seconds per element), replaced by measurements.
 _BASE_COST, _OP_COST, _TRANSCENDENTAL_COST = 1e-9, 0.3e-9, 4e-9
 
@@ -126,6 +147,52 @@ def run_chunks(work: Callable[[int], None], count: int, threads: int) -> None:
         raise errors[0]
 
 
+# numpy's floating-point flags in the order it reports them, with their errstate keys.
+_FLAGS = (("divide by zero", "divide", 1), ("overflow", "over", 2),
+          ("underflow", "under", 4), ("invalid value", "invalid", 8))
+
+
+@contextlib.contextmanager
+def flags_reported_once(name: str) -> Iterator[None]:
+    """Run several gufunc calls (on any threads started inside) collecting the
+    floating-point flags they raise, then report each flag once, as numpy reports those of
+    one call of the gufunc ``name`` under the caller's ``np.errstate``."""
+    raised: set[str] = set()
+    with np.errstate(all="call", call=lambda kind, _status: raised.add(kind)):
+        yield
+    if raised:
+        report_flags(raised, name)
+
+
+def report_flags(raised: set[str], name: str) -> None:
+    """Report the flags ``raised`` (numpy's names: ``"divide by zero"``...) by a call of
+    the gufunc ``name`` as numpy does under the errstate in force: in numpy's order, each
+    ignored, warned, raised, printed, logged or passed to the error callback."""
+    settings, callback = np.geterr(), np.geterrcall()
+    status = sum(bit for kind, _key, bit in _FLAGS if kind in raised)
+    for kind, key, _bit in _FLAGS:
+        if kind not in raised or settings[key] == "ignore":
+            continue
+        message = f"{kind} encountered in {name}"
+        mode = settings[key]
+        if mode == "raise":
+            raise FloatingPointError(message)
+        if mode == "warn":
+            warnings.warn(message, RuntimeWarning, stacklevel=4)
+        elif mode == "print":
+            print(f"Warning: {message}", file=sys.stderr)
+        elif mode == "call" and callback is not None:
+            callback(kind, status)
+        elif mode == "log" and callback is not None:
+            callback.write(f"Warning: {message}\n")
+
+
+def reduction_units(length: int) -> tuple[int, int]:
+    """The whole ``REDUCTION_CHUNK``-element chunks of a row of ``length`` elements and the
+    length of the shorter last chunk (0: none)."""
+    return divmod(length, REDUCTION_CHUNK)
+
+
 def initial_cost(nodes: Iterable[Node]) -> float:
     """A guess of a kernel's seconds per loop element from the operations it computes."""
     return _BASE_COST + sum(_TRANSCENDENTAL_COST if _transcendental(node) else _OP_COST
@@ -137,17 +204,19 @@ def _transcendental(node: Node) -> bool:
     return row is not None and row.transcendental
 
 
-def split_plan(length: int, rows: tuple[int, ...], count: int, depth: int = 1
-               ) -> tuple[bool, list[int]] | None:
+def split_plan(length: int, rows: tuple[int, ...], count: int, depth: int = 1,
+               cut_core: bool = True) -> tuple[bool, list[int]] | None:
     """Cut a loop of ``rows`` rows of ``length`` elements into about ``count`` chunks: along
-    the core axis when it is long, else along the first row axis; (along_core, chunk
-    bounds), or None when neither is worth it.  Core-axis bounds are multiples of 64.
+    the core axis when it is long (and ``cut_core``: a reduction folded along it would
+    add the chunks' partials in an order depending on the cut), else along the first row
+    axis; (along_core, chunk bounds), or None when neither is worth it.  Core-axis bounds
+    are multiples of 64.
     A kernel of passes has ``depth`` elements per core element (its accumulated rows,
     which are never split: each column adds them in order); its chunks are at least
     ``MIN_PASS_COLUMNS`` wide, as its passes over short rows run slowly."""
     minimum = MIN_CHUNK_ELEMENTS
     widest = 64 if depth == 1 else MIN_PASS_COLUMNS
-    if length * depth >= 2 * minimum and length >= 2 * widest:
+    if cut_core and length * depth >= 2 * minimum and length >= 2 * widest:
         count = min(count, length * depth // minimum, length // widest)
         step = length / count
         bounds = [min(length, round(index * step / 64) * 64) for index in range(count)]
@@ -183,17 +252,27 @@ class ThreadPolicy:
     Invariants: ``guess`` is the kernel's seconds per loop element guessed from its
     operations; ``classes`` holds a ``SizeClass`` per size class met by a large call;
     ``small`` is ``PARALLEL_MIN_SECONDS`` divided by the lowest cost known (measured in
-    any class, else the guess): the loop size below which a call is never split.
+    any class, else the guess): the loop size below which a call is never split, and
+    never above ``REDUCTION_CHUNK`` when the kernel ``folds`` a reduction along its rows
+    (a longer row is always chunked, see ``_chunked``); ``cores`` says which operands are
+    ``(n)`` operands.
     """
 
-    __slots__ = ("classes", "guess", "settings", "small", "step")
+    __slots__ = ("classes", "cores", "folds", "guess", "name", "settings", "small", "step")
 
     def __init__(self, step: KernelStep, settings: Settings) -> None:
         self.step = step
         self.settings = settings
         self.guess = initial_cost(step.kernel.region.nodes)
-        self.small = int(PARALLEL_MIN_SECONDS / self.guess)
+        self.folds = bool(step.completions) and step.operands.passes is None
+        self.cores = tuple(core for _slot, _prepare, core in step.operands.operands)
+        self.name = getattr(step.kernel.gufunc, "__name__", "kernel")
         self.classes: dict[int, SizeClass] = {}
+        self.small = self._small(self.guess)
+
+    def _small(self, cost: float) -> int:
+        small = int(PARALLEL_MIN_SECONDS / cost)
+        return min(small, REDUCTION_CHUNK + 1) if self.folds else small
 
     def size_class(self, elements: int) -> SizeClass:
         """The record of calls of about ``elements`` (within a factor of two)."""
@@ -217,7 +296,8 @@ class ThreadPolicy:
     def _large(self, operands: list[Any], outs: Sequence[Any] | None) -> Any:
         """A call that may be worth splitting: split when the kernel's cost is measured,
         the call is long enough and splitting has been paying (or is due a retry); else one
-        call, which measures the cost."""
+        call, which measures the cost.  A fused reduction along long rows is chunked
+        either way (``_chunked``), on one thread or several."""
         step = self.step
         ranks = step.operands.ranks
         rows = np.broadcast_shapes(*(np.shape(value)[:np.ndim(value) - rank]
@@ -237,23 +317,105 @@ class ThreadPolicy:
             count = min(count, threads)
         due = known.large % RETRY_EVERY == 0
         paying = known.gain >= MIN_GAIN
-        if count > 1 and known.measured and paying != due:
-            split = split_plan(length, rows, count, depth)
-            if split is not None:
-                start = time.perf_counter()
-                results = self._split(operands, ranks, rows, length, outs, *split)
-                observed = expected / max(time.perf_counter() - start, 1e-9)
-                known.gain = 0.7 * known.gain + 0.3 * observed
-                return results
+        split = count > 1 and known.measured and paying != due
+        chunked = self.folds and length > REDUCTION_CHUNK and self._aligned(operands, length)
+        if split and chunked:
+            return self._timed_split(known, expected, self._chunked, operands, rows, length,
+                                     outs, count)
+        if split:
+            plan = split_plan(length, rows, count, depth, cut_core=not self.folds)
+            if plan is not None:
+                return self._timed_split(known, expected, self._split, operands, ranks,
+                                         rows, length, outs, *plan)
         start = time.perf_counter()
-        results = step.ufunc(*operands) if outs is None else step.ufunc(*operands, out=outs)
+        if chunked:
+            results = self._chunked(operands, rows, length, outs, 1)
+        else:
+            results = step.ufunc(*operands) if outs is None else step.ufunc(*operands,
+                                                                            out=outs)
         if elements >= CALIBRATE_ELEMENTS:  # learn this kernel's cost per element
             measured = (time.perf_counter() - start) / elements
             known.cost = measured if not known.measured else min(known.cost, measured)
             known.measured = True
             lowest = min(found.cost for found in self.classes.values() if found.measured)
-            self.small = int(PARALLEL_MIN_SECONDS / lowest)
+            self.small = self._small(lowest)
         return results
+
+    @staticmethod
+    def _timed_split(known: SizeClass, expected: float, run: Callable[..., Any],
+                     *arguments: Any) -> Any:
+        """``run(*arguments)``, a split call, updating ``known.gain`` with its speed-up
+        over the single-thread estimate ``expected``."""
+        start = time.perf_counter()
+        results = run(*arguments)
+        observed = expected / max(time.perf_counter() - start, 1e-9)
+        known.gain = 0.7 * known.gain + 0.3 * observed
+        return results
+
+    def _aligned(self, operands: list[Any], length: int) -> bool:
+        """Whether every ``(n)`` operand has rows of ``length`` (else the plain call
+        raises numpy's broadcast error)."""
+        return all(np.shape(value)[-1] == length
+                   for value, core in zip(operands, self.cores, strict=True) if core)
+
+    def _chunked(self, operands: list[Any], rows: tuple[int, ...], length: int,
+                 outs: Sequence[Any] | None, pieces: int) -> Any:
+        """A kernel folding reductions along rows of ``length`` > ``REDUCTION_CHUNK``:
+        each row cut into chunks of ``REDUCTION_CHUNK`` elements (the last one shorter),
+        one partial per chunk, the partials of each row combined in chunk order.  The
+        chunks are handed out to threads as ``pieces`` ranges of chunks (1: all in this
+        thread), each range one gufunc call on its chunks as rows (reshaped views) plus
+        one for the shorter last chunk; the partials are the same however many pieces."""
+        step = self.step
+        full, tail = reduction_units(length)
+        units = full + (tail > 0)
+        completions = step.completions
+        given = outs or (None,) * len(step.out_dtypes)
+        outputs = [np.empty((*rows, units), dtype) if completion is not None
+                   else out if out is not None else np.empty((*rows, length), dtype)
+                   for dtype, completion, out in zip(step.out_dtypes, completions, given,
+                                                     strict=True)]
+        pieces = max(1, min(pieces, units))
+        bounds = [round(index * units / pieces) for index in range(pieces + 1)]
+
+        def work(index: int) -> None:
+            first, last = bounds[index], bounds[index + 1]
+            if min(last, full) > first:
+                self._units(operands, outputs, first, min(last, full), REDUCTION_CHUNK)
+            if last > full:  # the shorter last chunk
+                self._units(operands, outputs, full, units, tail)
+
+        with flags_reported_once(self.name):
+            if pieces == 1:
+                work(0)
+            else:
+                run_chunks(work, pieces, self._threads())
+            results = [
+                output if completion is None else getattr(np, completion.reduction.ufunc)
+                .reduce(output, axis=-1, dtype=completion.reduction.dtype)
+                for output, completion in zip(outputs, completions, strict=True)]
+        return tuple(results) if len(results) > 1 else results[0]
+
+    def _units(self, operands: list[Any], outputs: list[Any], first: int, last: int,
+               width: int) -> None:
+        """One gufunc call over chunks ``first`` to ``last`` (exclusive), each ``width``
+        elements long, as rows: ``(n)`` operands and outputs sliced and reshaped (views),
+        the other operands given a length-1 axis for the chunks, partials written to
+        ``outputs[..., first:last]``."""
+        start = first * REDUCTION_CHUNK
+        stop = start + (last - first) * width
+        shape = (last - first, width)
+
+        def chunks(value: Any) -> Any:
+            part = value[..., start:stop]
+            return part.reshape(*part.shape[:-1], *shape)
+
+        chunk = [chunks(value) if core else value[..., np.newaxis] if np.ndim(value)
+                 else value for value, core in zip(operands, self.cores, strict=True)]
+        out = tuple(output[..., first:last] if completion is not None else chunks(output)
+                    for output, completion in zip(outputs, self.step.completions,
+                                                  strict=True))
+        self.step.ufunc(*chunk, out=out)
 
     def _split(self, operands: list[Any], ranks: tuple[int, ...], rows: tuple[int, ...],
                length: int, outs: Sequence[Any] | None, along_core: bool,
@@ -277,8 +439,6 @@ class ThreadPolicy:
         partials: list[Any] = [None] * count
         depth = len(rows)
 
-        cores = [core for _slot, _prepare, core in step.operands.operands]
-
         def piece(value: Any, core: bool, rank: int, start: int, stop: int) -> Any:
             if along_core:
                 return value[..., start:stop] if core else value
@@ -290,14 +450,15 @@ class ThreadPolicy:
         def work(index: int) -> None:
             start, stop = bounds[index], bounds[index + 1]
             chunk = [piece(value, core, rank, start, stop)
-                     for value, core, rank in zip(operands, cores, ranks, strict=True)]
+                     for value, core, rank in zip(operands, self.cores, ranks, strict=True)]
             out = tuple(None if target is None else
                         (target[..., start:stop] if along_core else target[start:stop])
                         for target in outputs)
             result = step.ufunc(*chunk, out=out)
             partials[index] = result if isinstance(result, tuple) else (result,)
 
-        run_chunks(work, count, self._threads())
+        with flags_reported_once(self.name):
+            run_chunks(work, count, self._threads())
         results = []
         for position, target in enumerate(outputs):
             if target is not None or step.placeholder:
