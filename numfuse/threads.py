@@ -168,7 +168,8 @@ def report_flags(raised: set[str], name: str) -> None:
     """Report the flags ``raised`` (numpy's names: ``"divide by zero"``...) by a call of
     the gufunc ``name`` as numpy does under the errstate in force: in numpy's order, each
     ignored, warned, raised, printed, logged or passed to the error callback."""
-    settings, callback = np.geterr(), np.geterrcall()
+    settings: dict[str, Any] = dict(np.geterr())
+    callback: Any = np.geterrcall()
     status = sum(bit for kind, _key, bit in _FLAGS if kind in raised)
     for kind, key, _bit in _FLAGS:
         if kind not in raised or settings[key] == "ignore":
