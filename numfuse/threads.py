@@ -23,13 +23,14 @@ cores are busy) the class stays on one thread, trying a split again every
 ``RETRY_EVERY`` large calls in case the machine has become free; while splitting pays,
 every ``RETRY_EVERY``-th call runs on one thread to keep the estimate current.
 
-Fused reductions: a kernel folding a reduction along rows longer than
-``REDUCTION_CHUNK`` elements always runs them as chunks of that many elements (the last
-one shorter), one partial per chunk, combined in chunk order afterwards — on one thread
-or several.  The chunks depend on the row length alone, so a result does not depend on
-the thread count, nor on whether a call was split: ``threads=1`` and the default give the
-same bits.  One gufunc call covers a whole range of chunks (its rows, reshaped), so
-chunking costs one extra call for the shorter last chunk, not one per chunk.
+Fused reductions: a kernel folding a reduction along rows of at least ``CHUNKED_FROM``
+elements always runs them as chunks of ``REDUCTION_CHUNK`` elements (the last one
+shorter), one partial per chunk, combined in chunk order afterwards — on one thread or
+several; shorter rows are never cut.  The chunks depend on the row length alone, so a
+result does not depend on the thread count, nor on whether a call was split:
+``threads=1`` and the default give the same bits.  One gufunc call covers a whole range
+of chunks (its rows, reshaped), so chunking costs one extra call for the shorter last
+chunk, not one per chunk.
 
 Floating-point flags raised by the several gufunc calls of a chunked call are collected
 and reported once after them, under the caller's ``np.errstate`` (``report_flags``), as
@@ -77,10 +78,14 @@ MIN_GAIN = 1.2
 RETRY_EVERY = 16
 # A single-threaded call of at least this many elements measures the kernel's cost.
 CALIBRATE_ELEMENTS = 16384
-# A fused reduction along a longer row is computed in chunks of this many elements, one
-# partial each (see the module docstring): whole blocks of a kernel's float sums, and
-# enough work per chunk (~10-30 µs) that a row holds many for the threads to share.
-REDUCTION_CHUNK = 1 << 15
+# A fused reduction along a row of at least ``CHUNKED_FROM`` elements is computed in
+# chunks of ``REDUCTION_CHUNK`` elements, one partial each (see the module docstring):
+# whole blocks of a kernel's float sums, about 15-60 µs of work each, so a row long enough
+# to split holds enough chunks for the threads to share.  A shorter row is never cut: its
+# one gufunc call is faster than the two of a chunked row (measured 1.2-1.8x at 2e5
+# elements of a sum of squares), and it gains little from threads.
+REDUCTION_CHUNK = 1 << 16
+CHUNKED_FROM = 4 * REDUCTION_CHUNK
 assert REDUCTION_CHUNK % BLOCK == 0
 # Initial cost guesses (seconds per element), replaced by measurements.
 _BASE_COST, _OP_COST, _TRANSCENDENTAL_COST = 1e-9, 0.3e-9, 4e-9
@@ -254,9 +259,9 @@ class ThreadPolicy:
     operations; ``classes`` holds a ``SizeClass`` per size class met by a large call;
     ``small`` is ``PARALLEL_MIN_SECONDS`` divided by the lowest cost known (measured in
     any class, else the guess): the loop size below which a call is never split, and
-    never above ``REDUCTION_CHUNK`` when the kernel ``folds`` a reduction along its rows
-    (a longer row is always chunked, see ``_chunked``); ``cores`` says which operands are
-    ``(n)`` operands.
+    never above ``CHUNKED_FROM`` when the kernel ``folds`` a reduction along its rows
+    (a row that long is always chunked, see ``_chunked``); ``cores`` says which operands
+    are ``(n)`` operands.
     """
 
     __slots__ = ("classes", "cores", "folds", "guess", "name", "settings", "small", "step")
@@ -273,7 +278,7 @@ class ThreadPolicy:
 
     def _small(self, cost: float) -> int:
         small = int(PARALLEL_MIN_SECONDS / cost)
-        return min(small, REDUCTION_CHUNK + 1) if self.folds else small
+        return min(small, CHUNKED_FROM) if self.folds else small
 
     def size_class(self, elements: int) -> SizeClass:
         """The record of calls of about ``elements`` (within a factor of two)."""
@@ -301,16 +306,20 @@ class ThreadPolicy:
         either way (``_chunked``), on one thread or several."""
         step = self.step
         ranks = step.operands.ranks
-        rows = np.broadcast_shapes(*(np.shape(value)[:np.ndim(value) - rank]
-                                     for value, rank in zip(operands, ranks, strict=True)))
+        rows = self._rows(operands)
         core = operands[step.operands.core]
         length = np.shape(core)[-1]
+        chunked = self.folds and length >= CHUNKED_FROM and self._aligned(operands, length)
+        threads = self._threads()
+        if threads == 1:  # nothing to decide, nor to measure
+            if chunked:
+                return self._chunked(operands, rows, length, outs, 1)
+            return step.ufunc(*operands) if outs is None else step.ufunc(*operands, out=outs)
         depth = np.shape(core)[-2] if ranks[step.operands.core] == 2 else 1
         elements = length * depth * math.prod(rows)
         known = self.size_class(elements)
         expected = known.cost * elements
         known.large += 1
-        threads = self._threads()
         count = chunk_count(expected, elements, threads)
         if depth > 1:
             # a kernel of passes: one chunk per thread, as wide as can be (its passes over
@@ -319,7 +328,6 @@ class ThreadPolicy:
         due = known.large % RETRY_EVERY == 0
         paying = known.gain >= MIN_GAIN
         split = count > 1 and known.measured and paying != due
-        chunked = self.folds and length > REDUCTION_CHUNK and self._aligned(operands, length)
         if split and chunked:
             return self._timed_split(known, expected, self._chunked, operands, rows, length,
                                      outs, count)
@@ -353,15 +361,22 @@ class ThreadPolicy:
         known.gain = 0.7 * known.gain + 0.3 * observed
         return results
 
+    def _rows(self, operands: list[Any]) -> tuple[int, ...]:
+        """The loop's rows: the operands' shapes but their core dimensions, broadcast."""
+        shapes = {shape[:len(shape) - rank] for value, rank in
+                  zip(operands, self.step.operands.ranks, strict=True)
+                  for shape in (getattr(value, "shape", ()),)}
+        return shapes.pop() if len(shapes) == 1 else np.broadcast_shapes(*shapes)
+
     def _aligned(self, operands: list[Any], length: int) -> bool:
         """Whether every ``(n)`` operand has rows of ``length`` (else the plain call
         raises numpy's broadcast error)."""
-        return all(np.shape(value)[-1] == length
+        return all(value.shape[-1] == length
                    for value, core in zip(operands, self.cores, strict=True) if core)
 
     def _chunked(self, operands: list[Any], rows: tuple[int, ...], length: int,
                  outs: Sequence[Any] | None, pieces: int) -> Any:
-        """A kernel folding reductions along rows of ``length`` > ``REDUCTION_CHUNK``:
+        """A kernel folding reductions along rows of ``length`` >= ``CHUNKED_FROM``:
         each row cut into chunks of ``REDUCTION_CHUNK`` elements (the last one shorter),
         one partial per chunk, the partials of each row combined in chunk order.  The
         chunks are handed out to threads as ``pieces`` ranges of chunks (1: all in this
@@ -411,8 +426,9 @@ class ThreadPolicy:
             part = value[..., start:stop]
             return part.reshape(*part.shape[:-1], *shape)
 
-        chunk = [chunks(value) if core else value[..., np.newaxis] if np.ndim(value)
-                 else value for value, core in zip(operands, self.cores, strict=True)]
+        chunk = [chunks(value) if core else value[..., np.newaxis]
+                 if getattr(value, "ndim", 0) else value
+                 for value, core in zip(operands, self.cores, strict=True)]
         out = tuple(output[..., first:last] if completion is not None else chunks(output)
                     for output, completion in zip(outputs, self.step.completions,
                                                   strict=True))

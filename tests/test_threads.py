@@ -269,7 +269,7 @@ def test_the_single_thread_cost_is_the_least_measured_not_a_mean(chunk_calls):
 
 # ------------------------------------------- fused reductions: the same bits on any thread count
 
-CHUNK = threads.REDUCTION_CHUNK
+CHUNK, FROM = threads.REDUCTION_CHUNK, threads.CHUNKED_FROM
 
 
 @pytest.fixture
@@ -321,7 +321,7 @@ def _thread_counts_agree(fn, x, chunk_calls, split: bool = True) -> None:
     np.testing.assert_allclose(results[0], expected, rtol=1e-3 if float32 else 1e-9)
 
 
-SIZES = (CHUNK + 2, 2 * CHUNK, 2 * CHUNK + 2, 5 * CHUNK + 34)
+SIZES = (FROM - 2, FROM, FROM + 2, FROM + CHUNK + 34)
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -331,12 +331,13 @@ def test_fused_reductions_give_the_same_bits_on_any_thread_count(always_split, r
                                                                  dtype, size):
     if dtype.startswith("complex") and reducer in ("max", "min"):
         pytest.skip("complex max/min run as numpy calls")
-    _thread_counts_agree(REDUCERS[reducer], _values(dtype, size), always_split)
+    _thread_counts_agree(REDUCERS[reducer], _values(dtype, size), always_split,
+                         split=size >= FROM)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("size", [CHUNK - 1, CHUNK, CHUNK + 1, 3 * CHUNK - 1, 3 * CHUNK + 1,
-                                  40 * CHUNK + 2])
+@pytest.mark.parametrize("size", [FROM - 1, FROM, FROM + 1, FROM + CHUNK - 1,
+                                  FROM + CHUNK + 1, 40 * CHUNK + 2])
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64", "complex64",
                                    "complex128"])
 @pytest.mark.parametrize("reducer", sorted(REDUCERS))
@@ -346,15 +347,15 @@ def test_fused_reductions_give_the_same_bits_on_any_thread_count_exhaustive(
         pytest.skip("complex max/min run as numpy calls")
     if size % 2:
         size += 1  # the "rows" reducer halves it
-    # a row of one chunk is never cut (its partial would depend on the cut)
+    # a shorter row is never cut (its partial would depend on the cut)
     _thread_counts_agree(REDUCERS[reducer], _values(dtype, size), always_split,
-                         split=size > CHUNK)
+                         split=size >= FROM)
 
 
-@pytest.mark.parametrize("place", [0, CHUNK - 1, CHUNK, 3 * CHUNK + 5])
+@pytest.mark.parametrize("place", [0, CHUNK - 1, CHUNK, FROM + 5])
 @pytest.mark.parametrize("reducer", ["max", "min"])
 def test_max_and_min_propagate_a_nan_from_any_chunk(always_split, reducer, place):
-    x = _values("float64", 3 * CHUNK + 6)
+    x = _values("float64", FROM + 6)
     x[place] = np.nan
     _thread_counts_agree(REDUCERS[reducer], x, always_split)
     assert np.isnan(numfuse.jit(REDUCERS[reducer], threads=2)(x))
@@ -362,7 +363,7 @@ def test_max_and_min_propagate_a_nan_from_any_chunk(always_split, reducer, place
 
 def test_reductions_along_long_rows_of_a_matrix_agree(always_split):
     """Rows of a matrix longer than a chunk: each row is chunked the same way."""
-    x = _values("float64", 3 * (2 * CHUNK + 7)).reshape(3, -1)
+    x = _values("float64", 3 * (FROM + CHUNK + 7)).reshape(3, -1)
 
     def fn(x):
         y = x * 2
@@ -383,8 +384,8 @@ def test_a_chunked_reduction_reports_each_flag_once(always_split):
     thread or two; under errstate raise, numpy's FloatingPointError."""
     from conftest import observe
 
-    x = _values("float64", 4 * CHUNK + 3)
-    x[[5, CHUNK + 1, 3 * CHUNK + 2]] = 0.0
+    x = _values("float64", FROM + 3)
+    x[[5, CHUNK + 1, FROM + 2]] = 0.0
 
     def fn(x):
         return np.sum(1.0 / x), np.max(np.sqrt(x - 1.0))
@@ -440,6 +441,24 @@ def test_a_chunked_call_is_one_gufunc_call_per_range_of_chunks(monkeypatch):
     assert np.isclose(result, REDUCERS["sum"](x), rtol=1e-12)
 
 
-def test_a_reduction_in_rows_no_longer_than_a_chunk_is_never_cut_along_them():
-    assert threads.split_plan(CHUNK, (), 8, cut_core=False) is None
-    assert threads.split_plan(CHUNK, (40,), 4, cut_core=False) == (False, [0, 10, 20, 30, 40])
+def test_a_reduction_along_rows_too_short_to_chunk_is_never_cut_along_them():
+    assert threads.split_plan(FROM - 1, (), 8, cut_core=False) is None
+    assert threads.split_plan(FROM - 1, (40,), 4, cut_core=False) == (False, [0, 10, 20, 30, 40])
+
+
+def test_a_row_shorter_than_chunked_from_is_one_call(monkeypatch, always_split):
+    """No chunking below ``CHUNKED_FROM``: one gufunc call, never split."""
+    x = _values("float64", FROM - 2)
+    compiled = numfuse.compile(REDUCERS["sum"], x, threads=2)
+    compiled(x)
+    step = compiled.program.steps[0]
+    calls = []
+    original = step.ufunc
+
+    def counting(*operands, **options):
+        calls.append(np.shape(operands[0]))
+        return original(*operands, **options)
+
+    monkeypatch.setattr(step, "ufunc", counting)
+    compiled(x)
+    assert calls == [(FROM - 2,)] and not always_split
