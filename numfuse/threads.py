@@ -23,18 +23,18 @@ cores are busy) the class stays on one thread, trying a split again every
 ``RETRY_EVERY`` large calls in case the machine has become free; while splitting pays,
 every ``RETRY_EVERY``-th call runs on one thread to keep the estimate current.
 
-Fused reductions: a kernel folding a reduction along rows of at least ``CHUNKED_FROM``
-elements always runs them as chunks of ``REDUCTION_CHUNK`` elements (the last one
-shorter), one partial per chunk, combined in chunk order afterwards — on one thread or
-several; shorter rows are never cut.  The chunks depend on the row length alone, so a
-result does not depend on the thread count, nor on whether a call was split:
-``threads=1`` and the default give the same bits.  One gufunc call covers a whole range
-of chunks (its rows, reshaped), so chunking costs one extra call for the shorter last
-chunk, not one per chunk.
+Fused reductions: a kernel folding a reduction along rows of at least ``chunk_from``
+elements (a length fixed per kernel) always runs them as chunks of ``REDUCTION_CHUNK``
+elements (the last one shorter), one partial per chunk, combined in chunk order
+afterwards — on one thread or several; shorter rows are never cut.  The chunks depend on
+the row length alone, so a result does not depend on the thread count, nor on whether a
+call was split: ``threads=1`` and the default give the same bits.  One gufunc call
+covers a whole range of chunks (its rows, reshaped), so chunking costs one extra call
+for the shorter last chunk, not one per chunk.
 
 Floating-point flags raised by the several gufunc calls of a chunked call are collected
-and reported once after them, under the caller's ``np.errstate`` (``report_flags``), as
-numpy reports them for one call.
+and reported once after them, under the caller's ``np.errstate`` (``FlagsReportedOnce``),
+as numpy reports them for one call.
 
 ``ThreadPolicy`` applies this policy to the gufunc calls of one kernel step of a program
 (the calls of its ``runtime.LocalRunner``); ``run_chunks`` runs the chunks.
@@ -42,7 +42,6 @@ numpy reports them for one call.
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import itertools
 import math
@@ -51,7 +50,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +61,7 @@ from .ops import OPS
 
 if TYPE_CHECKING:
     from .graph import Node
+    from .reductions import Reduction
     from .runtime import KernelStep, Settings
 
 # A split pays when the call would take this long on one thread (chunk hand-out and the
@@ -78,14 +78,18 @@ MIN_GAIN = 1.2
 RETRY_EVERY = 16
 # A single-threaded call of at least this many elements measures the kernel's cost.
 CALIBRATE_ELEMENTS = 16384
-# A fused reduction along a row of at least ``CHUNKED_FROM`` elements is computed in
+# A fused reduction along a row long enough (``ThreadPolicy.chunk_from``) is computed in
 # chunks of ``REDUCTION_CHUNK`` elements, one partial each (see the module docstring):
 # whole blocks of a kernel's float sums, about 15-60 µs of work each, so a row long enough
 # to split holds enough chunks for the threads to share.  A shorter row is never cut: its
-# one gufunc call is faster than the two of a chunked row (measured 1.2-1.8x at 2e5
-# elements of a sum of squares), and it gains little from threads.
+# one gufunc call is faster than the two of a chunked row (measured 1.2-1.8x at 2e5-3e5
+# elements of a sum of squares), and it gains little from threads.  Rows are chunked
+# from ``CHUNKED_FROM`` elements, or more: from the length the kernel's guessed cost
+# (its operations, never a measurement, so the rule depends on the size alone) puts at
+# ``CHUNKED_SECONDS``.
 REDUCTION_CHUNK = 1 << 16
 CHUNKED_FROM = 4 * REDUCTION_CHUNK
+CHUNKED_SECONDS = 1e-3
 assert REDUCTION_CHUNK % BLOCK == 0
 # Initial cost guesses (seconds per element), replaced by measurements.
 _BASE_COST, _OP_COST, _TRANSCENDENTAL_COST = 1e-9, 0.3e-9, 4e-9
@@ -157,16 +161,29 @@ _FLAGS = (("divide by zero", "divide", 1), ("overflow", "over", 2),
           ("underflow", "under", 4), ("invalid value", "invalid", 8))
 
 
-@contextlib.contextmanager
-def flags_reported_once(name: str) -> Iterator[None]:
-    """Run several gufunc calls (on any threads started inside) collecting the
-    floating-point flags they raise, then report each flag once, as numpy reports those of
-    one call of the gufunc ``name`` under the caller's ``np.errstate``."""
-    raised: set[str] = set()
-    with np.errstate(all="call", call=lambda kind, _status: raised.add(kind)):
-        yield
-    if raised:
-        report_flags(raised, name)
+class FlagsReportedOnce:
+    """A context running several gufunc calls (on any threads started inside) that
+    collects the floating-point flags they raise, then reports each flag once, as numpy
+    reports those of one call of the gufunc ``name`` under the caller's ``np.errstate``
+    (nothing when the calls raised an exception)."""
+
+    __slots__ = ("errstate", "name", "raised")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.raised: set[str] = set()
+        self.errstate = np.errstate(all="call", call=self._record)
+
+    def _record(self, kind: str, _status: int) -> None:
+        self.raised.add(kind)
+
+    def __enter__(self) -> None:
+        self.errstate.__enter__()
+
+    def __exit__(self, kind: Any, error: Any, traceback: Any) -> None:
+        self.errstate.__exit__(kind, error, traceback)
+        if self.raised and kind is None:
+            report_flags(self.raised, self.name)
 
 
 def report_flags(raised: set[str], name: str) -> None:
@@ -234,6 +251,12 @@ def split_plan(length: int, rows: tuple[int, ...], count: int, depth: int = 1,
     return None
 
 
+def _combiner(reduction: Reduction) -> Callable[[Any], Any]:
+    """Combines the chunks' partials (the last axis) of a fused reduction, in order."""
+    reduce, dtype = getattr(np, reduction.ufunc).reduce, reduction.dtype
+    return lambda partials: reduce(partials, axis=-1, dtype=dtype)
+
+
 class SizeClass:
     """What one kernel learnt of its calls of one size class: ``cost``, seconds per loop
     element, the kernel's guess until ``measured``, then the least over its
@@ -259,12 +282,15 @@ class ThreadPolicy:
     operations; ``classes`` holds a ``SizeClass`` per size class met by a large call;
     ``small`` is ``PARALLEL_MIN_SECONDS`` divided by the lowest cost known (measured in
     any class, else the guess): the loop size below which a call is never split, and
-    never above ``CHUNKED_FROM`` when the kernel ``folds`` a reduction along its rows
-    (a row that long is always chunked, see ``_chunked``); ``cores`` says which operands
-    are ``(n)`` operands.
+    never above ``chunk_from`` when the kernel ``folds`` a reduction along its rows
+    (a row that long is always chunked, see ``_chunked``; ``chunk_from`` depends on the
+    kernel's operations alone); ``cores`` says which operands are ``(n)`` operands and
+    ``combiners`` how the chunks' partials of each output combine (None: not a fused
+    reduction).
     """
 
-    __slots__ = ("classes", "cores", "folds", "guess", "name", "settings", "small", "step")
+    __slots__ = ("chunk_from", "classes", "combiners", "cores", "folds", "guess", "name",
+                 "settings", "small", "step")
 
     def __init__(self, step: KernelStep, settings: Settings) -> None:
         self.step = step
@@ -272,13 +298,18 @@ class ThreadPolicy:
         self.guess = initial_cost(step.kernel.region.nodes)
         self.folds = bool(step.completions) and step.operands.passes is None
         self.cores = tuple(core for _slot, _prepare, core in step.operands.operands)
+        # per gufunc output: how chunks' partials of a fused reduction combine, else None
+        self.combiners = tuple(None if completion is None else _combiner(completion.reduction)
+                               for completion in step.completions) \
+            if self.folds else (None,) * len(step.out_dtypes)
         self.name = getattr(step.kernel.gufunc, "__name__", "kernel")
         self.classes: dict[int, SizeClass] = {}
+        self.chunk_from = max(CHUNKED_FROM, int(CHUNKED_SECONDS / self.guess))
         self.small = self._small(self.guess)
 
     def _small(self, cost: float) -> int:
         small = int(PARALLEL_MIN_SECONDS / cost)
-        return min(small, CHUNKED_FROM) if self.folds else small
+        return min(small, self.chunk_from) if self.folds else small
 
     def size_class(self, elements: int) -> SizeClass:
         """The record of calls of about ``elements`` (within a factor of two)."""
@@ -309,7 +340,8 @@ class ThreadPolicy:
         rows = self._rows(operands)
         core = operands[step.operands.core]
         length = np.shape(core)[-1]
-        chunked = self.folds and length >= CHUNKED_FROM and self._aligned(operands, length)
+        chunked = self.folds and length >= self.chunk_from and self._aligned(operands,
+                                                                              length)
         threads = self._threads()
         if threads == 1:  # nothing to decide, nor to measure
             if chunked:
@@ -376,7 +408,7 @@ class ThreadPolicy:
 
     def _chunked(self, operands: list[Any], rows: tuple[int, ...], length: int,
                  outs: Sequence[Any] | None, pieces: int) -> Any:
-        """A kernel folding reductions along rows of ``length`` >= ``CHUNKED_FROM``:
+        """A kernel folding reductions along rows of ``length`` >= ``chunk_from``:
         each row cut into chunks of ``REDUCTION_CHUNK`` elements (the last one shorter),
         one partial per chunk, the partials of each row combined in chunk order.  The
         chunks are handed out to threads as ``pieces`` ranges of chunks (1: all in this
@@ -385,12 +417,11 @@ class ThreadPolicy:
         step = self.step
         full, tail = reduction_units(length)
         units = full + (tail > 0)
-        completions = step.completions
         given = outs or (None,) * len(step.out_dtypes)
-        outputs = [np.empty((*rows, units), dtype) if completion is not None
+        outputs = [np.empty((*rows, units), dtype) if combine is not None
                    else out if out is not None else np.empty((*rows, length), dtype)
-                   for dtype, completion, out in zip(step.out_dtypes, completions, given,
-                                                     strict=True)]
+                   for dtype, combine, out in zip(step.out_dtypes, self.combiners, given,
+                                                  strict=True)]
         pieces = max(1, min(pieces, units))
         bounds = [round(index * units / pieces) for index in range(pieces + 1)]
 
@@ -401,15 +432,13 @@ class ThreadPolicy:
             if last > full:  # the shorter last chunk
                 self._units(operands, outputs, full, units, tail)
 
-        with flags_reported_once(self.name):
+        with FlagsReportedOnce(self.name):
             if pieces == 1:
                 work(0)
             else:
                 run_chunks(work, pieces, self._threads())
-            results = [
-                output if completion is None else getattr(np, completion.reduction.ufunc)
-                .reduce(output, axis=-1, dtype=completion.reduction.dtype)
-                for output, completion in zip(outputs, completions, strict=True)]
+            results = [output if combine is None else combine(output)
+                       for output, combine in zip(outputs, self.combiners, strict=True)]
         return tuple(results) if len(results) > 1 else results[0]
 
     def _units(self, operands: list[Any], outputs: list[Any], first: int, last: int,
@@ -421,18 +450,23 @@ class ThreadPolicy:
         start = first * REDUCTION_CHUNK
         stop = start + (last - first) * width
         shape = (last - first, width)
-
-        def chunks(value: Any) -> Any:
-            part = value[..., start:stop]
-            return part.reshape(*part.shape[:-1], *shape)
-
-        chunk = [chunks(value) if core else value[..., np.newaxis]
-                 if getattr(value, "ndim", 0) else value
-                 for value, core in zip(operands, self.cores, strict=True)]
-        out = tuple(output[..., first:last] if completion is not None else chunks(output)
-                    for output, completion in zip(outputs, self.step.completions,
-                                                  strict=True))
-        self.step.ufunc(*chunk, out=out)
+        chunk = []
+        for value, core in zip(operands, self.cores, strict=True):
+            if core:
+                part = value[..., start:stop]
+                value = part.reshape(*part.shape[:-1], *shape)
+            elif getattr(value, "ndim", 0):
+                value = value[..., np.newaxis]
+            chunk.append(value)
+        out = []
+        for output, combine in zip(outputs, self.combiners, strict=True):
+            if combine is None:
+                part = output[..., start:stop]
+                output = part.reshape(*part.shape[:-1], *shape)
+            else:
+                output = output[..., first:last]
+            out.append(output)
+        self.step.ufunc(*chunk, out=tuple(out))
 
     def _split(self, operands: list[Any], ranks: tuple[int, ...], rows: tuple[int, ...],
                length: int, outs: Sequence[Any] | None, along_core: bool,
@@ -474,7 +508,7 @@ class ThreadPolicy:
             result = step.ufunc(*chunk, out=out)
             partials[index] = result if isinstance(result, tuple) else (result,)
 
-        with flags_reported_once(self.name):
+        with FlagsReportedOnce(self.name):
             run_chunks(work, count, self._threads())
         results = []
         for position, target in enumerate(outputs):

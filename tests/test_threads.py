@@ -277,6 +277,7 @@ def always_split(monkeypatch, chunk_calls):
     """Every call takes the policy's decision and splits once measured, however fast the
     machine: a call of ``threads=2`` really runs on two threads."""
     monkeypatch.setattr(threads, "PARALLEL_MIN_SECONDS", 0.0)
+    monkeypatch.setattr(threads, "CHUNKED_SECONDS", 0.0)  # every kernel chunks from FROM
     return chunk_calls
 
 
@@ -462,3 +463,16 @@ def test_a_row_shorter_than_chunked_from_is_one_call(monkeypatch, always_split):
     monkeypatch.setattr(step, "ufunc", counting)
     compiled(x)
     assert calls == [(FROM - 2,)] and not always_split
+
+
+def test_where_rows_are_chunked_depends_on_the_kernels_operations_only():
+    """Costly work is chunked (and so may be split) from shorter rows than cheap work,
+    never below ``CHUNKED_FROM``: a rule of the kernel and the size, not of timings."""
+    x = _values("float64", 1000)
+    cheap = numfuse.compile(lambda x: np.sum(x * 2), x, threads=2)
+    costly = numfuse.compile(lambda x: np.sum(np.exp(x) * np.log(x)), x, threads=2)
+    cheap_from, costly_from = (compiled.program.runners[0].calls.chunk_from
+                               for compiled in (cheap, costly))
+    assert FROM == costly_from < cheap_from
+    policy = cheap.program.runners[0].calls
+    assert policy.small <= cheap_from  # a row to chunk always reaches the policy
