@@ -19,9 +19,12 @@ decide at another); the first large call of each class runs on one thread. A cal
 split only when its expected time is well above the cost of handing out chunks, and
 only while splitting pays in its class: each split call compares its time with the
 class's single-threaded estimate, and when the gain falls below ``MIN_GAIN`` (the other
-cores are busy) the class stays on one thread, trying a split again every
-``RETRY_EVERY`` large calls in case the machine has become free; while splitting pays,
-every ``RETRY_EVERY``-th call runs on one thread to keep the estimate current.
+cores are busy) the class stays on one thread, trying a split again after
+``RETRY_EVERY`` large calls in case the machine has become free — twice as many calls
+after each retry that did not pay, up to ``MAX_RETRY_EVERY`` (on a saturated machine a
+split call can take several times the single-thread time, as a helper thread holding a
+chunk waits for a core: retries every 16 calls cost 0.7-0.8x there); while splitting
+pays, every ``RETRY_EVERY``-th call runs on one thread to keep the estimate current.
 
 Fused reductions: a kernel folding a reduction along rows of at least ``chunk_from``
 elements (a length fixed per kernel) always runs them as chunks of ``REDUCTION_CHUNK``
@@ -76,6 +79,7 @@ MIN_PASS_COLUMNS = 256
 # Splitting continues while (one-thread estimate) / (split time) stays at least this.
 MIN_GAIN = 1.2
 RETRY_EVERY = 16
+MAX_RETRY_EVERY = 512
 # A single-threaded call of at least this many elements measures the kernel's cost.
 CALIBRATE_ELEMENTS = 16384
 # A fused reduction along a row long enough (``ThreadPolicy.chunk_from``) is computed in
@@ -257,21 +261,30 @@ def _combiner(reduction: Reduction) -> Callable[[Any], Any]:
     return lambda partials: reduce(partials, axis=-1, dtype=dtype)
 
 
+def next_retry(retry: int, gain: float) -> int:
+    """How many calls apart to retry splitting after a split call left the class's
+    ``gain`` as it is: twice as far as ``retry`` while splitting does not pay (at most
+    ``MAX_RETRY_EVERY``), back to ``RETRY_EVERY`` once it does."""
+    return RETRY_EVERY if gain >= MIN_GAIN else min(2 * retry, MAX_RETRY_EVERY)
+
+
 class SizeClass:
     """What one kernel learnt of its calls of one size class: ``cost``, seconds per loop
     element, the kernel's guess until ``measured``, then the least over its
     single-threaded calls (a call is only ever slowed: by a first touch of its memory, a
     busy core; the least is what one thread can do, and what a split must beat);
     ``gain``, a running mean of how much faster split calls were
-    than that estimate; ``large``, how many calls it has seen."""
+    than that estimate; ``large``, how many calls it has seen; ``retry``, how many calls
+    apart splits are retried while they do not pay (see ``next_retry``)."""
 
-    __slots__ = ("cost", "gain", "large", "measured")
+    __slots__ = ("cost", "gain", "large", "measured", "retry")
 
     def __init__(self, cost: float) -> None:
         self.cost = cost
         self.measured = False
         self.gain = 2.0
         self.large = 0
+        self.retry = RETRY_EVERY
 
 
 class ThreadPolicy:
@@ -357,8 +370,8 @@ class ThreadPolicy:
             # a kernel of passes: one chunk per thread, as wide as can be (its passes over
             # narrower rows run slower than a chunk handed out late would cost)
             count = min(count, threads)
-        due = known.large % RETRY_EVERY == 0
         paying = known.gain >= MIN_GAIN
+        due = known.large % (RETRY_EVERY if paying else known.retry) == 0
         split = count > 1 and known.measured and paying != due
         if split and chunked:
             return self._timed_split(known, expected, self._chunked, operands, rows, length,
@@ -391,6 +404,7 @@ class ThreadPolicy:
         results = run(*arguments)
         observed = expected / max(time.perf_counter() - start, 1e-9)
         known.gain = 0.7 * known.gain + 0.3 * observed
+        known.retry = next_retry(known.retry, known.gain)
         return results
 
     def _rows(self, operands: list[Any]) -> tuple[int, ...]:

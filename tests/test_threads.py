@@ -476,3 +476,23 @@ def test_where_rows_are_chunked_depends_on_the_kernels_operations_only():
     assert FROM == costly_from < cheap_from
     policy = cheap.program.runners[0].calls
     assert policy.small <= cheap_from  # a row to chunk always reaches the policy
+
+
+def test_retries_of_a_split_that_does_not_pay_back_off():
+    retry = threads.RETRY_EVERY
+    for _ in range(20):
+        retry = threads.next_retry(retry, threads.MIN_GAIN / 2)
+    assert retry == threads.MAX_RETRY_EVERY
+    assert threads.next_retry(retry, threads.MIN_GAIN) == threads.RETRY_EVERY
+
+
+def test_a_class_retries_as_far_apart_as_its_retry_says(chunk_calls):
+    x = RNG.standard_normal(600_000)
+    compiled = numfuse.compile(logp_and_sums, x, 0.25, threads=2)
+    compiled(x, 0.25)
+    (known,) = compiled.program.runners[0].calls.classes.values()
+    known.retry = 4 * threads.RETRY_EVERY
+    for _ in range(4 * threads.RETRY_EVERY):
+        known.gain = 1.0  # not paying
+        compiled(x, 0.25)
+    assert len(chunk_calls) == 1
