@@ -17,7 +17,10 @@ result dtype and shape.
 Float sums folded along a row are accumulated in blocks (see ``codegen``), not left to
 right, so their rounding differs from numpy's pairwise summation by a few units in the last
 place while staying as accurate; integer, bool, min/max results are exact whatever the
-order.  Sums accumulated across rows add them in numpy's own order: the same bits.
+order.  A row long enough to be split over threads is always folded in fixed chunks, one
+partial each, combined in chunk order (``threads``), so a fused reduction gives the same
+bits on any thread count.  Sums accumulated across rows add them in numpy's own order:
+the same bits.
 """
 
 from __future__ import annotations

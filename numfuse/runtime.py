@@ -983,8 +983,9 @@ def _fast_path(program: Program, arity: int) -> Callable[..., Any] | None:
     """``program`` as one closure when it is a single kernel step whose gufunc outputs are
     the results as they come, fused reductions completed (the common case): the
     interpreter, the step's runner and its thread policy with nothing left to decide, so
-    the call costs little more than the gufunc's own.  A call the policy would treat as
-    large (it may split it over threads) and ``out=`` go through the program itself."""
+    the call costs little more than the gufunc's own.  A call the policy treats as large
+    goes to the policy (which may split it over threads, or chunk a fused reduction);
+    ``out=`` goes through the program itself."""
     found = _single_kernel(program, arity)
     if found is None:
         return None
@@ -1003,13 +1004,17 @@ def _fast_path(program: Program, arity: int) -> Callable[..., Any] | None:
             return general(args, out)
         operands = args if direct else [args[slot] if prepare is None else prepare(args[slot])
                                         for slot, prepare in picks]
-        if operands[core].size >= policy.small or (
-                layout.rows and layout.loop_bound(operands) >= policy.small):
-            return general(args)
+        large = operands[core].size >= policy.small or (
+            layout.rows and layout.loop_bound(operands) >= policy.small)
         try:
             pooled = _pooled_outputs(step, operands)
-            results = ufunc(*operands) if pooled is None else ufunc(*operands, out=pooled)
+            if large:
+                results = policy.call(list(operands), pooled)
+            else:
+                results = ufunc(*operands) if pooled is None else ufunc(*operands, out=pooled)
         except ValueError:
+            if large:  # a core operand numpy broadcasts (see ``_widened``), or the error
+                return general(args)
             _raise_broadcast_error([args[slot] for slot, _prepare in picks])
             raise
         if not completions:

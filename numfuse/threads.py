@@ -19,9 +19,25 @@ decide at another); the first large call of each class runs on one thread. A cal
 split only when its expected time is well above the cost of handing out chunks, and
 only while splitting pays in its class: each split call compares its time with the
 class's single-threaded estimate, and when the gain falls below ``MIN_GAIN`` (the other
-cores are busy) the class stays on one thread, trying a split again every
-``RETRY_EVERY`` large calls in case the machine has become free; while splitting pays,
-every ``RETRY_EVERY``-th call runs on one thread to keep the estimate current.
+cores are busy) the class stays on one thread, trying a split again after
+``RETRY_EVERY`` large calls in case the machine has become free — twice as many calls
+after each retry that did not pay, up to ``MAX_RETRY_EVERY`` (on a saturated machine a
+split call can take several times the single-thread time, as a helper thread holding a
+chunk waits for a core: retries every 16 calls cost 0.7-0.8x there); while splitting
+pays, every ``RETRY_EVERY``-th call runs on one thread to keep the estimate current.
+
+Fused reductions: a kernel folding a reduction along rows of at least ``chunk_from``
+elements (a length fixed per kernel) always runs them as chunks of ``REDUCTION_CHUNK``
+elements (the last one shorter), one partial per chunk, combined in chunk order
+afterwards — on one thread or several; shorter rows are never cut.  The chunks depend on
+the row length alone, so a result does not depend on the thread count, nor on whether a
+call was split: ``threads=1`` and the default give the same bits.  One gufunc call
+covers a whole range of chunks (its rows, reshaped), so chunking costs one extra call
+for the shorter last chunk, not one per chunk.
+
+Floating-point flags raised by the several gufunc calls of a chunked call are collected
+and reported once after them, under the caller's ``np.errstate`` (``FlagsReportedOnce``),
+as numpy reports them for one call.
 
 ``ThreadPolicy`` applies this policy to the gufunc calls of one kernel step of a program
 (the calls of its ``runtime.LocalRunner``); ``run_chunks`` runs the chunks.
@@ -33,18 +49,22 @@ import contextvars
 import itertools
 import math
 import os
+import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .codegen import BLOCK
 from .ops import OPS
 
 if TYPE_CHECKING:
     from .graph import Node
+    from .reductions import Reduction
     from .runtime import KernelStep, Settings
 
 # A split pays when the call would take this long on one thread (chunk hand-out and the
@@ -59,8 +79,22 @@ MIN_PASS_COLUMNS = 256
 # Splitting continues while (one-thread estimate) / (split time) stays at least this.
 MIN_GAIN = 1.2
 RETRY_EVERY = 16
+MAX_RETRY_EVERY = 512
 # A single-threaded call of at least this many elements measures the kernel's cost.
 CALIBRATE_ELEMENTS = 16384
+# A fused reduction along a row long enough (``ThreadPolicy.chunk_from``) is computed in
+# chunks of ``REDUCTION_CHUNK`` elements, one partial each (see the module docstring):
+# whole blocks of a kernel's float sums, about 15-60 µs of work each, so a row long enough
+# to split holds enough chunks for the threads to share.  A shorter row is never cut: its
+# one gufunc call is faster than the two of a chunked row (measured 1.2-1.8x at 2e5-3e5
+# elements of a sum of squares), and it gains little from threads.  Rows are chunked
+# from ``CHUNKED_FROM`` elements, or more: from the length the kernel's guessed cost
+# (its operations, never a measurement, so the rule depends on the size alone) puts at
+# ``CHUNKED_SECONDS``.
+REDUCTION_CHUNK = 1 << 16
+CHUNKED_FROM = 4 * REDUCTION_CHUNK
+CHUNKED_SECONDS = 1e-3
+assert REDUCTION_CHUNK % BLOCK == 0
 # Initial cost guesses (seconds per element), replaced by measurements.
 _BASE_COST, _OP_COST, _TRANSCENDENTAL_COST = 1e-9, 0.3e-9, 4e-9
 
@@ -126,6 +160,66 @@ def run_chunks(work: Callable[[int], None], count: int, threads: int) -> None:
         raise errors[0]
 
 
+# numpy's floating-point flags in the order it reports them, with their errstate keys.
+_FLAGS = (("divide by zero", "divide", 1), ("overflow", "over", 2),
+          ("underflow", "under", 4), ("invalid value", "invalid", 8))
+
+
+class FlagsReportedOnce:
+    """A context running several gufunc calls (on any threads started inside) that
+    collects the floating-point flags they raise, then reports each flag once, as numpy
+    reports those of one call of the gufunc ``name`` under the caller's ``np.errstate``
+    (nothing when the calls raised an exception)."""
+
+    __slots__ = ("errstate", "name", "raised")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.raised: set[str] = set()
+        self.errstate = np.errstate(all="call", call=self._record)
+
+    def _record(self, kind: str, _status: int) -> None:
+        self.raised.add(kind)
+
+    def __enter__(self) -> None:
+        self.errstate.__enter__()
+
+    def __exit__(self, kind: Any, error: Any, traceback: Any) -> None:
+        self.errstate.__exit__(kind, error, traceback)
+        if self.raised and kind is None:
+            report_flags(self.raised, self.name)
+
+
+def report_flags(raised: set[str], name: str) -> None:
+    """Report the flags ``raised`` (numpy's names: ``"divide by zero"``...) by a call of
+    the gufunc ``name`` as numpy does under the errstate in force: in numpy's order, each
+    ignored, warned, raised, printed, logged or passed to the error callback."""
+    settings: dict[str, Any] = dict(np.geterr())
+    callback: Any = np.geterrcall()
+    status = sum(bit for kind, _key, bit in _FLAGS if kind in raised)
+    for kind, key, _bit in _FLAGS:
+        if kind not in raised or settings[key] == "ignore":
+            continue
+        message = f"{kind} encountered in {name}"
+        mode = settings[key]
+        if mode == "raise":
+            raise FloatingPointError(message)
+        if mode == "warn":
+            warnings.warn(message, RuntimeWarning, stacklevel=4)
+        elif mode == "print":
+            print(f"Warning: {message}", file=sys.stderr)
+        elif mode == "call" and callback is not None:
+            callback(kind, status)
+        elif mode == "log" and callback is not None:
+            callback.write(f"Warning: {message}\n")
+
+
+def reduction_units(length: int) -> tuple[int, int]:
+    """The whole ``REDUCTION_CHUNK``-element chunks of a row of ``length`` elements and the
+    length of the shorter last chunk (0: none)."""
+    return divmod(length, REDUCTION_CHUNK)
+
+
 def initial_cost(nodes: Iterable[Node]) -> float:
     """A guess of a kernel's seconds per loop element from the operations it computes."""
     return _BASE_COST + sum(_TRANSCENDENTAL_COST if _transcendental(node) else _OP_COST
@@ -137,17 +231,19 @@ def _transcendental(node: Node) -> bool:
     return row is not None and row.transcendental
 
 
-def split_plan(length: int, rows: tuple[int, ...], count: int, depth: int = 1
-               ) -> tuple[bool, list[int]] | None:
+def split_plan(length: int, rows: tuple[int, ...], count: int, depth: int = 1,
+               cut_core: bool = True) -> tuple[bool, list[int]] | None:
     """Cut a loop of ``rows`` rows of ``length`` elements into about ``count`` chunks: along
-    the core axis when it is long, else along the first row axis; (along_core, chunk
-    bounds), or None when neither is worth it.  Core-axis bounds are multiples of 64.
+    the core axis when it is long (and ``cut_core``: a reduction folded along it would
+    add the chunks' partials in an order depending on the cut), else along the first row
+    axis; (along_core, chunk bounds), or None when neither is worth it.  Core-axis bounds
+    are multiples of 64.
     A kernel of passes has ``depth`` elements per core element (its accumulated rows,
     which are never split: each column adds them in order); its chunks are at least
     ``MIN_PASS_COLUMNS`` wide, as its passes over short rows run slowly."""
     minimum = MIN_CHUNK_ELEMENTS
     widest = 64 if depth == 1 else MIN_PASS_COLUMNS
-    if length * depth >= 2 * minimum and length >= 2 * widest:
+    if cut_core and length * depth >= 2 * minimum and length >= 2 * widest:
         count = min(count, length * depth // minimum, length // widest)
         step = length / count
         bounds = [min(length, round(index * step / 64) * 64) for index in range(count)]
@@ -159,21 +255,36 @@ def split_plan(length: int, rows: tuple[int, ...], count: int, depth: int = 1
     return None
 
 
+def _combiner(reduction: Reduction) -> Callable[[Any], Any]:
+    """Combines the chunks' partials (the last axis) of a fused reduction, in order."""
+    reduce, dtype = getattr(np, reduction.ufunc).reduce, reduction.dtype
+    return lambda partials: reduce(partials, axis=-1, dtype=dtype)
+
+
+def next_retry(retry: int, gain: float) -> int:
+    """How many calls apart to retry splitting after a split call left the class's
+    ``gain`` as it is: twice as far as ``retry`` while splitting does not pay (at most
+    ``MAX_RETRY_EVERY``), back to ``RETRY_EVERY`` once it does."""
+    return RETRY_EVERY if gain >= MIN_GAIN else min(2 * retry, MAX_RETRY_EVERY)
+
+
 class SizeClass:
     """What one kernel learnt of its calls of one size class: ``cost``, seconds per loop
     element, the kernel's guess until ``measured``, then the least over its
     single-threaded calls (a call is only ever slowed: by a first touch of its memory, a
     busy core; the least is what one thread can do, and what a split must beat);
     ``gain``, a running mean of how much faster split calls were
-    than that estimate; ``large``, how many calls it has seen."""
+    than that estimate; ``large``, how many calls it has seen; ``retry``, how many calls
+    apart splits are retried while they do not pay (see ``next_retry``)."""
 
-    __slots__ = ("cost", "gain", "large", "measured")
+    __slots__ = ("cost", "gain", "large", "measured", "retry")
 
     def __init__(self, cost: float) -> None:
         self.cost = cost
         self.measured = False
         self.gain = 2.0
         self.large = 0
+        self.retry = RETRY_EVERY
 
 
 class ThreadPolicy:
@@ -183,17 +294,35 @@ class ThreadPolicy:
     Invariants: ``guess`` is the kernel's seconds per loop element guessed from its
     operations; ``classes`` holds a ``SizeClass`` per size class met by a large call;
     ``small`` is ``PARALLEL_MIN_SECONDS`` divided by the lowest cost known (measured in
-    any class, else the guess): the loop size below which a call is never split.
+    any class, else the guess): the loop size below which a call is never split, and
+    never above ``chunk_from`` when the kernel ``folds`` a reduction along its rows
+    (a row that long is always chunked, see ``_chunked``; ``chunk_from`` depends on the
+    kernel's operations alone); ``cores`` says which operands are ``(n)`` operands and
+    ``combiners`` how the chunks' partials of each output combine (None: not a fused
+    reduction).
     """
 
-    __slots__ = ("classes", "guess", "settings", "small", "step")
+    __slots__ = ("chunk_from", "classes", "combiners", "cores", "folds", "guess", "name",
+                 "settings", "small", "step")
 
     def __init__(self, step: KernelStep, settings: Settings) -> None:
         self.step = step
         self.settings = settings
         self.guess = initial_cost(step.kernel.region.nodes)
-        self.small = int(PARALLEL_MIN_SECONDS / self.guess)
+        self.folds = bool(step.completions) and step.operands.passes is None
+        self.cores = tuple(core for _slot, _prepare, core in step.operands.operands)
+        # per gufunc output: how chunks' partials of a fused reduction combine, else None
+        self.combiners = tuple(None if completion is None else _combiner(completion.reduction)
+                               for completion in step.completions) \
+            if self.folds else (None,) * len(step.out_dtypes)
+        self.name = getattr(step.kernel.gufunc, "__name__", "kernel")
         self.classes: dict[int, SizeClass] = {}
+        self.chunk_from = max(CHUNKED_FROM, int(CHUNKED_SECONDS / self.guess))
+        self.small = self._small(self.guess)
+
+    def _small(self, cost: float) -> int:
+        small = int(PARALLEL_MIN_SECONDS / cost)
+        return min(small, self.chunk_from) if self.folds else small
 
     def size_class(self, elements: int) -> SizeClass:
         """The record of calls of about ``elements`` (within a factor of two)."""
@@ -217,43 +346,141 @@ class ThreadPolicy:
     def _large(self, operands: list[Any], outs: Sequence[Any] | None) -> Any:
         """A call that may be worth splitting: split when the kernel's cost is measured,
         the call is long enough and splitting has been paying (or is due a retry); else one
-        call, which measures the cost."""
+        call, which measures the cost.  A fused reduction along long rows is chunked
+        either way (``_chunked``), on one thread or several."""
         step = self.step
         ranks = step.operands.ranks
-        rows = np.broadcast_shapes(*(np.shape(value)[:np.ndim(value) - rank]
-                                     for value, rank in zip(operands, ranks, strict=True)))
+        rows = self._rows(operands)
         core = operands[step.operands.core]
         length = np.shape(core)[-1]
+        chunked = self.folds and length >= self.chunk_from and self._aligned(operands,
+                                                                              length)
+        threads = self._threads()
+        if threads == 1:  # nothing to decide, nor to measure
+            if chunked:
+                return self._chunked(operands, rows, length, outs, 1)
+            return step.ufunc(*operands) if outs is None else step.ufunc(*operands, out=outs)
         depth = np.shape(core)[-2] if ranks[step.operands.core] == 2 else 1
         elements = length * depth * math.prod(rows)
         known = self.size_class(elements)
         expected = known.cost * elements
         known.large += 1
-        threads = self._threads()
         count = chunk_count(expected, elements, threads)
         if depth > 1:
             # a kernel of passes: one chunk per thread, as wide as can be (its passes over
             # narrower rows run slower than a chunk handed out late would cost)
             count = min(count, threads)
-        due = known.large % RETRY_EVERY == 0
         paying = known.gain >= MIN_GAIN
-        if count > 1 and known.measured and paying != due:
-            split = split_plan(length, rows, count, depth)
-            if split is not None:
-                start = time.perf_counter()
-                results = self._split(operands, ranks, rows, length, outs, *split)
-                observed = expected / max(time.perf_counter() - start, 1e-9)
-                known.gain = 0.7 * known.gain + 0.3 * observed
-                return results
+        due = known.large % (RETRY_EVERY if paying else known.retry) == 0
+        split = count > 1 and known.measured and paying != due
+        if split and chunked:
+            return self._timed_split(known, expected, self._chunked, operands, rows, length,
+                                     outs, count)
+        if split:
+            plan = split_plan(length, rows, count, depth, cut_core=not self.folds)
+            if plan is not None:
+                return self._timed_split(known, expected, self._split, operands, ranks,
+                                         rows, length, outs, *plan)
         start = time.perf_counter()
-        results = step.ufunc(*operands) if outs is None else step.ufunc(*operands, out=outs)
+        if chunked:
+            results = self._chunked(operands, rows, length, outs, 1)
+        else:
+            results = step.ufunc(*operands) if outs is None else step.ufunc(*operands,
+                                                                            out=outs)
         if elements >= CALIBRATE_ELEMENTS:  # learn this kernel's cost per element
             measured = (time.perf_counter() - start) / elements
             known.cost = measured if not known.measured else min(known.cost, measured)
             known.measured = True
             lowest = min(found.cost for found in self.classes.values() if found.measured)
-            self.small = int(PARALLEL_MIN_SECONDS / lowest)
+            self.small = self._small(lowest)
         return results
+
+    @staticmethod
+    def _timed_split(known: SizeClass, expected: float, run: Callable[..., Any],
+                     *arguments: Any) -> Any:
+        """``run(*arguments)``, a split call, updating ``known.gain`` with its speed-up
+        over the single-thread estimate ``expected``."""
+        start = time.perf_counter()
+        results = run(*arguments)
+        observed = expected / max(time.perf_counter() - start, 1e-9)
+        known.gain = 0.7 * known.gain + 0.3 * observed
+        known.retry = next_retry(known.retry, known.gain)
+        return results
+
+    def _rows(self, operands: list[Any]) -> tuple[int, ...]:
+        """The loop's rows: the operands' shapes but their core dimensions, broadcast."""
+        shapes = {shape[:len(shape) - rank] for value, rank in
+                  zip(operands, self.step.operands.ranks, strict=True)
+                  for shape in (getattr(value, "shape", ()),)}
+        return shapes.pop() if len(shapes) == 1 else np.broadcast_shapes(*shapes)
+
+    def _aligned(self, operands: list[Any], length: int) -> bool:
+        """Whether every ``(n)`` operand has rows of ``length`` (else the plain call
+        raises numpy's broadcast error)."""
+        return all(value.shape[-1] == length
+                   for value, core in zip(operands, self.cores, strict=True) if core)
+
+    def _chunked(self, operands: list[Any], rows: tuple[int, ...], length: int,
+                 outs: Sequence[Any] | None, pieces: int) -> Any:
+        """A kernel folding reductions along rows of ``length`` >= ``chunk_from``:
+        each row cut into chunks of ``REDUCTION_CHUNK`` elements (the last one shorter),
+        one partial per chunk, the partials of each row combined in chunk order.  The
+        chunks are handed out to threads as ``pieces`` ranges of chunks (1: all in this
+        thread), each range one gufunc call on its chunks as rows (reshaped views) plus
+        one for the shorter last chunk; the partials are the same however many pieces."""
+        step = self.step
+        full, tail = reduction_units(length)
+        units = full + (tail > 0)
+        given = outs or (None,) * len(step.out_dtypes)
+        outputs = [np.empty((*rows, units), dtype) if combine is not None
+                   else out if out is not None else np.empty((*rows, length), dtype)
+                   for dtype, combine, out in zip(step.out_dtypes, self.combiners, given,
+                                                  strict=True)]
+        pieces = max(1, min(pieces, units))
+        bounds = [round(index * units / pieces) for index in range(pieces + 1)]
+
+        def work(index: int) -> None:
+            first, last = bounds[index], bounds[index + 1]
+            if min(last, full) > first:
+                self._units(operands, outputs, first, min(last, full), REDUCTION_CHUNK)
+            if last > full:  # the shorter last chunk
+                self._units(operands, outputs, full, units, tail)
+
+        with FlagsReportedOnce(self.name):
+            if pieces == 1:
+                work(0)
+            else:
+                run_chunks(work, pieces, self._threads())
+            results = [output if combine is None else combine(output)
+                       for output, combine in zip(outputs, self.combiners, strict=True)]
+        return tuple(results) if len(results) > 1 else results[0]
+
+    def _units(self, operands: list[Any], outputs: list[Any], first: int, last: int,
+               width: int) -> None:
+        """One gufunc call over chunks ``first`` to ``last`` (exclusive), each ``width``
+        elements long, as rows: ``(n)`` operands and outputs sliced and reshaped (views),
+        the other operands given a length-1 axis for the chunks, partials written to
+        ``outputs[..., first:last]``."""
+        start = first * REDUCTION_CHUNK
+        stop = start + (last - first) * width
+        shape = (last - first, width)
+        chunk = []
+        for value, core in zip(operands, self.cores, strict=True):
+            if core:
+                part = value[..., start:stop]
+                value = part.reshape(*part.shape[:-1], *shape)
+            elif getattr(value, "ndim", 0):
+                value = value[..., np.newaxis]
+            chunk.append(value)
+        out = []
+        for output, combine in zip(outputs, self.combiners, strict=True):
+            if combine is None:
+                part = output[..., start:stop]
+                output = part.reshape(*part.shape[:-1], *shape)
+            else:
+                output = output[..., first:last]
+            out.append(output)
+        self.step.ufunc(*chunk, out=tuple(out))
 
     def _split(self, operands: list[Any], ranks: tuple[int, ...], rows: tuple[int, ...],
                length: int, outs: Sequence[Any] | None, along_core: bool,
@@ -277,8 +504,6 @@ class ThreadPolicy:
         partials: list[Any] = [None] * count
         depth = len(rows)
 
-        cores = [core for _slot, _prepare, core in step.operands.operands]
-
         def piece(value: Any, core: bool, rank: int, start: int, stop: int) -> Any:
             if along_core:
                 return value[..., start:stop] if core else value
@@ -290,14 +515,15 @@ class ThreadPolicy:
         def work(index: int) -> None:
             start, stop = bounds[index], bounds[index + 1]
             chunk = [piece(value, core, rank, start, stop)
-                     for value, core, rank in zip(operands, cores, ranks, strict=True)]
+                     for value, core, rank in zip(operands, self.cores, ranks, strict=True)]
             out = tuple(None if target is None else
                         (target[..., start:stop] if along_core else target[start:stop])
                         for target in outputs)
             result = step.ufunc(*chunk, out=out)
             partials[index] = result if isinstance(result, tuple) else (result,)
 
-        run_chunks(work, count, self._threads())
+        with FlagsReportedOnce(self.name):
+            run_chunks(work, count, self._threads())
         results = []
         for position, target in enumerate(outputs):
             if target is not None or step.placeholder:

@@ -265,3 +265,234 @@ def test_the_single_thread_cost_is_the_least_measured_not_a_mean(chunk_calls):
     known.cost, known.gain = measured * 100, 1.0  # as if measured while slowed; not paying
     compiled(x, 0.25)  # runs on one thread and measures again
     assert known.cost < measured * 10
+
+
+# ------------------------------------------- fused reductions: the same bits on any thread count
+
+CHUNK, FROM = threads.REDUCTION_CHUNK, threads.CHUNKED_FROM
+
+
+@pytest.fixture
+def always_split(monkeypatch, chunk_calls):
+    """Every call takes the policy's decision and splits once measured, however fast the
+    machine: a call of ``threads=2`` really runs on two threads."""
+    monkeypatch.setattr(threads, "PARALLEL_MIN_SECONDS", 0.0)
+    monkeypatch.setattr(threads, "CHUNKED_SECONDS", 0.0)  # every kernel chunks from FROM
+    return chunk_calls
+
+
+REDUCERS = {
+    "sum": lambda x: np.sum((x - x.dtype.type(1)) * x),
+    "prod": lambda x: np.prod(x * x.dtype.type(1)),
+    "max": lambda x: np.max(x * 2),
+    "min": lambda x: np.min(x - 1),
+    "mean": lambda x: np.mean(x * 3),
+    "var": lambda x: np.var(x + 1),
+    "rows": lambda x: (x * 2).reshape(2, -1).sum(axis=-1),
+}
+
+
+def _values(dtype: str, size: int) -> np.ndarray:
+    rng = np.random.default_rng(size)
+    if dtype.startswith("complex"):
+        values = rng.standard_normal(size) + 1j * rng.standard_normal(size)
+        return (values / 64 + 1).astype(dtype)
+    if dtype.startswith("int"):
+        return rng.integers(-3, 4, size).astype(dtype)
+    return (rng.standard_normal(size) / 4096 + 1).astype(dtype)  # products stay finite
+
+
+def _thread_counts_agree(fn, x, chunk_calls, split: bool = True) -> None:
+    """``fn`` jitted with threads=1, 2 and the default gives the same bits (and numpy's
+    values within rounding); the threads=2 call was split when ``split``."""
+    results = []
+    for count in (1, 2, None):
+        jitted = numfuse.jit(fn, threads=count)
+        before = len(chunk_calls)
+        for _ in range(3):  # the first large call measures, the next ones split
+            result = jitted(x)
+        if count == 2 and split:
+            assert len(chunk_calls) > before, "the threads=2 calls were not split"
+        results.append(np.asarray(result))
+    assert all(result.dtype == results[0].dtype for result in results)
+    assert all(result.tobytes() == results[0].tobytes() for result in results), results
+    expected = np.asarray(fn(x))
+    assert results[0].dtype == expected.dtype
+    float32 = expected.dtype in (np.float32, np.complex64)
+    np.testing.assert_allclose(results[0], expected, rtol=1e-3 if float32 else 1e-9)
+
+
+SIZES = (FROM - 2, FROM, FROM + 2, FROM + CHUNK + 34)
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "complex128"])
+@pytest.mark.parametrize("reducer", sorted(REDUCERS))
+def test_fused_reductions_give_the_same_bits_on_any_thread_count(always_split, reducer,
+                                                                 dtype, size):
+    if dtype.startswith("complex") and reducer in ("max", "min"):
+        pytest.skip("complex max/min run as numpy calls")
+    _thread_counts_agree(REDUCERS[reducer], _values(dtype, size), always_split,
+                         split=size >= FROM)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("size", [FROM - 1, FROM, FROM + 1, FROM + CHUNK - 1,
+                                  FROM + CHUNK + 1, 40 * CHUNK + 2])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64", "complex64",
+                                   "complex128"])
+@pytest.mark.parametrize("reducer", sorted(REDUCERS))
+def test_fused_reductions_give_the_same_bits_on_any_thread_count_exhaustive(
+        always_split, reducer, dtype, size):
+    if dtype.startswith("complex") and reducer in ("max", "min"):
+        pytest.skip("complex max/min run as numpy calls")
+    if size % 2:
+        size += 1  # the "rows" reducer halves it
+    # a shorter row is never cut (its partial would depend on the cut)
+    _thread_counts_agree(REDUCERS[reducer], _values(dtype, size), always_split,
+                         split=size >= FROM)
+
+
+@pytest.mark.parametrize("place", [0, CHUNK - 1, CHUNK, FROM + 5])
+@pytest.mark.parametrize("reducer", ["max", "min"])
+def test_max_and_min_propagate_a_nan_from_any_chunk(always_split, reducer, place):
+    x = _values("float64", FROM + 6)
+    x[place] = np.nan
+    _thread_counts_agree(REDUCERS[reducer], x, always_split)
+    assert np.isnan(numfuse.jit(REDUCERS[reducer], threads=2)(x))
+
+
+def test_reductions_along_long_rows_of_a_matrix_agree(always_split):
+    """Rows of a matrix longer than a chunk: each row is chunked the same way."""
+    x = _values("float64", 3 * (FROM + CHUNK + 7)).reshape(3, -1)
+
+    def fn(x):
+        y = x * 2
+        return y, y.sum(axis=-1), np.max(y, axis=1, keepdims=True), y.sum()
+
+    results = [numfuse.jit(fn, threads=count) for count in (1, 2)]
+    for jitted in results:
+        jitted(x)
+    one, two = (jitted(x) for jitted in results)
+    assert always_split
+    for left, right in zip(one, two, strict=True):
+        assert np.asarray(left).tobytes() == np.asarray(right).tobytes()
+    assert_same(one, fn(x), rtol=1e-12)
+
+
+def test_a_chunked_reduction_reports_each_flag_once(always_split):
+    """Zeros in several chunks: one 'divide by zero' warning, as numpy gives, on one
+    thread or two; under errstate raise, numpy's FloatingPointError."""
+    from conftest import observe
+
+    x = _values("float64", FROM + 3)
+    x[[5, CHUNK + 1, FROM + 2]] = 0.0
+
+    def fn(x):
+        return np.sum(1.0 / x), np.max(np.sqrt(x - 1.0))
+
+    expected, expected_warnings = observe(fn, x)
+    for count in (1, 2):
+        jitted = numfuse.jit(fn, threads=count)
+        for _ in range(3):
+            result, warned = observe(jitted, x)
+            assert warned == expected_warnings
+        assert_same(result, expected)
+        raised, _ = observe(jitted, x, all="raise")
+        assert isinstance(raised, FloatingPointError) and "divide by zero" in str(raised)
+        assert observe(jitted, x, all="ignore")[1] == []
+    assert always_split
+
+
+def test_report_flags_follows_the_errstate_modes(capsys):
+    name = "kernel_x"
+    with pytest.warns(RuntimeWarning, match="overflow encountered in kernel_x"):
+        threads.report_flags({"overflow"}, name)
+    with np.errstate(divide="warn", invalid="raise"), \
+            pytest.warns(RuntimeWarning, match="divide by zero"), \
+            pytest.raises(FloatingPointError, match="invalid value encountered in kernel_x"):
+        threads.report_flags({"invalid value", "divide by zero"}, name)
+    calls = []
+    with np.errstate(all="call", call=lambda kind, status: calls.append((kind, status))):
+        threads.report_flags({"invalid value", "divide by zero"}, name)
+    assert calls == [("divide by zero", 9), ("invalid value", 9)]  # numpy's order and status
+    with np.errstate(under="print"):
+        threads.report_flags({"underflow"}, name)
+    assert capsys.readouterr().err == "Warning: underflow encountered in kernel_x\n"
+    with np.errstate(all="ignore"):
+        threads.report_flags({"overflow", "invalid value"}, name)
+
+
+def test_a_chunked_call_is_one_gufunc_call_per_range_of_chunks(monkeypatch):
+    """Chunking does not cost a call per chunk: one for the whole chunks, one for the
+    shorter last chunk."""
+    x = _values("float64", 10 * CHUNK + 5)
+    compiled = numfuse.compile(REDUCERS["sum"], x, threads=1)
+    step = compiled.program.steps[0]
+    calls = []
+    original = step.ufunc
+
+    def counting(*operands, **options):
+        calls.append(np.shape(operands[0]))
+        return original(*operands, **options)
+
+    monkeypatch.setattr(step, "ufunc", counting)
+    result = compiled(x)
+    assert calls == [(10, CHUNK), (1, 5)]
+    assert np.isclose(result, REDUCERS["sum"](x), rtol=1e-12)
+
+
+def test_a_reduction_along_rows_too_short_to_chunk_is_never_cut_along_them():
+    assert threads.split_plan(FROM - 1, (), 8, cut_core=False) is None
+    assert threads.split_plan(FROM - 1, (40,), 4, cut_core=False) == (False, [0, 10, 20, 30, 40])
+
+
+def test_a_row_shorter_than_chunked_from_is_one_call(monkeypatch, always_split):
+    """No chunking below ``CHUNKED_FROM``: one gufunc call, never split."""
+    x = _values("float64", FROM - 2)
+    compiled = numfuse.compile(REDUCERS["sum"], x, threads=2)
+    compiled(x)
+    step = compiled.program.steps[0]
+    calls = []
+    original = step.ufunc
+
+    def counting(*operands, **options):
+        calls.append(np.shape(operands[0]))
+        return original(*operands, **options)
+
+    monkeypatch.setattr(step, "ufunc", counting)
+    compiled(x)
+    assert calls == [(FROM - 2,)] and not always_split
+
+
+def test_where_rows_are_chunked_depends_on_the_kernels_operations_only():
+    """Costly work is chunked (and so may be split) from shorter rows than cheap work,
+    never below ``CHUNKED_FROM``: a rule of the kernel and the size, not of timings."""
+    x = _values("float64", 1000)
+    cheap = numfuse.compile(lambda x: np.sum(x * 2), x, threads=2)
+    costly = numfuse.compile(lambda x: np.sum(np.exp(x) * np.log(x)), x, threads=2)
+    cheap_from, costly_from = (compiled.program.runners[0].calls.chunk_from
+                               for compiled in (cheap, costly))
+    assert FROM == costly_from < cheap_from
+    policy = cheap.program.runners[0].calls
+    assert policy.small <= cheap_from  # a row to chunk always reaches the policy
+
+
+def test_retries_of_a_split_that_does_not_pay_back_off():
+    retry = threads.RETRY_EVERY
+    for _ in range(20):
+        retry = threads.next_retry(retry, threads.MIN_GAIN / 2)
+    assert retry == threads.MAX_RETRY_EVERY
+    assert threads.next_retry(retry, threads.MIN_GAIN) == threads.RETRY_EVERY
+
+
+def test_a_class_retries_as_far_apart_as_its_retry_says(chunk_calls):
+    x = RNG.standard_normal(600_000)
+    compiled = numfuse.compile(logp_and_sums, x, 0.25, threads=2)
+    compiled(x, 0.25)
+    (known,) = compiled.program.runners[0].calls.classes.values()
+    known.retry = 4 * threads.RETRY_EVERY
+    for _ in range(4 * threads.RETRY_EVERY):
+        known.gain = 1.0  # not paying
+        compiled(x, 0.25)
+    assert len(chunk_calls) == 1
