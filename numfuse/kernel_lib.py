@@ -582,7 +582,7 @@ def spacing_float(x):  # type: ignore[no-untyped-def]
         flags = hidden(np.float32(1e-45) if subnormal else np.float32(0.0)) * np.float32(
             0.5) + hidden(largest if magnitude == largest else np.float32(0.0)) * np.float32(2.0)
     else:
-        magnitude = np.float64(abs(x)) if finite else 0.0
+        magnitude = np.float64(abs(x)) if finite else np.float64(0.0)
         following = np.int64(magnitude.view(np.int64) + 1).view(np.float64)
         largest = 1.7976931348623157e308
         subnormal = (magnitude != 0) & (magnitude < 2.2250738585072014e-308)
