@@ -257,3 +257,20 @@ def test_float_to_uint64_casts_like_numpy_in_and_out_of_range(source, size):
             x = np.full(size, value, dtype=source)
         x[::2] = 7.0
         assert_like_numpy(lambda v: v.astype(np.uint64), x)
+
+
+def _guarded_scalar_work(x, k):
+    return np.where(x > 0, np.arccos(k), 0)
+
+
+def _scalar_work_in_a_reduction(x, k):
+    return np.sum(x * np.log(k - 5.0)) + x.max(initial=0)
+
+
+@pytest.mark.parametrize("fn", [_guarded_scalar_work, _scalar_work_in_a_reduction])
+@pytest.mark.parametrize("shape", [(0,), (2,), (0, 3), (2, 0)])
+@pytest.mark.parametrize("k", [np.int64(-2**63), 5.0, 7.0])
+def test_scalar_work_before_the_loop_raises_its_flags_for_no_element_too(fn, shape, k):
+    # numpy computes arccos(k) once per call, however many elements x has; the kernel
+    # computes it before its loop, which must run (and keep it) for an empty row too.
+    assert_like_numpy(fn, np.ones(shape), k)

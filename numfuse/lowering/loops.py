@@ -281,6 +281,10 @@ class _RowCall:
         with builder.if_then(builder.icmp_signed(">", whole, ir.Constant(T.I64, 0))):
             done = builder.mul(whole, granule)
             builder.call(self.row, [whole, done, *pointers, state])
+        if program.prelude:  # numpy computes scalar work (and raises its flags) for no element too
+            zero = ir.Constant(T.I64, 0)
+            with builder.if_then(builder.icmp_signed("==", length, zero)):
+                builder.call(self.row, [zero, zero, *pointers, state])
         first = builder.mul(whole, granule)
         left = builder.sub(length, first)
         parts = builder.udiv(builder.add(left, ir.Constant(T.I64, GRANULE - 1)), granule)
@@ -597,6 +601,9 @@ class _Row:
         for statement in program.prelude:
             emitter.values[statement.target] = _evaluate(emitter, statement.expression,
                                                          statement.dtype)
+        # computed even for a row of no element (flags of scalar work, once per row)
+        granules = emitter.pinned_count(granules, [emitter.values[statement.target]
+                                                   for statement in program.prelude])
         if "blocks" in accumulators:
             return self.blocked_loop(granules, accumulators)
         length = self.builder.mul(granules, ir.Constant(T.I64, GRANULE))

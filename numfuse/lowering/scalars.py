@@ -428,6 +428,27 @@ class Emitter:
         A condition computed from the values has them computed before any branch.
         Operands loaded from memory and constants raise nothing and are left out."""
         builder = self.builder
+        bits = self._computed_bits(values)
+        if bits is None:
+            return condition
+        seen = builder.icmp_unsigned("!=", builder.and_(bits, self.opaque_zero(64)),
+                                     ir.Constant(T.I64, 0))
+        return Value(BOOL, builder.xor(condition.ir, seen))
+
+    def pinned_count(self, count: ir.Value, values: Sequence[Value]) -> ir.Value:
+        """The i64 ``count``, made to depend on the float ``values`` through a zero LLVM
+        cannot see: a loop of ``count`` iterations that reads them has them computed
+        before it, even when it runs no iteration (numpy computes scalar work once per
+        call, raising its floating-point flags, however many elements there are)."""
+        bits = self._computed_bits(values)
+        if bits is None:
+            return count
+        return self.builder.add(count, self.builder.and_(bits, self.opaque_zero(64)))
+
+    def _computed_bits(self, values: Sequence[Value]) -> ir.Value | None:
+        """The OR of the bits (as i64) of the float parts of ``values`` that are computed
+        (not constants, loads or hidden values), or None when there are none."""
+        builder = self.builder
         bits: ir.Value | None = None
         for value in values:
             for part in self.parts(value) if value.dtype.kind == "c" else (value,):
@@ -438,11 +459,7 @@ class Emitter:
                 if part.dtype.itemsize < 8:
                     word = builder.zext(word, T.I64)
                 bits = word if bits is None else builder.or_(bits, word)
-        if bits is None:
-            return condition
-        seen = builder.icmp_unsigned("!=", builder.and_(bits, self.opaque_zero(64)),
-                                     ir.Constant(T.I64, 0))
-        return Value(BOOL, builder.xor(condition.ir, seen))
+        return bits
 
     def branch(self, node: ast.expr) -> Value:
         """A value chosen by a condition.  In a kernel's statements (``guarded``) a constant
