@@ -36,7 +36,16 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from suite import Cell, Implementation, check, environment, format_time, measure, size_label
+from suite import (
+    Cell,
+    Implementation,
+    check,
+    environment,
+    format_time,
+    measure,
+    seconds_per_call,
+    size_label,
+)
 from workloads import WORKLOADS, Workload
 
 import numfuse
@@ -61,16 +70,6 @@ def raw_gufunc(jitted, args: tuple) -> tuple[Callable, tuple] | None:
     return step.ufunc, presented
 
 
-def seconds_per_call(call: Callable, args: tuple) -> float:
-    calls, start = 0, time.perf_counter()
-    while True:
-        call(*args)
-        calls += 1
-        elapsed = time.perf_counter() - start
-        if elapsed > 0.01 or calls >= 100_000:
-            return elapsed / calls
-
-
 def run_one(workload: Workload, size: int, options, rng: np.random.Generator
             ) -> dict[str, Cell]:
     reference = workload.build(np)
@@ -86,8 +85,8 @@ def run_one(workload: Workload, size: int, options, rng: np.random.Generator
         impls["raw"] = Implementation("raw", raw[0])
         converted["raw"] = raw[1]
     cells = {name: Cell() for name in impls}
-    batch = {name: max(1, math.ceil(options.min_sample / seconds_per_call(impl.call,
-                                                                           converted[name])))
+    batch = {name: max(1, math.ceil(options.min_sample / seconds_per_call(
+                 impl.call, converted[name], at_least=0.01, most=100_000)))
              for name, impl in impls.items()}
     measure(impls, converted, cells, batch, options.repeats)
     return cells

@@ -44,7 +44,15 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from suite import Cell, Implementation, environment, format_time, measure, size_label
+from suite import (
+    Cell,
+    Implementation,
+    environment,
+    format_time,
+    measure,
+    seconds_per_call,
+    size_label,
+)
 
 import numfuse
 
@@ -155,16 +163,6 @@ def check(name: str, got, want) -> None:
                                    atol=1e-12 * scale)
 
 
-def seconds_per_call(call: Callable, args: tuple) -> float:
-    calls, start = 0, time.perf_counter()
-    while True:
-        call(*args)
-        calls += 1
-        elapsed = time.perf_counter() - start
-        if elapsed > 0.02 or calls >= 10_000:
-            return elapsed / calls
-
-
 def run_one(case: Case, impls: dict[str, Implementation], size: int, options,
             rng: np.random.Generator) -> dict[str, Cell]:
     args = case.make_args(size, rng)
@@ -179,7 +177,7 @@ def run_one(case: Case, impls: dict[str, Implementation], size: int, options,
         except Exception as error:  # reported, not fatal
             cells[name].status = f"error: {type(error).__name__}: {error}"[:200]
             continue
-        per_call = seconds_per_call(impl.call, converted[name])
+        per_call = seconds_per_call(impl.call, converted[name], at_least=0.02)
         batch[name] = max(1, math.ceil(options.min_sample / per_call))
     measure(impls, converted, cells, batch, options.repeats)
     return cells

@@ -225,16 +225,23 @@ def run_one(workload: Workload, impls, size: int, options, rng) -> dict[str, Cel
     return cells
 
 
-def _estimate(impl: Implementation, args) -> float:
-    """Seconds per call when called back to back (at least one call, about 1 ms)."""
+def seconds_per_call(call: Callable, args, at_least: float = 1e-3,
+                     most: int = 10_000) -> float:
+    """Seconds per call of ``call(*args)`` called back to back: at least one call, for
+    about ``at_least`` seconds or ``most`` calls."""
     calls = 0
     start = time.perf_counter()
     while True:
-        impl.call(*args)
+        call(*args)
         calls += 1
         elapsed = time.perf_counter() - start
-        if elapsed > 1e-3 or calls >= 10_000:
+        if elapsed > at_least or calls >= most:
             return elapsed / calls
+
+
+def _estimate(impl: Implementation, args) -> float:
+    """Seconds per call when called back to back (at least one call, about 1 ms)."""
+    return seconds_per_call(impl.call, args)
 
 
 def numfuse_plan(jitted) -> str:

@@ -423,13 +423,10 @@ def test_report_flags_follows_the_errstate_modes(capsys):
         threads.report_flags({"overflow", "invalid value"}, name)
 
 
-def test_a_chunked_call_is_one_gufunc_call_per_range_of_chunks(monkeypatch):
-    """Chunking does not cost a call per chunk: one for the whole chunks, one for the
-    shorter last chunk."""
-    x = _values("float64", 10 * CHUNK + 5)
-    compiled = numfuse.compile(REDUCERS["sum"], x, threads=1)
+def _counted_calls(monkeypatch, compiled) -> list[tuple[int, ...]]:
+    """The shapes of the first operand of each call of ``compiled``'s one gufunc, from now on."""
     step = compiled.program.steps[0]
-    calls = []
+    calls: list[tuple[int, ...]] = []
     original = step.ufunc
 
     def counting(*operands, **options):
@@ -437,6 +434,15 @@ def test_a_chunked_call_is_one_gufunc_call_per_range_of_chunks(monkeypatch):
         return original(*operands, **options)
 
     monkeypatch.setattr(step, "ufunc", counting)
+    return calls
+
+
+def test_a_chunked_call_is_one_gufunc_call_per_range_of_chunks(monkeypatch):
+    """Chunking does not cost a call per chunk: one for the whole chunks, one for the
+    shorter last chunk."""
+    x = _values("float64", 10 * CHUNK + 5)
+    compiled = numfuse.compile(REDUCERS["sum"], x, threads=1)
+    calls = _counted_calls(monkeypatch, compiled)
     result = compiled(x)
     assert calls == [(10, CHUNK), (1, 5)]
     assert np.isclose(result, REDUCERS["sum"](x), rtol=1e-12)
@@ -452,15 +458,7 @@ def test_a_row_shorter_than_chunked_from_is_one_call(monkeypatch, always_split):
     x = _values("float64", FROM - 2)
     compiled = numfuse.compile(REDUCERS["sum"], x, threads=2)
     compiled(x)
-    step = compiled.program.steps[0]
-    calls = []
-    original = step.ufunc
-
-    def counting(*operands, **options):
-        calls.append(np.shape(operands[0]))
-        return original(*operands, **options)
-
-    monkeypatch.setattr(step, "ufunc", counting)
+    calls = _counted_calls(monkeypatch, compiled)
     compiled(x)
     assert calls == [(FROM - 2,)] and not always_split
 
