@@ -180,13 +180,19 @@ def sum_of_squares(x: np.ndarray, mu: float) -> np.floating:
 
 
 def peak_bytes(function: Callable[..., Any], *args: Any) -> tuple[int, int]:
-    """(peak bytes allocated during one call, bytes of what it returned)."""
-    function(*args)  # compile / warm up outside the measurement
-    tracemalloc.start()
-    tracemalloc.reset_peak()
-    result = function(*args)
-    _current, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
+    """(peak bytes allocated during one call, bytes of what it returned), with numfuse's
+    memory pool off: tracemalloc sees numpy's allocations, not the pool's mappings."""
+    settings = memory.pool()
+    memory.pool(enabled=False)
+    try:
+        function(*args)  # compile / warm up outside the measurement
+        tracemalloc.start()
+        tracemalloc.reset_peak()
+        result = function(*args)
+        _current, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    finally:
+        memory.pool(enabled=settings.enabled)
     results = result if isinstance(result, tuple) else (result,)
     kept = sum(np.asarray(item).nbytes for item in results)
     return peak, kept
@@ -196,13 +202,11 @@ def peak_report(size: int) -> str:
     x = np.random.default_rng(0).standard_normal(size)
     rows = ["| workload | implementation | peak | results | temporaries (peak - results) |",
             "|---|---|---:|---:|---:|"]
-    memory.pool(enabled=False)  # a pool block counts whole, and only when it is new
     for workload in (logp_and_grad, sum_of_squares):
         for name, function in (("numpy", workload), ("numfuse", numfuse.jit(workload))):
             peak, kept = peak_bytes(function, x, 0.25)
             rows.append(f"| {workload.__name__} | {name} | {peak / 1e6:.1f} MB | "
                         f"{kept / 1e6:.1f} MB | {(peak - kept) / 1e6:.1f} MB |")
-    memory.pool(enabled=True)
     return f"n = {size:,} float64 ({x.nbytes / 1e6:.1f} MB per array)\n\n" + "\n".join(rows)
 
 
