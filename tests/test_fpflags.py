@@ -482,3 +482,18 @@ def test_spacing_raises_numpys_flags_only(dtype, size):
         x = np.full(size, value, dtype)
         x[::3] = 1.5
         assert_like_numpy(lambda v: np.spacing(v), x)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
+@pytest.mark.parametrize("size", [1, 20])
+@pytest.mark.parametrize("name", ["sin", "cos"])
+def test_sine_and_cosine_of_infinities_raise_invalid_even_after_abs(name, dtype, size):
+    # Knowing its argument is an infinity (after abs, or under the test of one), LLVM
+    # folded the NaN numpy's "invalid" comes with; computing it in every lane raised it
+    # for finite numbers.
+    ufunc = getattr(np, name)
+    for values in ([np.inf], [-np.inf], [1.0, 2.0], [1.0, np.inf, 2e7, -3.0], [np.nan, 1e30]):
+        x = np.resize(np.array(values, dtype), size)
+        assert_like_numpy(lambda v: ufunc(v), x)
+        assert_like_numpy(lambda v: ufunc(np.abs(v)), x)
+        assert_like_numpy(lambda v: np.where(v < 1e30, ufunc(v), 0), x)
