@@ -57,6 +57,7 @@ ROWS = sorted(name for name in OPS if name not in ("astype", "real", "imag"))
 EXACT, ULP, SUM, LOOSE = "exact", "ulp", "sum", "loose"
 # fmax/fmin of +0.0 and -0.0: numpy returns the first operand in its scalar loop (fewer
 # than 8 elements) and the second in its SIMD loop; numfuse the second (README, limits).
+# clip's zero ties likewise depend on numpy's loop.
 TIE = "tie"
 
 # ------------------------------------------------------------------------------ programs
@@ -367,6 +368,10 @@ def _status(step: Step, statuses: Sequence[str], pool: Sequence[Any]) -> str:
         return LOOSE  # README limit: numba's signed arithmetic assumes no overflow
     if step.kind == "op" and step.name in ("fmax", "fmin") and _zero_tie(*operands):
         return TIE
+    if step.name == "clip" and step.kind in OP_LIKE and len(operands) >= 3 and (
+            _zero_tie(operands[0], operands[1]) or _zero_tie(operands[0], operands[2])
+            or _zero_tie(operands[1], operands[2])):
+        return TIE  # README limit: clip's sign of zero on ties depends on numpy's loop
     name = {"/": "true_divide", "**": "power", "abs": "absolute"}.get(step.name, step.name)
     row = OPS.get(name)
     exactness = row.exactness if row is not None else Exactness.EXACT
