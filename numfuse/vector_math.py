@@ -178,6 +178,9 @@ def _log_of_nonpositive(x):  # type: ignore[no-untyped-def]
     # hidden (LLVM would fold a division it knows to be by zero, and its flag, away).  The
     # answer is chosen by a test of a hidden copy of x: under a test of x itself LLVM would
     # know x == 0 and simplify the divisor to a hidden constant, divided once for all lanes.
+    # Callers test a hidden copy too (``hidden(x) <= 0``): where LLVM knows x > 0 (after
+    # ``abs``), a test of x would make this code unreachable, and LLVM, free to assume
+    # anything there, hoisted a division by zero out of it for every call.
     quotient = -1.0 / hidden(0.0 if x == 0 else 1.0)
     if hidden(x) == 0:
         return quotient
@@ -219,7 +222,7 @@ def log_f64(x):  # type: ignore[no-untyped-def]
     result = _log_f64_reduced(min(max(clean, 5e-324), 1.7976931348623157e308), False)
     if x != x or clean == math.inf:
         return x
-    if clean <= 0:
+    if hidden(clean) <= 0:  # see _log_of_nonpositive
         return _log_of_nonpositive(clean)
     return result
 
@@ -234,7 +237,7 @@ def log1p_f64(x):  # type: ignore[no-untyped-def]
     result = _log_f64_reduced(argument, False) + (shifted - (argument - 1.0)) / argument
     if x != x or u == 1.0 or u == math.inf:
         return x  # NaN, +inf, and |x| so small that log1p(x) rounds to x (keeps -0.0)
-    if u <= 0:
+    if hidden(u) <= 0:  # see _log_of_nonpositive
         return _log_of_nonpositive(u)
     return result
 
@@ -380,7 +383,7 @@ def log_f32(x):  # type: ignore[no-untyped-def]
                                   np.float32(3.4028234663852886e38)))
     if x != x or clean == math.inf:
         return x
-    if clean <= 0:
+    if hidden(clean) <= 0:  # see _log_of_nonpositive
         return _log_of_nonpositive_f32(clean)
     return result
 
@@ -395,7 +398,7 @@ def log1p_f32(x):  # type: ignore[no-untyped-def]
     result = _log_f32_reduced(argument) + (shifted - (argument - np.float32(1.0))) / argument
     if x != x or u == np.float32(1.0) or u == math.inf:
         return x  # NaN, +inf, and |x| so small that log1p(x) rounds to x (keeps -0.0)
-    if u <= np.float32(0.0):
+    if hidden(u) <= np.float32(0.0):  # see _log_of_nonpositive
         return _log_of_nonpositive_f32(u)
     return result
 

@@ -496,10 +496,29 @@ def test_sine_and_cosine_of_infinities_raise_invalid_even_after_abs(name, dtype,
         x = np.resize(np.array(values, dtype), size)
         for fn in (lambda v: ufunc(v), lambda v: ufunc(np.abs(v)),
                    lambda v: np.where(v < 1e30, ufunc(v), 0)):
-            for mode in MODES:
-                expected, got = outcome(fn, [x], mode), outcome(numfuse.jit(fn), [x], mode)
-                assert got[1] == expected[1], (values, mode)
-                if isinstance(expected[0], str):  # the FloatingPointError raised
-                    assert got[0] == expected[0], (values, mode)
-                else:
-                    assert _close([got[0]], [expected[0]]), (values, mode)  # a few ulp
+            _assert_flags_like_numpy(fn, x)
+
+
+def _assert_flags_like_numpy(fn: Callable[..., Any], x: Any) -> None:
+    """numpy's warnings and errors exactly under every mode, its values to a few ulp."""
+    for mode in MODES:
+        expected, got = outcome(fn, [x], mode), outcome(numfuse.jit(fn), [x], mode)
+        assert got[1] == expected[1], (x, mode)
+        if isinstance(expected[0], str):  # the FloatingPointError raised
+            assert got[0] == expected[0], (x, mode)
+        else:
+            assert _close([got[0]], [expected[0]]), (x, mode)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
+@pytest.mark.parametrize("size", [None, 1, 20])
+def test_logarithms_of_values_known_positive_raise_nothing(dtype, size):
+    # After abs (or x * x + 2) LLVM knows the argument is positive: the code for zeros and
+    # negatives is then unreachable, and LLVM hoisted a division by zero out of it.
+    functions = [lambda v: np.log1p(np.abs(v)), lambda v: np.log(np.abs(v) + 1),
+                 lambda v: np.log(v * v + 2), lambda v: np.log1p(v * v),
+                 lambda v: np.log2(np.abs(v) + 3)]
+    for value in (0.0, 1.0, -1.0, np.inf, np.nan, 3.0):
+        x = np.array(value, dtype) if size is None else np.full(size, value, dtype)
+        for fn in functions:
+            _assert_flags_like_numpy(fn, x)
