@@ -56,6 +56,8 @@ BATCH_SECONDS = 5e-3  # each timing covers at least this much work
 # ---------------------------------------------------------------------------- speed
 
 
+DEFAULT_MIN_BYTES = memory.pool().min_bytes  # the pool's threshold as imported
+
 def batch_time(function: Callable[..., Any], args: tuple, calls: int) -> float:
     """Seconds per call over ``calls`` calls, each result kept until the next replaces it."""
     result = function(*args)
@@ -97,7 +99,7 @@ def speed(sizes: list[int], repeats: int, modes: tuple[str, ...]) -> dict[str, A
 
             def pooled(on: bool, jitted: Any = jitted, args: tuple = args,
                        calls: int = calls) -> float:
-                memory.pool(min_bytes=256 << 10 if on else 1 << 62)
+                memory.pool(min_bytes=DEFAULT_MIN_BYTES if on else 1 << 62)
                 return batch_time(jitted, args, calls)
 
             runs: dict[str, Callable[[], float]] = {
@@ -107,7 +109,7 @@ def speed(sizes: list[int], repeats: int, modes: tuple[str, ...]) -> dict[str, A
                 runs["pool"] = lambda: pooled(True)
             runs["fresh"] = lambda: pooled(False)
             table[name][size] = timed(runs, repeats)
-            memory.pool(min_bytes=256 << 10)
+            memory.pool(min_bytes=DEFAULT_MIN_BYTES)
             memory.release_pool()
     return table
 
@@ -138,7 +140,8 @@ def speed_report(sizes: list[int], repeats: int) -> str:
         "",
         "Time per call, each call's results kept until the next call replaces them; in "
         "brackets the speed-up over numpy measured in the same process (numpy's median ÷ "
-        "the implementation's). *pool*: numfuse's default (outputs of 256 KiB and more "
+        "the implementation's). *pool*: numfuse's default (outputs of "
+        f"{DEFAULT_MIN_BYTES >> 20} MiB and more "
         "from its pool); *fresh*: numfuse with outputs from numpy's allocator; *retain*: "
         "numfuse with fresh outputs in a process started with `NUMFUSE_RETAIN_MEMORY=1` "
         "(glibc keeps freed blocks for every allocation, numpy's included: its numpy "

@@ -83,7 +83,11 @@ class PoolSettings:
 
     enabled: bool = True
     limit: int = 2 << 30  # bytes of free blocks kept at most
-    min_bytes: int = 256 << 10  # smaller arrays come from numpy's allocator
+    # Smaller arrays come from numpy's allocator: glibc reuses freed blocks up to 32 MiB
+    # (its mmap threshold rises to the size of the largest block freed), and pooled blocks,
+    # all page-aligned, ran slower than glibc's at 1e5-1e6 elements in the benchmark suite
+    # (probably inputs and outputs at equal page offsets aliasing in the store buffer).
+    min_bytes: int = 32 << 20
     idle_seconds: float = 10.0  # a free block unused this long is released
     idle_allocations: int = 256  # ... or passed over by this many pool allocations
 

@@ -48,7 +48,8 @@ def test_the_environment_variable_applies_it_at_import():
 
 
 # ---------------------------------------------------------------- the memory pool
-# Results of 1e5 float64 (800 kB) come from the pool; its default threshold is 256 KiB.
+# Results of 1e5 float64 (800 kB) come from the pool: the tests lower its threshold
+# (32 MiB by default) to 256 KiB.
 
 N = 100_000
 
@@ -69,9 +70,11 @@ def two_kernels(x, mu):
 
 @pytest.fixture(autouse=True)
 def empty_pool():
-    """Each test starts with an empty pool in its default settings, and leaves it so."""
+    """Each test starts with an empty pool in its default settings (but a 256 KiB
+    threshold), and leaves it so."""
     settings = memory.pool()
     memory.release_pool()
+    memory.pool(min_bytes=256 << 10)  # so that results of N elements come from the pool
     yield
     memory.pool(**dataclasses.asdict(settings))
     memory.release_pool()
