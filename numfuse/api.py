@@ -490,7 +490,7 @@ class Jitted:
                 gufunc, policy, loop, run = plan
                 # the kernel alone, on the arguments as they are, making outputs too
                 # small for the memory pool (see runtime._pooled_outputs)
-                if loop < policy.small and loop << 4 < memory.floor:
+                if loop < policy.small and loop < memory.pooled_from:
                     try:
                         return gufunc(*args)
                     except ValueError:

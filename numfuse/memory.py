@@ -333,9 +333,17 @@ def _default_settings() -> PoolSettings:
 
 
 _pool = _Pool(_default_settings())
-# The smallest array ``empty`` takes from the pool (beyond any when it is off): a cheap
-# test callers make before working out exact shapes.
-floor = _pool.settings.min_bytes
+# The fewest elements of an array ``empty`` may take from the pool (none when it is off):
+# ``min_bytes`` over the widest element (complex128), a cheap test callers make on a
+# loop's length before working out exact shapes and dtypes.
+_WIDEST_ELEMENT = 16
+
+
+def _elements_floor(settings: PoolSettings) -> int:
+    return -(-settings.min_bytes // _WIDEST_ELEMENT) if settings.enabled else 1 << 62
+
+
+pooled_from = _elements_floor(_pool.settings)
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_pool.after_fork)
 
@@ -363,7 +371,7 @@ def pool(*, enabled: bool | None = None, limit: int | None = None,
     arrays under ``min_bytes`` are left to numpy; free blocks unused for
     ``idle_seconds`` or passed over by ``idle_allocations`` allocations are released.
     """
-    global floor
+    global pooled_from
     changes: dict[str, Any] = {}
     if enabled is not None:
         if not isinstance(enabled, bool):
@@ -387,7 +395,7 @@ def pool(*, enabled: bool | None = None, limit: int | None = None,
     if changes:
         settings = dataclasses.replace(_pool.settings, **changes)
         _pool.configure(settings)
-        floor = settings.min_bytes if settings.enabled else 1 << 62
+        pooled_from = _elements_floor(settings)
     return _pool.settings
 
 

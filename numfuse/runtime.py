@@ -501,7 +501,7 @@ def _pooled_outputs(step: KernelStep, operands: Sequence[Any]) -> tuple[Any, ...
     if not operands or not layout.operands[layout.core][2]:
         return None
     core = operands[layout.core]
-    if 16 * (layout.loop_bound(operands) if layout.rows else core.size) < memory.floor or \
+    if (layout.loop_bound(operands) if layout.rows else core.size) < memory.pooled_from or \
             step.placeholder:
         return None
     loops = {value.shape[:value.ndim - rank] for value, rank
@@ -1119,7 +1119,7 @@ def _shaped_run(program: Program, step: KernelStep, policy: threads.ThreadPolicy
                        and np.ndim(value))
 
     def shaped(args: Sequence[Any]) -> Any:
-        if loop >= policy.small or loop << 4 >= memory.floor:  # split, or pooled outputs
+        if loop >= policy.small or loop >= memory.pooled_from:  # split, or pooled outputs
             return general(args)
         values = args if operands is None else operands(args)
         for position, itemsize in contiguous:
