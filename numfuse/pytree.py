@@ -11,6 +11,8 @@ flattens only dicts (their values are then leaves even when they are lists).
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -62,13 +64,29 @@ def unflatten(treedef: Any, leaves: Sequence[Any] | Iterator[Any]) -> Any:
     return _build(treedef, iter(leaves))
 
 
-def _build(spec: Any, supply: Iterator[Any]) -> Any:
+def builder(treedef: Any) -> Callable[[Sequence[Any]], Any]:
+    """``unflatten(treedef, ·)`` decided once: a function of the leaves (a sequence) that
+    only indexes them and makes the containers (for results built at every call)."""
+    return _maker(treedef, itertools.count())
+
+
+def _maker(spec: Any, positions: Iterator[int]) -> Callable[[Sequence[Any]], Any]:
     if spec is LEAF:
-        return next(supply)
+        return operator.itemgetter(next(positions))
     container, items = spec
     if container is dict:
-        return {key: _build(item, supply) for key, item in items}
-    built = [_build(item, supply) for item in items]
+        keys = tuple(key for key, _item in items)
+        values = tuple(_maker(item, positions) for _key, item in items)
+        return lambda leaves: {key: part(leaves) for key, part in zip(keys, values, strict=True)}
+    if container is tuple and len(items) > 1 and all(item is LEAF for item in items):
+        return operator.itemgetter(*(next(positions) for _item in items))  # makes the tuple
+    parts = tuple(_maker(item, positions) for item in items)
+    if container is tuple:
+        return lambda leaves: tuple([part(leaves) for part in parts])
+    return lambda leaves: _container(container, [part(leaves) for part in parts])
+
+
+def _container(container: type, built: list[Any]) -> Any:
     if container is list:
         return built
     if container is tuple:
@@ -76,6 +94,15 @@ def _build(spec: Any, supply: Iterator[Any]) -> Any:
     if issubclass(container, tuple) and hasattr(container, "_fields"):
         return container(*built)  # namedtuple
     return container(built)  # other tuple and list subclasses
+
+
+def _build(spec: Any, supply: Iterator[Any]) -> Any:
+    if spec is LEAF:
+        return next(supply)
+    container, items = spec
+    if container is dict:
+        return {key: _build(item, supply) for key, item in items}
+    return _container(container, [_build(item, supply) for item in items])
 
 
 def leaves(tree: Any, leaf: Predicate | None = None) -> list[Any]:

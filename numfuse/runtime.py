@@ -957,8 +957,8 @@ def _out_targets(out: Any, single: bool, flat_tuple: bool, count: int) -> list[A
 def _single_kernel(program: Program, arity: int) -> tuple[KernelStep, threads.ThreadPolicy] | None:
     """The kernel step and its thread policy when ``program`` is that one step alone, run
     on the arguments (no constants) through a ``threads.ThreadPolicy``, its gufunc's
-    outputs the results as they come (but for fused reductions to complete) and the
-    results a single array or a flat tuple of them; None otherwise."""
+    outputs the results as they come (but for fused reductions to complete and a nesting
+    of the results, ``_structured``); None otherwise."""
     if len(program.steps) != 1 or program.int_guards or program.aliases or program.repeated:
         return None
     runner = program.runners[0]
@@ -970,13 +970,21 @@ def _single_kernel(program: Program, arity: int) -> tuple[KernelStep, threads.Th
     if [slot for slot, _convert in program.returns] != list(step.out_slots) or any(
             convert is not None for _slot, convert in program.returns):
         return None
-    if not (program.single or program.flat_tuple) or any(
-            value is not None for value in program.initial) or any(
+    if any(value is not None for value in program.initial) or any(
             slot >= arity for slot in step.inputs):
         return None
     if not program.single and len(step.out_slots) == 1:
         return None  # a 1-tuple of results: the gufunc returns a bare array
     return step, runner.calls
+
+
+def _structured(program: Program) -> Callable[[Sequence[Any]], Any] | None:
+    """How a single kernel's results (a tuple, in the order of ``program.returns``) become
+    the function's: None when they are already (one result, or a flat tuple), else the
+    nesting of the traced structure (``value_and_grad``'s ``(value, (g1, g2))``)."""
+    if program.single or program.flat_tuple:
+        return None
+    return pytree.builder(program.treedef)
 
 
 def _fast_path(program: Program, arity: int) -> Callable[..., Any] | None:
@@ -998,6 +1006,7 @@ def _fast_path(program: Program, arity: int) -> Callable[..., Any] | None:
     whole = completions[0] if program.single and completions else None
     picks = tuple((slot, prepare) for slot, prepare, _core in layout.operands)
     direct = picks == tuple((slot, None) for slot in range(arity))
+    structured = _structured(program)
 
     def fast(args: Sequence[Any], out: Any = None) -> Any:
         if out is not None:
@@ -1018,12 +1027,14 @@ def _fast_path(program: Program, arity: int) -> Callable[..., Any] | None:
             _raise_broadcast_error([args[slot] for slot, _prepare in picks])
             raise
         if not completions:
-            return results
+            return results if structured is None else structured(results)
         length = np.shape(operands[core])[-1]
         if whole is not None:
             return whole.complete(results, length, False)
-        return tuple(result if completion is None else completion.complete(result, length, False)
-                     for result, completion in zip(results, completions, strict=True))
+        completed = tuple(result if completion is None
+                          else completion.complete(result, length, False)
+                          for result, completion in zip(results, completions, strict=True))
+        return completed if structured is None else structured(completed)
 
     return fast
 
@@ -1088,7 +1099,7 @@ def _call_plan(program: Program, args: Sequence[Any]) -> CallPlan | None:
     loop = max(np.size(core), layout.loop_bound(presented)) if layout.rows else np.size(core)
     slots = tuple(slot for slot, _prepare, _core in layout.operands)
     operands = _operands_of(slots, shapes, len(args))
-    if operands is None and not step.completions:
+    if operands is None and not step.completions and _structured(program) is None:
         return CallPlan(step.ufunc, policy, int(loop), program.interpret)
     run = _shaped_run(program, step, policy, slots, operands, presented, int(loop))
     return CallPlan(run, _NO_SHORTCUT, int(loop), run)
@@ -1108,9 +1119,12 @@ def _shaped_run(program: Program, step: KernelStep, policy: threads.ThreadPolicy
     ufunc, completions, general = step.ufunc, step.completions, program.interpret
     whole = completions[0] if program.single and completions else None
     # The result is the one partial as it is (ReductionCompletion.complete, decided now).
-    value_of_partial = whole is not None and whole.direct and (
-        length > 0 or whole.reduction.ufunc not in ("maximum", "minimum"))
+    value_of_partial = whole is not None and _passes_partial(whole, length)
+    # every result is the gufunc's own (a partial that is the value, or an output)
+    as_they_come = all(completion is None or _passes_partial(completion, length)
+                       for completion in completions)
     fast = program.fast or general
+    structured = _structured(program)
     # (position, itemsize) of each (n) operand a fused reduction needs contiguous
     contiguous = tuple((position, np.dtype(value.dtype).itemsize)
                        for position, (value, (_slot, _prepare, core_operand))
@@ -1131,15 +1145,29 @@ def _shaped_run(program: Program, step: KernelStep, policy: threads.ThreadPolicy
             _raise_broadcast_error([args[slot] for slot in slots])
             raise
         if not completions:
-            return results
+            return results if structured is None else structured(results)
         if value_of_partial:
             return results.reshape(())[()] if isinstance(results, np.ndarray) else results
         if whole is not None:
             return whole.complete(results, length, False)
-        return tuple(result if completion is None else completion.complete(result, length, False)
-                     for result, completion in zip(results, completions, strict=True))
+        if as_they_come:
+            # a whole 1-d reduction's one partial, a 0-d output of a call without out=,
+            # comes back as a numpy scalar: the value
+            completed = results
+        else:
+            completed = tuple(result if completion is None
+                              else completion.complete(result, length, False)
+                              for result, completion in zip(results, completions, strict=True))
+        return completed if structured is None else structured(completed)
 
     return shaped
+
+
+def _passes_partial(completion: ReductionCompletion, length: int) -> bool:
+    """Whether the one partial a kernel leaves for ``completion`` is the value, for rows
+    of ``length`` (see ``ReductionCompletion.complete``)."""
+    return completion.direct and (length > 0 or completion.reduction.ufunc
+                                  not in ("maximum", "minimum"))
 
 
 def _operands_of(slots: tuple[int, ...], shapes: Sequence[tuple[int, ...] | None],

@@ -912,6 +912,37 @@ def test_the_call_cache_is_bounded_and_emptied_when_arguments_become_static():
     assert_same(head_jitted(X, 5), head(X, 5))
 
 
+def test_nested_results_of_one_kernel_take_the_kernels_shortcut():
+    """A single kernel's results in a nested structure (``value_and_grad``'s
+    ``(value, (g1, g2))``, dicts, lists) come from the plan's call of the kernel, not the
+    interpreter, in the traced structure."""
+    x = np.random.default_rng(9).standard_normal(1000)
+
+    def nested(x, mu):
+        d = x - mu
+        return {"d": d, "parts": [d * 2.0, (np.sum(d * d), np.max(d))]}
+
+    def logpdf(x, mu, sigma):
+        return np.sum(-0.5 * ((x - mu) / sigma) ** 2 - np.log(sigma))
+
+    gradient = numfuse.value_and_grad(logpdf, argnums=(1, 2))
+    jitted = numfuse.jit(nested)
+    for _ in range(3):
+        result = jitted(x, 0.5)
+        value, (g_mu, g_sigma) = gradient(x, 0.3, 1.2)
+    expected = nested(x, 0.5)
+    assert list(result) == ["d", "parts"] and isinstance(result["parts"], list)
+    assert_same(result["d"], expected["d"])
+    assert_same(result["parts"][0], expected["parts"][0])
+    assert_same(result["parts"][1], expected["parts"][1], rtol=1e-13)  # blocked sum
+    z = (x - 0.3) / 1.2
+    assert_same(value, logpdf(x, 0.3, 1.2), rtol=1e-13)
+    assert_same((g_mu, g_sigma), (np.sum(z) / 1.2, np.sum(z * z - 1.0) / 1.2), rtol=1e-12)
+    for function in (jitted, gradient):
+        (plan,) = function._calls.values()
+        assert plan.run.__name__ == "shaped"  # the kernel's shortcut, not Program.interpret
+
+
 def test_the_call_cache_leaves_large_calls_to_the_thread_policy():
     x = np.random.default_rng(8).standard_normal(300_000)
     jitted = numfuse.jit(logp_and_grad)
