@@ -386,15 +386,6 @@ class Fold:
     def zero(self) -> str:
         return literal(0, self.reduction.dtype)
 
-    @property
-    def neutral(self) -> str:
-        """An element that leaves every accumulator as it is: the identity, and -0.0 for
-        float sums (``x + 0.0`` turns ``-0.0`` into ``0.0``)."""
-        if self.reduction.ufunc == "add" and self.reduction.dtype.kind in "fc":
-            return literal(complex(-0.0, -0.0) if self.reduction.dtype.kind == "c" else -0.0,
-                           self.reduction.dtype)
-        return self.identity
-
     def update(self, value: str) -> str:
         """The expression accumulating ``value`` into ``target``."""
         return _combine(self.reduction, self.target, value)

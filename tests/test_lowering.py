@@ -61,6 +61,31 @@ def test_fused_reductions_skip_the_padding_of_the_last_granule(length):
     assert_same(compiled(x, integers), reductions(x, integers), rtol=1e-14)
 
 
+def test_fused_reductions_fold_the_buffered_tail_in_a_loop_of_its_own():
+    """The row function's vectorised loop folds every element it computes (no test of
+    each one against the row's end); a row's last partial granule goes through the tail
+    row function, which computes only the valid elements of the buffers."""
+    x = np.linspace(-1.0, 1.0, 3 * GRANULE + 5)
+    compiled = numfuse.compile(lambda x: (np.sum(x * x), x + 1.0), x)
+    (kernel,) = compiled.kernels
+    functions = _defined_functions(kernel.llvm_ir())
+    assert {".row", ".tail"} <= set(functions)
+    vector_body = functions[".row"].split("vector.body:")[1].split("middle.block:")[0]
+    assert " select " not in vector_body
+    assert_same(compiled(x), (np.sum(x * x), x + 1.0), rtol=1e-14)
+    plain = numfuse.compile(lambda x: x * 2.0, x)  # no fused reduction: one row function
+    assert ".tail" not in _defined_functions(plain.kernels[0].llvm_ir())
+
+
+def _defined_functions(ir_text: str) -> dict[str, str]:
+    """The bodies of a kernel's functions by the suffix of their names (``.row``...)."""
+    bodies = {}
+    for part in ir_text.split("\ndefine ")[1:]:
+        name = part.split("@", 1)[1].split("(", 1)[0]
+        bodies[name[name.rfind("."):] if "." in name else name] = part.split("\n}\n")[0]
+    return bodies
+
+
 def test_rows_of_a_broadcast_kernel_each_end_in_a_partial_granule():
     rows = np.linspace(0.0, 1.0, 7)[:, None]
     columns = np.linspace(-2.0, 2.0, 2 * GRANULE + 3)[None, :]

@@ -15,8 +15,10 @@ assemble).  The loop function calls it, for each row:
 * on ``GRANULE``-element buffers for the rest: the last partial granule, and every
   granule of a row with a strided operand.  The buffers' unused tail repeats the row's
   last element, so those lanes compute values (and raise floating-point flags) the real
-  elements already do; their results are dropped, and fused reductions skip them
-  (``limit``).
+  elements already do; their results are dropped.  A kernel with fused reductions has a
+  second, *tail* row function for these calls: a plain loop over the buffers' valid
+  elements only (its ``limit``), so the vectorised loop folds every element it computes,
+  with no per-element test.
 
 The row function's operand pointers are ``noalias``: numpy copies operands that overlap
 an output, and an output written into an input's buffer (``Region.donate``) is read and
@@ -39,7 +41,7 @@ from . import types as T
 from .scalars import HELPERS, Emitter, Fallback, Helper, HelperCompiler, Value
 
 Names = dict[str, Value]
-_ELEMENT = "element_"  # the masked element a fused reduction folds in
+_ELEMENT = "element_"  # the element a fused reduction folds in
 
 # Elements the row function's element loop counts in: a multiple of every vector width
 # times unroll LLVM picks for kernels big enough for compile time to matter (4 x double
@@ -72,8 +74,14 @@ def lower(kernel: KernelSource, helpers: HelperCompiler = HELPERS) -> LoweredKer
         state = _State(program.folds)
         row = _row_function(module, row_symbol(symbol), program, state, kernel.fastmath,
                             helpers)
-        emitted = [row, _loop_function(module, symbol, program, state, row.function,
-                                       kernel.fastmath, helpers)]
+        emitted = [row]
+        tail = None
+        if program.folds:
+            emitted.append(_row_function(module, f"{symbol}.tail", program, state,
+                                         kernel.fastmath, helpers, tail=True))
+            tail = emitted[-1].function
+        emitted.append(_loop_function(module, symbol, program, state, (row.function, tail),
+                                      kernel.fastmath, helpers))
     roots = sorted(set().union(*(part.calls for part in emitted)),
                    key=lambda helper: helper.symbol)
     helpers_used = _linking_order(roots)
@@ -152,10 +160,10 @@ def _field(builder: ir.IRBuilder, pointer: ir.Value, position: int) -> ir.Value:
 
 
 def _loop_function(module: ir.Module, symbol: str, program: KernelProgram, state: _State,
-                   row: ir.Function, flags: tuple[str, ...],
+                   row: tuple[ir.Function, ir.Function | None], flags: tuple[str, ...],
                    helpers: HelperCompiler) -> _Emitted:
-    """``symbol(args, dimensions, steps, data)``: each row by the row function, then the
-    row's reduction results."""
+    """``symbol(args, dimensions, steps, data)``: each row by the row function (and the
+    tail row function, see ``_RowCall``), then the row's reduction results."""
     step_type = ir.PointerType(T.I64)
     function = ir.Function(module, ir.FunctionType(
         ir.VoidType(), [ir.PointerType(T.BYTES), step_type, step_type, T.BYTES]), name=symbol)
@@ -183,8 +191,8 @@ def _loop_function(module: ir.Module, symbol: str, program: KernelProgram, state
 
 
 class _LoopOverRows:
-    def __init__(self, program: KernelProgram, state: _State, row: ir.Function,
-                 emitter: Emitter) -> None:
+    def __init__(self, program: KernelProgram, state: _State,
+                 row: tuple[ir.Function, ir.Function | None], emitter: Emitter) -> None:
         self.program = program
         self.state = state
         self.row = row
@@ -200,7 +208,7 @@ class _LoopOverRows:
     def allocate(self) -> None:
         """The state and the granule buffers, in the entry block."""
         self.state_slot = self.builder.alloca(self.state.type, name="state")
-        self.call = _RowCall(self.builder, self.program, self.row)
+        self.call = _RowCall(self.builder, self.program, *self.row)
 
     def one(self, index: ir.Value, carried: Names) -> Names:
         """Row ``index``: the state's identities, the row's granules, the results."""
@@ -248,13 +256,15 @@ class _RowCall:
     """Calls a row function (of ``program``) on ``length`` elements of its operands: the
     whole granules in place when every core operand is contiguous, the rest (the last
     partial granule, every granule of a strided row) through ``GRANULE``-element buffers
-    allocated, when this is made, in the current (entry) block."""
+    allocated, when this is made, in the current (entry) block.  ``tail``, when given,
+    is the row function the buffers' calls go to (see ``_row_function``)."""
 
-    def __init__(self, builder: ir.IRBuilder, program: KernelProgram, row: ir.Function
-                 ) -> None:
+    def __init__(self, builder: ir.IRBuilder, program: KernelProgram, row: ir.Function,
+                 tail: ir.Function | None = None) -> None:
         self.builder = builder
         self.program = program
         self.row = row
+        self.tail = row if tail is None else tail
         self.buffers: dict[int, ir.Value] = {}
         for position, operand in enumerate(program.operands):
             if operand.core:
@@ -313,7 +323,7 @@ class _RowCall:
             if position < len(self.program.inputs):
                 self.copy(pointers[position], strides[position], position, start, last,
                           GRANULE, into=True)
-        builder.call(self.row, [ir.Constant(T.I64, 1), valid, *arguments, state])
+        builder.call(self.tail, [ir.Constant(T.I64, 1), valid, *arguments, state])
         for position in sorted(self.written):
             self.copy(pointers[position], strides[position], position, start, last, valid,
                       into=False)
@@ -556,10 +566,12 @@ def _store_element(builder: ir.IRBuilder, pointer: ir.Value, dtype: np.dtype,
 
 
 def _row_function(module: ir.Module, symbol: str, program: KernelProgram, state: _State,
-                  flags: tuple[str, ...], helpers: HelperCompiler) -> _Emitted:
+                  flags: tuple[str, ...], helpers: HelperCompiler, tail: bool = False
+                  ) -> _Emitted:
     """``symbol(granules, limit, operand pointers..., state)``: the first
-    ``granules * GRANULE`` elements of contiguous operands; fused reductions take the
-    first ``limit`` of them into the state."""
+    ``granules * GRANULE`` elements of contiguous operands, fused reductions folded into
+    the state; a ``tail`` function computes the first ``limit`` elements only, in a loop
+    left scalar (fewer than a granule, in the buffers)."""
     parameters: list[ir.Type] = [T.I64, T.I64, *[T.BYTES] * len(program.operands),
                                  state.pointer_type]
     function = ir.Function(module, ir.FunctionType(ir.VoidType(), parameters), name=symbol)
@@ -574,7 +586,7 @@ def _row_function(module: ir.Module, symbol: str, program: KernelProgram, state:
     builder = ir.IRBuilder(function.append_basic_block("entry"))
     emitter = Emitter(builder, flags, helpers, guarded=True)
     row = _Row(program, emitter, dict(zip((operand.name for operand in program.operands),
-                                          pointers, strict=True)), limit)
+                                          pointers, strict=True)), limit, tail)
     accumulators = state.load(builder, state_pointer)
     accumulators = row.emit(granules, accumulators)
     state.store(builder, state_pointer, accumulators)
@@ -584,12 +596,13 @@ def _row_function(module: ir.Module, symbol: str, program: KernelProgram, state:
 
 class _Row:
     def __init__(self, program: KernelProgram, emitter: Emitter,
-                 pointers: dict[str, ir.Value], limit: ir.Value) -> None:
+                 pointers: dict[str, ir.Value], limit: ir.Value, tail: bool) -> None:
         self.program = program
         self.emitter = emitter
         self.builder = emitter.builder
         self.pointers = pointers
         self.limit = limit
+        self.tail = tail
         self.dtypes = {operand.name: operand.dtype for operand in program.operands}
         self.fold_targets = {fold.target: fold for fold in program.folds}
 
@@ -602,40 +615,31 @@ class _Row:
             emitter.values[statement.target] = _evaluate(emitter, statement.expression,
                                                          statement.dtype)
         # computed even for a row of no element (flags of scalar work, once per row)
-        granules = emitter.pinned_count(granules, [emitter.values[statement.target]
-                                                   for statement in program.prelude])
+        prelude = [emitter.values[statement.target] for statement in program.prelude]
+        # the loop counts in granules (so LLVM knows it needs no remainder), a tail's in
+        # elements
+        unit = 1 if self.tail else GRANULE
+        units = emitter.pinned_count(self.limit if self.tail else granules, prelude)
         if "blocks" in accumulators:
-            return self.blocked_loop(granules, accumulators)
-        length = self.builder.mul(granules, ir.Constant(T.I64, GRANULE))
-        return _counted(self.builder, length, accumulators, self.element)
+            return self.blocked_loop(units, unit, accumulators)
+        length = self.builder.mul(units, ir.Constant(T.I64, unit))
+        return _counted(self.builder, length, accumulators, self.element, plain=self.tail)
 
-    def element(self, index: ir.Value, carried: Names, step: ir.Value | None = None,
-                bound: ir.Value | None = None) -> Names:
+    def element(self, index: ir.Value, carried: Names) -> Names:
         """One element ``index``: loads, the body, stores; returns the updated
-        accumulators, which take it only below ``limit`` -- tested as ``step < bound``
-        when given (the loop's own counter, which LLVM widens to a vector, against
-        ``limit`` less the first index)."""
-        emitter, builder = self.emitter, self.builder
+        accumulators."""
+        emitter = self.emitter
         emitter.values.update(carried)
         for variable, position in self.program.loads:
             emitter.values[variable] = self.load(self.program.inputs[position].name, index)
-        counted = None
         for statement in self.program.body:
             fold = self.fold_targets.get(statement.target)
             if fold is None:
                 emitter.values[statement.target] = _evaluate(
                     emitter, statement.expression, statement.dtype)
                 continue
-            # elements past ``limit`` (a buffer's repeated last element) fold in as the
-            # neutral element: the accumulation stays an ordinary reduction LLVM vectorises
-            if counted is None:
-                counted = builder.icmp_signed("<", index, self.limit) if step is None \
-                    else builder.icmp_signed("<", step, bound)
             dtype = fold.reduction.dtype
-            value = _evaluate(emitter, fold.value, dtype)
-            neutral = _evaluate(emitter, fold.neutral, dtype)
-            emitter.values[_ELEMENT] = Value(dtype, builder.select(counted, value.ir,
-                                                                   neutral.ir))
+            emitter.values[_ELEMENT] = _evaluate(emitter, fold.value, dtype)
             emitter.values[statement.target] = _evaluate(emitter, fold.update(_ELEMENT), dtype)
         for operand, variable in self.program.stores:
             self.store(operand, index, emitter.values[variable])
@@ -660,29 +664,29 @@ class _Row:
             stored = self.builder.zext(stored, T.I8)
         self.builder.store(stored, self.address(operand, index), align=dtype.alignment)
 
-    def blocked_loop(self, granules: ir.Value, accumulators: Names) -> Names:
-        """The elements in blocks of ``BLOCK``: each float sum accumulates a block with
-        reassociation, then adds it to a cascade of levels (see ``codegen.Fold``)."""
+    def blocked_loop(self, units: ir.Value, unit: int, accumulators: Names) -> Names:
+        """``units`` of ``unit`` elements in blocks of ``BLOCK`` elements: each float sum
+        accumulates a block with reassociation, then adds it to a cascade of levels (see
+        ``codegen.Fold``)."""
         builder, emitter = self.builder, self.emitter
-        per_block = ir.Constant(T.I64, BLOCK // GRANULE)
-        count = builder.udiv(builder.add(granules, ir.Constant(T.I64, BLOCK // GRANULE - 1)),
+        per_block = ir.Constant(T.I64, BLOCK // unit)
+        count = builder.udiv(builder.add(units, ir.Constant(T.I64, BLOCK // unit - 1)),
                              per_block)
         blocked = [fold for fold in self.program.folds if fold.blocked]
         plain = [fold.name for fold in self.program.folds if not fold.blocked]
 
         def block(index: ir.Value, state: Names) -> Names:
             first = builder.mul(index, per_block)
-            remaining = builder.sub(granules, first)
+            remaining = builder.sub(units, first)
             shorter = builder.icmp_signed("<", remaining, per_block)
             inner_length = builder.mul(builder.select(shorter, remaining, per_block),
-                                       ir.Constant(T.I64, GRANULE))
-            start = builder.mul(first, ir.Constant(T.I64, GRANULE))
+                                       ir.Constant(T.I64, unit))
+            start = builder.mul(first, ir.Constant(T.I64, unit))
             inner = {name: state[name] for name in plain}
             for fold in blocked:
                 inner[fold.target] = _evaluate(emitter, fold.zero, fold.reduction.dtype)
-            bound = builder.sub(self.limit, start)
             inner = _counted(builder, inner_length, inner, lambda j, values: self.element(
-                builder.add(start, j), values, j, bound))
+                builder.add(start, j), values), plain=self.tail)
             state = {**state, **{name: inner[name] for name in plain}}
             blocks = emitter.binary(ast.Add, state["blocks"], emitter.literal(1))
             state["blocks"] = blocks
