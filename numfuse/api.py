@@ -14,6 +14,7 @@ import dataclasses
 import functools
 import inspect
 import logging
+import os
 import sys
 import threading
 import time
@@ -33,6 +34,7 @@ from .dtypes import DEFAULT, ArgSpec, as_operand, fast_key, is_setting, spec_of
 from .errors import (
     CallShapeError,
     KernelCompileError,
+    ObjectValuesError,
     SignatureMismatchError,
     SizeDependentError,
     StaticArgumentError,
@@ -273,6 +275,9 @@ class Jitted:
         self._owner: type | None = None  # the class whose body defined it (__set_name__)
         # Why numpy ran the function as written (_numpy_runs), each warned about once.
         self._warned: set[tuple[str, str]] = set()
+        # Signatures whose function computes with Python objects (ObjectValuesError): run
+        # as written.
+        self._objects: set[tuple[Any, ...]] = set()
         # True: new signatures compile on the compile thread; their calls run with numpy
         # until the kernels are ready (numfuse.background).
         self.background = background
@@ -394,11 +399,22 @@ class Jitted:
         )
         compiled = self.compiled.get(key)
         if compiled is None:
+            if not wait and key in self._objects:
+                return None, operands
             try:
                 compiled = self._compile(key, operands, wait or not self.background)
             except (SizeDependentError, StaticArgumentError) as error:
                 self._adapt(error)
                 return self._specialize(args, {}, wait)
+            except ObjectValuesError as error:
+                if wait:
+                    raise
+                # numpy's object loops: the call runs the function as written
+                self._objects.add(key)
+                self._warn_once((f"computes with values numpy keeps as Python objects "
+                                 f"({error})", "Write the value as a float (2.0**70) or "
+                                 "convert it to an array of a numeric dtype to fuse it."))
+                return None, operands
         return compiled, operands
 
     def _adapt(self, error: SizeDependentError | StaticArgumentError | CallShapeError) -> None:
@@ -496,10 +512,14 @@ class Jitted:
                     except ValueError:
                         raise_broadcast_error(args)
                         raise
+                    except OverflowError:  # a Python int beyond 64 bits: _numpy_runs
+                        return self._general_call(args, kwargs)
                 try:
                     return run(args)
                 except CallShapeError as error:
                     return self._per_shape(args, kwargs, error)
+                except OverflowError:
+                    return self._general_call(args, kwargs)
             if len(args) == self._n_params and not self.static_argnums \
                     and not self.auto_static and not self.per_shape:
                 result = self._signature_call(args, key)
@@ -554,14 +574,14 @@ class Jitted:
 
     def _warn_once(self, reason: tuple[str, str]) -> None:
         """Warn that numpy runs the function as written, once per reason (per ndarray
-        subclass, for object arrays)."""
+        subclass, for object arrays), at the caller's line."""
         if reason in self._warned:
             return
         self._warned.add(reason)
         what, advice = reason
-        warnings.warn(  # from __call__ through _general_call: the caller's line
-            f"{_name(self.fn)} was called with {what}: numpy runs the function as written "
-            f"(its own result, not fused). {advice}", RuntimeWarning, stacklevel=4)
+        warnings.warn(f"{_name(self.fn)} {what}: numpy runs the function as written (its "
+                      f"own result, not fused). {advice}", RuntimeWarning,
+                      stacklevel=_outside_numfuse())
 
     def _with_dicts(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Dict arguments (``params={"w": w, "b": b}``): their values are arguments of a
@@ -722,25 +742,43 @@ def _leaf_positions(structure: tuple[Any, ...]) -> dict[int, int]:
     return positions
 
 
+def _outside_numfuse() -> int:
+    """The ``stacklevel`` of a warning naming the first caller outside numfuse."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
+    return level
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
 def _numpy_runs(args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[str, str] | None:
     """Why numpy runs the function as written for these arguments (what they hold, and
     how to fuse it instead), or None: an argument of an ndarray subclass with semantics
     of its own (``np.matrix``'s ``*`` multiplies matrices, a masked array skips masked
-    elements; ``np.memmap`` computes as an ndarray does), or an array of dtype object
-    (numpy's object loops apply Python's operators to each element)."""
+    elements; ``np.memmap`` computes as an ndarray does), an array of dtype object
+    (numpy's object loops apply Python's operators to each element), or a Python int
+    beyond 64 bits."""
     for value in (*args, *kwargs.values()):
         kind = type(value)
         if kind is not np.ndarray and isinstance(value, np.ndarray) and \
                 not isinstance(value, np.memmap):
-            return (f"a {kind.__module__}.{kind.__qualname__}, an ndarray subclass whose "
+            return (f"was called with a {kind.__module__}.{kind.__qualname__}, an ndarray "
+                    "subclass whose "
                     "operations numfuse cannot trace",
                     "Pass np.asarray(value) to fuse it as a plain array.")
         if isinstance(value, np.ndarray) and value.dtype.hasobject:
-            return (f"an array of dtype {value.dtype}, which numfuse cannot compile",
+            return (f"was called with an array of dtype {value.dtype}, which numfuse "
+                    "cannot compile",
                     "Convert it (x.astype(np.float64)) to fuse it.")
+        if type(value) is int and not -(2**63) <= value < 2**64:
+            return ("was called with a Python integer beyond 64 bits, which numpy keeps as "
+                    "a Python object (or converts to a float)",
+                    "Pass it as a float to fuse it.")
         if isinstance(value, (list, tuple)) and _holds_objects(value):
-            return ("a list or tuple numpy converts to an array of dtype object (Python "
-                    "ints beyond 64 bits, or other objects)",
+            return ("was called with a list or tuple numpy converts to an array of dtype "
+                    "object (Python ints beyond 64 bits, or other objects)",
                     "Pass an array of a numeric dtype (np.asarray(values, np.float64)) "
                     "to fuse it.")
     return None

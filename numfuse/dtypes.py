@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .errors import UnsupportedDtypeError
+from .errors import ObjectValuesError, UnsupportedDtypeError
 
 SUPPORTED_DTYPES: tuple[np.dtype, ...] = tuple(
     np.dtype(name)
@@ -84,6 +84,8 @@ def check_dtype(dtype: np.dtype, what: str) -> np.dtype:
     native = dtype.newbyteorder("=") if dtype.byteorder not in "=|" else dtype
     if native not in _SUPPORTED:
         supported = ", ".join(str(d) for d in SUPPORTED_DTYPES)
+        if dtype.hasobject:
+            raise ObjectValuesError(f"{what} has dtype object")
         raise UnsupportedDtypeError(
             f"{what} has dtype {dtype}, which numfuse cannot compile; "
             f"supported dtypes are {supported}. Convert it first (e.g. x.astype(np.float64))."

@@ -168,6 +168,13 @@ class UnsupportedDtypeError(NumfuseError, TypeError):
     """An argument's dtype has no numfuse kernel (object, string, datetime, float16...)."""
 
 
+class ObjectValuesError(UnsupportedDtypeError):
+    """The function computes with values numpy keeps as Python objects (an integer beyond
+    64 bits, a list numpy makes an array of dtype object): numpy's object loops, which no
+    kernel computes.  A call of a jitted function then runs it with numpy (warning once);
+    ``numfuse.compile`` raises this."""
+
+
 class KernelCompileError(NumfuseError, RuntimeError):
     """A kernel failed to compile (a bug of numfuse: please report it with the kernel's
     source, ``Kernel.source``, which the message includes)."""

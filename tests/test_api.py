@@ -474,6 +474,56 @@ def test_lists_numpy_makes_object_arrays_of_run_with_numpy_warning_once(values):
     assert len(jitted.compiled) == 1
 
 
+def _times_big(x):
+    return x * 2**70
+
+
+def _plus_big_list(x):
+    return x + [2**70, 1, 2]  # noqa: RUF005 (an array plus a list)
+
+
+def _plus_big_array(x):
+    return np.add(x, np.array([1, 2**65, 3]))
+
+
+def _below_big(x):
+    return x < 2**70
+
+
+@pytest.mark.parametrize("fn", [_times_big, _plus_big_list, _plus_big_array, _below_big])
+@pytest.mark.parametrize("x", [np.arange(3.0), np.arange(3, dtype=np.float32),
+                               np.arange(3), np.arange(3, dtype=np.uint8)],
+                         ids=["float64", "float32", "int64", "uint8"])
+def test_python_ints_beyond_64_bits_in_the_function_run_with_numpy(fn, x):
+    """numpy computes with such a constant as a Python object (or converts it to the
+    float dtype it meets; raises OverflowError for an int array): the call runs the
+    function with numpy, warning once, at the caller's line; ``numfuse.compile`` raises."""
+    jitted = numfuse.jit(fn)
+    with pytest.warns(RuntimeWarning, match="numpy keeps as Python objects") as caught, \
+            contextlib.suppress(OverflowError):
+        jitted(x)  # marker
+    ours = [warning for warning in caught if "Python objects" in str(warning.message)]
+    assert [(warning.filename, warning.lineno) for warning in ours] == [
+        (__file__, line_of(test_python_ints_beyond_64_bits_in_the_function_run_with_numpy,
+                           "# marker"))]
+    assert_like_numpy(fn, x, jitted=jitted)  # no second warning
+    with pytest.raises(numfuse.errors.ObjectValuesError, match=r"beyond 64 bits|dtype object"):
+        numfuse.compile(fn, x)
+
+
+def test_python_int_arguments_beyond_64_bits_run_with_numpy():
+    """Also after a plan for int arguments was kept (the kernel's int64 cannot hold it)."""
+    jitted = numfuse.jit(lambda x, k: x * k)
+    assert_like_numpy(jitted.fn, X, 3, jitted=jitted)
+    assert_like_numpy(jitted.fn, X, 3, jitted=jitted)
+    with pytest.warns(RuntimeWarning, match="Python integer beyond 64 bits"):
+        assert_same(jitted(X, 2**70), X * 2**70)
+    for k in (-(2**70), 5):  # warned once
+        assert_like_numpy(jitted.fn, X, k, jitted=jitted)
+    with pytest.raises(OverflowError):  # numpy's error for an int array
+        jitted(np.arange(3), 2**70)
+
+
 def test_object_arrays_and_compiled_signatures_share_a_function():
     jitted = numfuse.jit(_object_arithmetic)
     numbers = np.array([1, 2.5, 3], dtype=object)

@@ -226,8 +226,16 @@ def test_compiled_called_with_keywords_is_a_type_error():
 
 
 def test_out_of_range_python_int_names_the_value_and_dtype():
-    with pytest.raises(OverflowError, match="Python integer 18446744073709551616 out of "
-                                            "bounds for uint64"):
+    with pytest.raises(OverflowError, match="Python integer 300 out of bounds for uint8"):
+        numfuse.jit(add)(np.ones(3, np.uint8), 300)
+
+
+def test_python_int_beyond_64_bits_raises_numpys_error():
+    """numpy runs the function (the value is beyond any kernel dtype): its own error."""
+    with pytest.raises(OverflowError) as expected:
+        add(np.ones(3, np.uint64), 2**64)
+    with pytest.warns(RuntimeWarning, match="beyond 64 bits"), \
+            pytest.raises(OverflowError, match=str(expected.value)):
         numfuse.jit(add)(np.ones(3, np.uint64), 2**64)
 
 

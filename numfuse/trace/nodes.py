@@ -15,6 +15,7 @@ from ..calls import (
 )
 from ..dtypes import KERNEL_DTYPES, ArgSpec, check_dtype, weak_python_type
 from ..errors import (
+    ObjectValuesError,
     UnsupportedOperationError,
     math_advice,
 )
@@ -49,7 +50,8 @@ def const_node(value: Any) -> Node:
     weak = weak_python_type(value)
     if weak is not None:
         if weak is int and not -(2**63) <= value < 2**64:
-            raise OverflowError(f"Python integer {value} is too large for any numpy dtype")
+            raise ObjectValuesError(f"the Python integer {value} is beyond 64 bits: numpy "
+                                    "computes with it as a Python object (or a float)")
         dtype = np.dtype(bool) if weak is bool else np.asarray(weak(0)).dtype
         return Node("const", CONST, (), dtype, (), Constant(Const(weak(value))),
                     weak=weak is not bool, scalar=True)
