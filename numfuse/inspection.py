@@ -99,13 +99,50 @@ def _split_intrinsic(name: str) -> tuple[str, bool] | None:
     return base, suffix.startswith("v")
 
 
+_LABEL = re.compile(r"^([\w.$-]+):")
+_TARGET = re.compile(r"label %([\w.$-]+)")
+
+
+def _loop_lines(body: list[str]) -> list[str]:
+    """The lines of ``body``'s basic blocks that lie on a cycle of its control flow (its
+    loops); all of them when it has none.  Work before and after the loop (a kernel's
+    prelude, once per row) is not what vectorisation is about."""
+    blocks: dict[str, list[str]] = {}
+    current = "entry"
+    for line in body:
+        label = _LABEL.match(line)
+        if label:
+            current = label.group(1)
+        blocks.setdefault(current, []).append(line)
+    successors = {name: {target for line in lines for target in _TARGET.findall(line)}
+                  for name, lines in blocks.items()}
+
+    def on_cycle(start: str) -> bool:
+        seen, stack = set(), list(successors[start])
+        while stack:
+            name = stack.pop()
+            if name == start:
+                return True
+            if name not in seen and name in successors:
+                seen.add(name)
+                stack.extend(successors[name])
+        return False
+
+    looping = [name for name in blocks if on_cycle(name)]
+    return [line for name in (looping or blocks) for line in blocks[name]]
+
+
 def vector_report(ir: str, symbol: str, kernel: str = "") -> VectorReport:
-    """Read the vectorisation of function ``symbol`` from optimised LLVM IR."""
-    body = function_body(ir, symbol)
+    """Read the vectorisation of function ``symbol``'s loops from optimised LLVM IR."""
+    body = _loop_lines(function_body(ir, symbol))
     widest: tuple[int, str | None] = (1, None)
     for line in body:
         for lanes, element in _VECTOR_TYPE.findall(line):
-            if int(lanes) > widest[0] and element != "i1":
+            # the widest lanes; of equal ones, a float element over an integer one
+            wider = int(lanes) > widest[0] or (
+                int(lanes) == widest[0] and element in ("double", "float", "half")
+                and widest[1] not in ("double", "float", "half"))
+            if wider and element != "i1":
                 widest = (int(lanes), element)
     vector_native: set[str] = set()
     scalarised: set[str] = set()

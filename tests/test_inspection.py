@@ -111,6 +111,30 @@ def test_vector_report_reads_widths_and_calls_from_ir():
     assert inspection.vector_report(_function(""), "other").width == 1
 
 
+def test_vector_report_reads_the_loops_only():
+    """A scalar call before the loop (a kernel's prelude) does not block it; lanes of
+    equal width name the float element."""
+    looped = _function("  %0 = tail call double @sqrt(double %s)\n  br label %body\n"
+                       "body:\n  %1 = fmul <4 x double> %x, %y\n"
+                       "  %2 = add <4 x i64> %i, %j\n"
+                       "  br i1 %c, label %body, label %done\n"
+                       "done:\n  ret void")
+    report = inspection.vector_report(looped, "k")
+    assert (report.width, report.element, report.scalar_calls) == (4, "double", ())
+    inside = looped.replace("%2 = add <4 x i64> %i, %j",
+                            "%2 = tail call double @atan(double %z)")
+    assert inspection.vector_report(inside, "k").scalar_calls == ("atan",)
+
+
+def test_a_kernel_whose_prelude_calls_libm_is_reported_vectorised():
+    def logpdf(x, mu, sigma):  # log(sigma), once per row, before the loop
+        return np.sum(-0.5 * ((x - mu) / sigma) ** 2 - np.log(sigma))
+
+    compiled = numfuse.compile(logpdf, np.ones(64), 0.5, 2.0)
+    report = inspection.kernel_vector_report(compiled.kernels[0])
+    assert report.vectorised and report.element == "double", report.summary()
+
+
 # ------------------------------------------------------------------ explain()
 
 
