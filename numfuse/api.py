@@ -44,7 +44,7 @@ from .inspection import Explanation, explain, kernel_vector_report
 from .kernel import Kernel
 from .partition import Plan, partition
 from .passes import simplify
-from .runtime import CallPlan, Program, Settings, raise_broadcast_error
+from .runtime import BroadcastError, CallPlan, Program, Settings, raise_broadcast_error
 from .trace import Tracer, trace_graph
 
 _kernel_cache: dict[str, Any] = {}
@@ -509,7 +509,8 @@ class Jitted:
                 if loop < policy.small and loop < memory.pooled_from:
                     try:
                         return gufunc(*args)
-                    except ValueError:
+                    except ValueError as error:
+                        self._raise_numpys_error(args, kwargs, error)
                         raise_broadcast_error(args)
                         raise
                     except OverflowError:  # a Python int beyond 64 bits: _numpy_runs
@@ -518,6 +519,9 @@ class Jitted:
                     return run(args)
                 except CallShapeError as error:
                     return self._per_shape(args, kwargs, error)
+                except BroadcastError as error:
+                    self._raise_numpys_error(args, kwargs, error)
+                    raise
                 except OverflowError:
                     return self._general_call(args, kwargs)
             if len(args) == self._n_params and not self.static_argnums \
@@ -553,6 +557,9 @@ class Jitted:
             return compiled.run(args)
         except CallShapeError as error:
             return self._per_shape(args, {}, error)
+        except BroadcastError as error:
+            self._raise_numpys_error(args, {}, error)
+            raise
 
     def _general_call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if any(isinstance(value, Tracer) for value in (*args, *kwargs.values())):
@@ -571,6 +578,24 @@ class Jitted:
             return self._run(args, kwargs)
         except CallShapeError as error:
             return self._per_shape(args, kwargs, error)
+        except BroadcastError as error:
+            self._raise_numpys_error(args, kwargs, error)
+            raise
+
+    def _raise_numpys_error(self, args: tuple[Any, ...], kwargs: dict[str, Any],
+                            error: ValueError) -> None:
+        """Arguments whose sizes a kernel could not broadcast: raise the ``ValueError``
+        numpy raises for the function run as written (the operation that fails first, in
+        numpy's words, its warnings before it), else return (numfuse's ``error`` stands)."""
+        if "out" in kwargs and self._out_keyword:
+            return
+        try:
+            self.fn(*args, **kwargs)
+        except ValueError as numpys:
+            raise numpys from None
+        except Exception:  # not numpy's broadcast error: numfuse's stands
+            return
+        _log.debug("%s: numpy computed where a kernel raised %s", _name(self.fn), error)
 
     def _warn_once(self, reason: tuple[str, str]) -> None:
         """Warn that numpy runs the function as written, once per reason (per ndarray

@@ -693,6 +693,11 @@ def _widened(values: list[Any], operands: Sequence[tuple[int, Prepare | None, bo
     return widened
 
 
+class BroadcastError(ValueError):
+    """A kernel's operands do not broadcast together (``api.Jitted`` replaces it with
+    the error numpy raises for the function, from the operation that fails first)."""
+
+
 def _raise_broadcast_error(operands: Sequence[Any]) -> None:
     """Report a size mismatch between a kernel's operands the way numpy would."""
     shapes = [np.shape(value) for value in operands]
@@ -700,7 +705,7 @@ def _raise_broadcast_error(operands: Sequence[Any]) -> None:
         np.broadcast_shapes(*shapes)
     except ValueError:
         described = " ".join(str(shape).replace(" ", "") for shape in shapes)
-        raise ValueError(
+        raise BroadcastError(
             f"operands could not be broadcast together with shapes {described}"
         ) from None
 

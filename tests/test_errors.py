@@ -8,6 +8,8 @@ read-only, big-endian, zero-size, 0-d and very long arrays) must give numpy's re
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from conftest import assert_same, check
@@ -88,6 +90,33 @@ def test_shapes_that_do_not_broadcast_raise_numpys_message():
         numfuse.jit(add)(a, b)
     assert str(excinfo.value).strip() == str(numpy_error.value).strip()
     assert "(2,3) (4,)" in str(excinfo.value)
+
+
+def _scaled_sum(a, b, c):
+    return (a + b) * c
+
+
+def _log_then_add(a, b):
+    return np.log(a) + b * b.sum()
+
+
+@pytest.mark.parametrize(("fn", "args"), [
+    (_scaled_sum, (np.ones(3), np.ones(3), np.ones(4))),
+    (_scaled_sum, (np.ones((2, 3)), np.ones((1, 3)), np.ones((3, 2)))),
+    (_log_then_add, (-np.ones(3), np.ones(2))),
+], ids=["three-operands", "2-d", "after-a-warning"])
+def test_a_kernels_broadcast_error_is_numpys_for_the_failing_operation(fn, args):
+    """One kernel reads every operand, but numpy fails at one operation: its operands'
+    shapes are the message (on every call: the first, one through a kept plan)."""
+    with pytest.raises(ValueError) as numpy_error, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fn(*args)
+    jitted = numfuse.jit(fn)
+    for _ in range(3):
+        with pytest.raises(ValueError) as excinfo, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            jitted(*args)
+        assert str(excinfo.value) == str(numpy_error.value)
 
 
 def test_broadcast_mismatch_on_a_later_call_of_a_compiled_signature():
