@@ -342,7 +342,11 @@ def test_special_values_as_jax():
         got = iter(numfuse.grad(ours, argnums=tuple(range(len(args))))(*args))
     for name, point, expected in SPECIAL:
         for index, want in enumerate(expected):
-            np.testing.assert_array_equal(next(got), np.array([want]),
+            value = next(got)
+            if np.isfinite(want) and want * 4 != round(want * 4):  # e, not 1 or 0.5: an ulp
+                np.testing.assert_array_max_ulp(value, np.array([want]), maxulp=1)
+                continue
+            np.testing.assert_array_equal(value, np.array([want]),
                                           err_msg=f"{name}{point} operand {index}")
 
 
