@@ -578,6 +578,309 @@ def logaddexp_f32(x, y):  # type: ignore[no-untyped-def]
     return result
 
 
+
+# ------------------------------------------------------------------ tan
+# sin / cos of the argument reduced as for sin and cos: in the quadrants where tan is
+# -cot, -cos(r) / sin(r), so one division in every lane and a divisor never zero (r is 0
+# only for x = 0, in quadrant 0).  Lanes beyond the vectorised reduction call the C
+# library's tan.
+
+
+def rare_tan(x):  # type: ignore[no-untyped-def]
+    """The C library's ``tan``, for the lanes beyond ``_reduce_pio2`` (see ``rare_sin``)."""
+    return np.tan(x)
+
+
+def _subnormal_underflow_f64(x):  # type: ignore[no-untyped-def]
+    """A zero of ``x``'s sign whose computation raises "underflow" where ``x`` is subnormal
+    (and nothing elsewhere): the C library's functions that return a subnormal argument
+    unchanged (``atan``, ``asin``, ``tan``) raise it there, and adding this to the result
+    does too.  Hidden, or LLVM would see a product by zero in the other lanes."""
+    return hidden(x if abs(x) < 2.2250738585072014e-308 else 0.0) * 1.0842021724855044e-19
+
+
+def _subnormal_underflow_f32(x):  # type: ignore[no-untyped-def]
+    """``_subnormal_underflow_f64`` for float32 ``x``."""
+    return hidden(x if abs(x) < np.float32(1.1754943508222875e-38) else np.float32(0.0)) \
+        * np.float32(1.0842021724855044e-19)
+
+
+def _reduce_pio2_parts(x):  # type: ignore[no-untyped-def]
+    """``_reduce_pio2`` keeping the roundings of its subtractions (each recovered exactly:
+    the larger operand comes first): (r, its tail, n)."""
+    n, quadrant = _round_to_int(x * 0.6366197723675814)
+    r = x - n * 1.5707963267341256  # exact
+    second = n * 6.077100506303966e-11
+    third = n * 2.0222662487111665e-21
+    last = n * 8.4784276603689e-32
+    after_second = r - second
+    after_third = after_second - third
+    head = after_third - last
+    tail = (((r - after_second) - second) + ((after_second - after_third) - third)) + (
+        (after_third - head) - last)
+    return head, tail, quadrant
+
+
+def _sin_parts(r):  # type: ignore[no-untyped-def]
+    """``sin(r)`` for ``|r| <= pi/4`` as an unrounded sum head + tail (``_sin_kernel``)."""
+    z = r * r
+    q = -2.5051131845003624e-08 + z * 1.5918129294866608e-10
+    q = -0.16666666666666666 + z * (0.008333333333330948 + z * (
+        -0.00019841269836758574 + z * (2.755731610255244e-06 + z * q)))
+    return r, r * (z * q)
+
+
+def _cos_parts(r):  # type: ignore[no-untyped-def]
+    """``cos(r)`` for ``|r| <= pi/4`` as an unrounded sum head + tail (``_cos_kernel``)."""
+    z = r * r
+    q = 2.08761462684032e-09 + z * -1.1382632425521717e-11
+    q = 0.041666666666666664 + z * (-0.0013888888888887398 + z * (
+        2.480158729876569e-05 + z * (-2.7557317271729793e-07 + z * q)))
+    half = 0.5 * z
+    w = 1.0 - half
+    return w, ((1.0 - w) - half) + (z * z) * q
+
+
+def _split(a):  # type: ignore[no-untyped-def]
+    """``a`` as the sum of two halves of 26 significant bits (Veltkamp), whose products
+    with another split number are exact."""
+    c = 134217729.0 * a
+    high = c - (c - a)
+    return high, a - high
+
+
+def _tan_reduced(head, tail, odd):  # type: ignore[no-untyped-def]
+    """``tan(head + tail)`` (``-cot`` if ``odd``) for ``|head| <= pi/4``: the quotient of
+    sine and cosine as unrounded sums, refined by one Newton step whose residual is
+    computed exactly (Dekker's product), so the one rounding that matters is the last."""
+    sine, sine_tail = _sin_parts(head)
+    cosine, cosine_tail = _cos_parts(head)
+    sine_tail = sine_tail + tail * cosine  # sin(h + t) = sin h + t cos h (t tiny)
+    cosine_tail = cosine_tail - tail * sine
+    top = -cosine if odd else sine
+    top_tail = -cosine_tail if odd else sine_tail
+    bottom = sine if odd else cosine
+    bottom_tail = sine_tail if odd else cosine_tail
+    inverse = 1.0 / (bottom + bottom_tail)
+    q = (top + top_tail) * inverse
+    product = q * bottom
+    q_high, q_low = _split(q)
+    b_high, b_low = _split(bottom)
+    error = ((q_high * b_high - product) + q_high * b_low + q_low * b_high) + q_low * b_low
+    residual = ((top - product) - error) + (top_tail - q * bottom_tail)
+    return q + residual * inverse
+
+
+def tan_f64(x):  # type: ignore[no-untyped-def]
+    clean = x if x == x else 0.0
+    magnitude = abs(clean)
+    negligible = magnitude < 1e-9  # tan(x) rounds to x; keeps r * r from underflowing
+    huge = magnitude > 1.6e6
+    head, tail, n = _reduce_pio2_parts(0.0 if (negligible or huge) else clean)
+    result = _tan_reduced(head, tail, (n & 1) == 1)
+    if x != x:
+        return x
+    if negligible:
+        return clean + _subnormal_underflow_f64(clean)
+    seen = hidden(clean)
+    if abs(seen) == math.inf:
+        return seen - clean  # NaN, with numpy's "invalid" (see sin_f64)
+    if huge:
+        return rare_tan(clean)
+    return result
+
+
+def tan_f32(x):  # type: ignore[no-untyped-def]
+    """In float64, rounded once (four lanes, not eight)."""
+    return np.float32(tan_f64(np.float64(x))) + _subnormal_underflow_f32(x)
+
+
+FUNCTIONS = FUNCTIONS + ("tan",)
+
+
+# ------------------------------------------------------------------ arctan and arctan2
+# atan(n / d) for n, d >= 0 without forming n / d first: the quotient's range is split at
+# 7/16, 11/16, 19/16 and 39/16 and reduced by atan(q) = atan(c) + atan((q - c) / (1 + c q))
+# for c = 1/2, 1, 3/2 and infinity (-d / n), each reduced argument one division of
+# differences of n and d that are exact (Sterbenz) or nearly so; then
+# atan(t) = t + t**3 P(t**2) on |t| <= 7/16 with atan(c) in two parts.  arctan is
+# atan(|x| / 1); arctan2 scales |y| and |x| by one power of two so that no sum
+# overflows and no product underflows, and answers quotients beyond 2**60 at once.
+
+
+def _atan_quotient(n, d):  # type: ignore[no-untyped-def]
+    """``atan(n / d)`` in [0, pi/2] for finite ``n, d >= 0``, not both 0, each 0 or
+    between 2**-1000 and 2**1000 and with ``n / d`` not below 2**-1000 unless that
+    quotient is the answer: a quotient below 2**-27 is answered by the division itself
+    (its rounding, and its "underflow", are the answer's)."""
+    beyond = n > 2.4375 * d
+    high = n > 1.1875 * d
+    middle = n > 0.6875 * d
+    low = n > 0.4375 * d
+    top = -d if beyond else (n - 1.5 * d if high else (
+        n - d if middle else (n + n - d if low else n)))
+    bottom = n if beyond else (d + 1.5 * n if high else (
+        n + d if middle else (d + d + n if low else d)))
+    base = 1.5707963267948966 if beyond else (0.982793723247329 if high else (
+        0.7853981633974483 if middle else (0.4636476090008061 if low else 0.0)))
+    base_low = 6.123233995736766e-17 if beyond else (1.3903311031230998e-17 if high else (
+        3.061616997868383e-17 if middle else (2.2698777452961687e-17 if low else 0.0)))
+    t = top / bottom
+    u = 0.0 if abs(t) < 7.450580596923828e-09 else t  # t * t would underflow
+    z = u * u
+    # atan(t) = t + t**3 P(t**2), P fitted within 9e-18 relative on |t| <= 7/16
+    p = -0.04974109053328455 + z * (0.036470903026744904 + z * -0.01622839251961969)
+    p = 0.07691864404663165 + z * (-0.06660958601302765 + z * (0.058328556472632534 + z * p))
+    p = -0.33333333333332893 + z * (0.19999999999867113 + z * (-0.14285714271731004 + z * (
+        0.1111111037325344 + z * (-0.09090886352439195 + z * p))))
+    return base + ((t * (z * p) + base_low) + t)
+
+
+def arctan_f64(x):  # type: ignore[no-untyped-def]
+    clean = x if x == x else 0.0
+    # atan(2**66) rounds to pi/2, as does atan of anything larger (inf too)
+    result = _atan_quotient(min(abs(clean), 7.378697629483821e19), 1.0)
+    if x != x:
+        return x
+    return math.copysign(result, clean) + _subnormal_underflow_f64(clean)
+
+
+def _exponent_field(x):  # type: ignore[no-untyped-def]
+    """The biased exponent bits of a float64 ``x >= 0`` (0 for zeros and subnormals)."""
+    return np.float64(x).view(np.int64) >> 52
+
+
+def arctan2_f64(y, x):  # type: ignore[no-untyped-def]
+    clean_y = y if y == y else 0.0
+    clean_x = x if x == x else 1.0
+    a = abs(clean_y)
+    b = abs(clean_x)
+    infinite = a == math.inf or b == math.inf
+    # infinities become 1 and the other argument 0 (both 1 if both are infinite)
+    a = (1.0 if a == math.inf else 0.0) if infinite else a
+    b = (1.0 if b == math.inf else 0.0) if infinite else b
+    behind = clean_x.view(np.int64) < 0  # x negative or -0.0: the left half-plane
+    gap = _exponent_field(a) - _exponent_field(b)
+    vertical = gap > 60  # |y / x| > 2**59: the angle rounds to pi/2
+    # |y / x| < 2**-59 and x < 0: the angle rounds to pi (no quotient, so no underflow)
+    flat = gap < -60 and behind
+    larger = max(a, b)
+    scale = 1.0 if vertical else (7.888609052210118e-31 if larger > 1.0715086071862673e301
+                                  else (1.2676506002282294e30 if larger < 1.1830521861667747e-271
+                                        else 1.0))
+    n = (1.0 if vertical else (0.0 if flat else a)) * scale
+    d = (0.0 if vertical else (1.0 if flat or larger == 0 else b)) * scale
+    angle = _atan_quotient(n, d)
+    if behind:
+        angle = 3.141592653589793 - (angle - 1.2246467991473532e-16)
+    result = math.copysign(angle, clean_y)
+    if y != y or x != x:
+        return y + x
+    return result + _subnormal_underflow_f64(result)
+
+
+def arctan_f32(x):  # type: ignore[no-untyped-def]
+    """In float64, rounded once (four lanes, not eight)."""
+    return np.float32(arctan_f64(np.float64(x))) + _subnormal_underflow_f32(x)
+
+
+def arctan2_f32(y, x):  # type: ignore[no-untyped-def]
+    """In float64, rounded once (four lanes, not eight)."""
+    result = np.float32(arctan2_f64(np.float64(y), np.float64(x)))
+    return result + _subnormal_underflow_f32(result)
+
+
+FUNCTIONS = FUNCTIONS + ("arctan",)
+
+
+# ------------------------------------------------------------------ arcsin and arccos
+# On |x| <= 1/2, asin(x) = x + x**3 P(x**2); beyond, with z = (1 - |x|) / 2 and s = sqrt(z),
+# asin |x| = pi/2 - 2 asin(s) and acos |x| = 2 asin(s) (acos of a negative x: pi minus
+# that), s split into a head of 21 bits (whose square is exact) and a correction so that
+# the rounding of the square root is recovered.  |x| > 1 gives the square root of the
+# negative 1 - |x|: NaN and "invalid", in those lanes only.
+
+
+def _asin_series(x, z):  # type: ignore[no-untyped-def]
+    """``asin(x) - x`` for ``|x| <= 1/2``, ``z = x * x``: ``x z P(z)``, P fitted within
+    4e-18 relative to asin."""
+    p = 0.010767050420932416 + z * (0.003756418384580855 + z * (0.021585730664082457 + z * (
+        -0.020827071058849313 + z * 0.03252136677253647)))
+    p = 0.022372213738795926 + z * (0.017351635152949296 + z * (0.013980537778747257 + z * (
+        0.011401252713132394 + z * p)))
+    p = 0.16666666666666757 + z * (0.07499999999971521 + z * (0.04464285717380503 + z * (
+        0.030381942749934335 + z * p)))
+    return x * (z * p)
+
+
+def _asin_reduction(magnitude):  # type: ignore[no-untyped-def]
+    """For ``1/2 <= magnitude <= 1``: ``z = (1 - magnitude) / 2`` (exact), ``s = sqrt(z)``,
+    its head ``h`` (low 32 bits cleared), the correction ``c`` with ``s ~ h + c``, and
+    ``asin(s) - s``."""
+    z = (1.0 - magnitude) * 0.5
+    s = np.sqrt(z)
+    head = np.int64(np.float64(s).view(np.int64) & -4294967296).view(np.float64)
+    c = (z - head * head) / (s + head if z > 0 else 1.0)
+    return z, s, head, c, _asin_series(s, z)
+
+
+def _asin_or_acos_argument(magnitude):  # type: ignore[no-untyped-def]
+    """``magnitude`` clamped into [1/2, 1] (NaN and |x| > 1 lanes are answered apart)."""
+    return min(max(magnitude, 0.5), 1.0)
+
+
+def arcsin_f64(x):  # type: ignore[no-untyped-def]
+    clean = x if x == x else 0.0
+    magnitude = abs(clean)
+    negligible = magnitude < 1.4901161193847656e-08  # asin(x) rounds to x
+    near = min(magnitude, 0.5)
+    small = near + _asin_series(near, 0.0 if negligible else near * near)
+    z, s, head, c, series = _asin_reduction(_asin_or_acos_argument(magnitude))
+    # pi/2 - 2 (head + c + series), the leading part pi/4 - 2 head exact below 0.975
+    middle = 0.7853981633974483 - ((2.0 * series - (6.123233995736766e-17 - 2.0 * c)) - (
+        0.7853981633974483 - 2.0 * head))
+    edge = 1.5707963267948966 - (2.0 * (s + series) - 6.123233995736766e-17)
+    large = edge if magnitude > 0.975 else middle
+    result = math.copysign(small if magnitude <= 0.5 else large, clean)
+    if x != x:
+        return x
+    if hidden(magnitude) > 1.0:
+        return np.sqrt(1.0 - magnitude)
+    return result + _subnormal_underflow_f64(clean)
+
+
+def arccos_f64(x):  # type: ignore[no-untyped-def]
+    clean = x if x == x else 0.0
+    magnitude = abs(clean)
+    negligible = magnitude < 1.4901161193847656e-08  # x * x would underflow
+    near = min(max(clean, -0.5), 0.5)
+    series = _asin_series(near, 0.0 if negligible else near * near)
+    small = 1.5707963267948966 - (near - (6.123233995736766e-17 - series))
+    z, s, head, c, far_series = _asin_reduction(_asin_or_acos_argument(magnitude))
+    # x <= -1/2: pi - 2 asin(s); x >= 1/2: 2 asin(s) = 2 (head + c + series)
+    negative = 3.141592653589793 - 2.0 * (s + (far_series - 6.123233995736766e-17))
+    positive = 2.0 * (head + (far_series + c))
+    result = small if magnitude <= 0.5 else (negative if clean < 0 else positive)
+    if x != x:
+        return x
+    if hidden(magnitude) > 1.0:
+        return np.sqrt(1.0 - magnitude)
+    return result
+
+
+def arcsin_f32(x):  # type: ignore[no-untyped-def]
+    """In float64, rounded once (four lanes, not eight)."""
+    return np.float32(arcsin_f64(np.float64(x))) + _subnormal_underflow_f32(x)
+
+
+def arccos_f32(x):  # type: ignore[no-untyped-def]
+    """In float64, rounded once (four lanes, not eight)."""
+    return np.float32(arccos_f64(np.float64(x)))
+
+
+FUNCTIONS = FUNCTIONS + ("arcsin", "arccos")
+
+
 HELPERS = tuple(
     name for name, value in list(globals().items())
     if callable(value) and not name.startswith("__") and value.__module__ == __name__
