@@ -596,13 +596,17 @@ def _subnormal_underflow_f64(x):  # type: ignore[no-untyped-def]
     (and nothing elsewhere): the C library's functions that return a subnormal argument
     unchanged (``atan``, ``asin``, ``tan``) raise it there, and adding this to the result
     does too.  Hidden, or LLVM would see a product by zero in the other lanes."""
-    return hidden(x if abs(x) < 2.2250738585072014e-308 else 0.0) * 1.0842021724855044e-19
+    # (hidden: LLVM would compare x itself, NaN included, as in _is_nan)
+    clean = hidden(x if x == x else 0.0)
+    return hidden(clean if abs(clean) < 2.2250738585072014e-308 else 0.0) * \
+        1.0842021724855044e-19
 
 
 def _subnormal_underflow_f32(x):  # type: ignore[no-untyped-def]
     """``_subnormal_underflow_f64`` for float32 ``x``."""
-    return hidden(x if abs(x) < np.float32(1.1754943508222875e-38) else np.float32(0.0)) \
-        * np.float32(1.0842021724855044e-19)
+    clean = hidden(x if x == x else np.float32(0.0))
+    return hidden(clean if abs(clean) < np.float32(1.1754943508222875e-38)
+                  else np.float32(0.0)) * np.float32(1.0842021724855044e-19)
 
 
 def _reduce_pio2_parts(x):  # type: ignore[no-untyped-def]
@@ -671,6 +675,15 @@ def _tan_reduced(head, tail, odd):  # type: ignore[no-untyped-def]
     return q + residual * inverse
 
 
+def _is_nan(x):  # type: ignore[no-untyped-def]
+    """``x != x``, tested on a hidden copy.  A function answering NaN lanes last with
+    ``if x != x: return x`` lets LLVM assume x is not NaN in the rest of its code, where
+    it then replaces the cleaned copy (``x if x == x else 0.0``) by x itself, and an
+    ordered comparison of the NaN raises "invalid"."""
+    seen = hidden(x)
+    return seen != seen
+
+
 def tan_f64(x):  # type: ignore[no-untyped-def]
     clean = x if x == x else 0.0
     magnitude = abs(clean)
@@ -678,7 +691,7 @@ def tan_f64(x):  # type: ignore[no-untyped-def]
     huge = magnitude > 1.6e6
     head, tail, n = _reduce_pio2_parts(0.0 if (negligible or huge) else clean)
     result = _tan_reduced(head, tail, (n & 1) == 1)
-    if x != x:
+    if _is_nan(x):
         return x
     if negligible:
         return clean + _subnormal_underflow_f64(clean)
@@ -708,24 +721,36 @@ FUNCTIONS = FUNCTIONS + ("tan",)
 # overflows and no product underflows, and answers quotients beyond 2**60 at once.
 
 
-def _atan_quotient(n, d):  # type: ignore[no-untyped-def]
-    """``atan(n / d)`` in [0, pi/2] for finite ``n, d >= 0``, not both 0, each 0 or
-    between 2**-1000 and 2**1000 and with ``n / d`` not below 2**-1000 unless that
-    quotient is the answer: a quotient below 2**-27 is answered by the division itself
-    (its rounding, and its "underflow", are the answer's)."""
+def _atan_quotient(n, d, behind):  # type: ignore[no-untyped-def]
+    """``atan(n / d)`` in [0, pi/2] (``pi - atan(n / d)`` if ``behind``) for finite
+    ``n, d >= 0``, not both 0, each 0 or between 2**-1000 and 2**1000 and with ``n / d``
+    not below 2**-1000 unless that quotient is the answer: a quotient below 2**-27 is
+    answered by the division itself (its rounding, and its "underflow", are the
+    answer's)."""
     beyond = n > 2.4375 * d
     high = n > 1.1875 * d
     middle = n > 0.6875 * d
     low = n > 0.4375 * d
     top = -d if beyond else (n - 1.5 * d if high else (
         n - d if middle else (n + n - d if low else n)))
-    bottom = n if beyond else (d + 1.5 * n if high else (
+    # (1.5 times d, not n, where not high: n may be subnormal, d never is)
+    bottom = n if beyond else (d + 1.5 * (n if high else d) if high else (
         n + d if middle else (d + d + n if low else d)))
-    base = 1.5707963267948966 if beyond else (0.982793723247329 if high else (
-        0.7853981633974483 if middle else (0.4636476090008061 if low else 0.0)))
-    base_low = 6.123233995736766e-17 if beyond else (1.3903311031230998e-17 if high else (
-        3.061616997868383e-17 if middle else (2.2698777452961687e-17 if low else 0.0)))
-    t = top / bottom
+    # atan(c) in two parts for c = inf, 3/2, 1, 1/2, 0; pi - atan(c) when behind
+    if behind:
+        base = 1.5707963267948966 if beyond else (2.158798930342464 if high else (
+            2.356194490192345 if middle else (2.677945044588987 if low else
+                                              3.141592653589793)))
+        base_low = 6.123233995736766e-17 if beyond else (2.1958367134601997e-16 if high else (
+            9.184850993605148e-17 if middle else (1.5527705369303147e-16 if low else
+                                                  1.2246467991473532e-16)))
+    else:
+        base = 1.5707963267948966 if beyond else (0.982793723247329 if high else (
+            0.7853981633974483 if middle else (0.4636476090008061 if low else 0.0)))
+        base_low = 6.123233995736766e-17 if beyond else (1.3903311031230998e-17 if high else (
+            3.061616997868383e-17 if middle else (2.2698777452961687e-17 if low else 0.0)))
+    quotient = top / bottom
+    t = -quotient if behind else quotient  # pi - atan(c) - atan(q) = (pi - atan(c)) + atan(-q)
     u = 0.0 if abs(t) < 7.450580596923828e-09 else t  # t * t would underflow
     z = u * u
     # atan(t) = t + t**3 P(t**2), P fitted within 9e-18 relative on |t| <= 7/16
@@ -739,8 +764,8 @@ def _atan_quotient(n, d):  # type: ignore[no-untyped-def]
 def arctan_f64(x):  # type: ignore[no-untyped-def]
     clean = x if x == x else 0.0
     # atan(2**66) rounds to pi/2, as does atan of anything larger (inf too)
-    result = _atan_quotient(min(abs(clean), 7.378697629483821e19), 1.0)
-    if x != x:
+    result = _atan_quotient(min(abs(clean), 7.378697629483821e19), 1.0, False)
+    if _is_nan(x):
         return x
     return math.copysign(result, clean) + _subnormal_underflow_f64(clean)
 
@@ -751,8 +776,9 @@ def _exponent_field(x):  # type: ignore[no-untyped-def]
 
 
 def arctan2_f64(y, x):  # type: ignore[no-untyped-def]
-    clean_y = y if y == y else 0.0
-    clean_x = x if x == x else 1.0
+    missing = y != y or x != x
+    clean_y = 0.0 if missing else y
+    clean_x = 1.0 if missing else x
     a = abs(clean_y)
     b = abs(clean_x)
     infinite = a == math.inf or b == math.inf
@@ -770,12 +796,11 @@ def arctan2_f64(y, x):  # type: ignore[no-untyped-def]
                                         else 1.0))
     n = (1.0 if vertical else (0.0 if flat else a)) * scale
     d = (0.0 if vertical else (1.0 if flat or larger == 0 else b)) * scale
-    angle = _atan_quotient(n, d)
-    if behind:
-        angle = 3.141592653589793 - (angle - 1.2246467991473532e-16)
-    result = math.copysign(angle, clean_y)
-    if y != y or x != x:
-        return y + x
+    result = math.copysign(_atan_quotient(n, d, behind), clean_y)
+    if _is_nan(y):
+        return y
+    if _is_nan(x):
+        return x
     return result + _subnormal_underflow_f64(result)
 
 
@@ -834,7 +859,8 @@ def arcsin_f64(x):  # type: ignore[no-untyped-def]
     magnitude = abs(clean)
     negligible = magnitude < 1.4901161193847656e-08  # asin(x) rounds to x
     near = min(magnitude, 0.5)
-    small = near + _asin_series(near, 0.0 if negligible else near * near)
+    squared = 0.0 if negligible else near  # its square would underflow
+    small = near + _asin_series(near, squared * squared)
     z, s, head, c, series = _asin_reduction(_asin_or_acos_argument(magnitude))
     # pi/2 - 2 (head + c + series), the leading part pi/4 - 2 head exact below 0.975
     middle = 0.7853981633974483 - ((2.0 * series - (6.123233995736766e-17 - 2.0 * c)) - (
@@ -842,7 +868,7 @@ def arcsin_f64(x):  # type: ignore[no-untyped-def]
     edge = 1.5707963267948966 - (2.0 * (s + series) - 6.123233995736766e-17)
     large = edge if magnitude > 0.975 else middle
     result = math.copysign(small if magnitude <= 0.5 else large, clean)
-    if x != x:
+    if _is_nan(x):
         return x
     if hidden(magnitude) > 1.0:
         return np.sqrt(1.0 - magnitude)
@@ -854,14 +880,15 @@ def arccos_f64(x):  # type: ignore[no-untyped-def]
     magnitude = abs(clean)
     negligible = magnitude < 1.4901161193847656e-08  # x * x would underflow
     near = min(max(clean, -0.5), 0.5)
-    series = _asin_series(near, 0.0 if negligible else near * near)
+    squared = 0.0 if negligible else near  # its square would underflow
+    series = _asin_series(near, squared * squared)
     small = 1.5707963267948966 - (near - (6.123233995736766e-17 - series))
     z, s, head, c, far_series = _asin_reduction(_asin_or_acos_argument(magnitude))
     # x <= -1/2: pi - 2 asin(s); x >= 1/2: 2 asin(s) = 2 (head + c + series)
     negative = 3.141592653589793 - 2.0 * (s + (far_series - 6.123233995736766e-17))
     positive = 2.0 * (head + (far_series + c))
     result = small if magnitude <= 0.5 else (negative if clean < 0 else positive)
-    if x != x:
+    if _is_nan(x):
         return x
     if hidden(magnitude) > 1.0:
         return np.sqrt(1.0 - magnitude)
