@@ -57,7 +57,7 @@ ENABLED = enabled_from_environment()
 
 # The operations that have a vectorisable implementation here, by numpy ufunc name; the op
 # table's float template for each is ``<name>_f{bits}({0})``.
-FUNCTIONS = ("exp", "log", "expm1", "log1p", "tanh", "sin", "cos")
+FUNCTIONS: tuple[str, ...] = ("exp", "log", "expm1", "log1p", "tanh", "sin", "cos")
 
 
 # ------------------------------------------------------------------ building blocks
@@ -708,7 +708,7 @@ def tan_f32(x):  # type: ignore[no-untyped-def]
     return np.float32(tan_f64(np.float64(x))) + _subnormal_underflow_f32(x)
 
 
-FUNCTIONS = FUNCTIONS + ("tan",)
+FUNCTIONS = (*FUNCTIONS, "tan")
 
 
 # ------------------------------------------------------------------ arctan and arctan2
@@ -785,7 +785,7 @@ def arctan2_f64(y, x):  # type: ignore[no-untyped-def]
     # infinities become 1 and the other argument 0 (both 1 if both are infinite)
     a = (1.0 if a == math.inf else 0.0) if infinite else a
     b = (1.0 if b == math.inf else 0.0) if infinite else b
-    behind = clean_x.view(np.int64) < 0  # x negative or -0.0: the left half-plane
+    behind = np.float64(clean_x).view(np.int64) < 0  # x negative or -0.0: the left half-plane
     gap = _exponent_field(a) - _exponent_field(b)
     vertical = gap > 60  # |y / x| > 2**59: the angle rounds to pi/2
     # |y / x| < 2**-59 and x < 0: the angle rounds to pi (no quotient, so no underflow)
@@ -815,7 +815,7 @@ def arctan2_f32(y, x):  # type: ignore[no-untyped-def]
     return result + _subnormal_underflow_f32(result)
 
 
-FUNCTIONS = FUNCTIONS + ("arctan",)
+FUNCTIONS = (*FUNCTIONS, "arctan")
 
 
 # ------------------------------------------------------------------ arcsin and arccos
@@ -861,7 +861,7 @@ def arcsin_f64(x):  # type: ignore[no-untyped-def]
     near = min(magnitude, 0.5)
     squared = 0.0 if negligible else near  # its square would underflow
     small = near + _asin_series(near, squared * squared)
-    z, s, head, c, series = _asin_reduction(_asin_or_acos_argument(magnitude))
+    _, s, head, c, series = _asin_reduction(_asin_or_acos_argument(magnitude))
     # pi/2 - 2 (head + c + series), the leading part pi/4 - 2 head exact below 0.975
     middle = 0.7853981633974483 - ((2.0 * series - (6.123233995736766e-17 - 2.0 * c)) - (
         0.7853981633974483 - 2.0 * head))
@@ -883,7 +883,7 @@ def arccos_f64(x):  # type: ignore[no-untyped-def]
     squared = 0.0 if negligible else near  # its square would underflow
     series = _asin_series(near, squared * squared)
     small = 1.5707963267948966 - (near - (6.123233995736766e-17 - series))
-    z, s, head, c, far_series = _asin_reduction(_asin_or_acos_argument(magnitude))
+    _, s, head, c, far_series = _asin_reduction(_asin_or_acos_argument(magnitude))
     # x <= -1/2: pi - 2 asin(s); x >= 1/2: 2 asin(s) = 2 (head + c + series)
     negative = 3.141592653589793 - 2.0 * (s + (far_series - 6.123233995736766e-17))
     positive = 2.0 * (head + (far_series + c))
@@ -905,7 +905,7 @@ def arccos_f32(x):  # type: ignore[no-untyped-def]
     return np.float32(arccos_f64(np.float64(x)))
 
 
-FUNCTIONS = FUNCTIONS + ("arcsin", "arccos")
+FUNCTIONS = (*FUNCTIONS, "arcsin", "arccos")
 
 
 HELPERS = tuple(

@@ -236,9 +236,10 @@ def test_plain_python_versions_agree_with_numpy(function: str) -> None:
         helper = getattr(vector_math, f"{function}_f{np.dtype(dtype).itemsize * 8}")
         for value in (0.3, 1.7, 0.05):
             x = dtype(value)
-            result = helper(x)
-            expected = getattr(np, function)(x)
-            if not np.isfinite(expected):  # outside the domain (arcsin(1.7))
+            with np.errstate(invalid="ignore"):  # outside the domain (arcsin(1.7))
+                result = helper(x)
+                expected = getattr(np, function)(x)
+            if not np.isfinite(expected):
                 continue
             assert abs(float(result) - float(expected)) <= 2 * abs(float(np.spacing(expected)))
 
@@ -435,10 +436,12 @@ def wide_pairs(dtype: type) -> tuple[np.ndarray, np.ndarray]:
         return values * rng.choice([-1.0, 1.0], values.size)
 
     size = 20_000
+    moderate = signed(10.0 ** rng.uniform(-30, 30, size))
     y = np.concatenate([signed(10.0 ** rng.uniform(low, high, size)),
-                        signed(rng.uniform(0.0, 3.0, size)), signed(10.0 ** rng.uniform(-30, 30, size))])
+                        signed(rng.uniform(0.0, 3.0, size)), moderate])
     x = np.concatenate([signed(10.0 ** rng.uniform(low, high, size)),
-                        signed(rng.uniform(0.0, 3.0, size)), y[2 * size:] * signed(10.0 ** rng.uniform(-20, 20, size))])
+                        signed(rng.uniform(0.0, 3.0, size)),
+                        moderate * signed(10.0 ** rng.uniform(-20, 20, size))])
     with np.errstate(over="ignore"):
         return y.astype(dtype), x.astype(dtype)
 
@@ -458,6 +461,10 @@ def test_arctan2_wide_ranges(arctan2, dtype: type) -> None:
     assert ulps(result, exact, dtype).max() <= ULP_VS_EXACT[dtype]
 
 
+def _pair_error(call, y: np.ndarray, x: np.ndarray) -> str | None:  # type: ignore[no-untyped-def]
+    return _floating_point_error(lambda tile: call(tile, x), y)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda dtype: np.dtype(dtype).name)
 def test_arctan2_floating_point_errors_are_numpys(arctan2, dtype: type) -> None:
     # numpy raises nothing but "underflow", for angles in the subnormal range.
@@ -470,8 +477,8 @@ def test_arctan2_floating_point_errors_are_numpys(arctan2, dtype: type) -> None:
     mismatches = []
     for y_value, x_value in zip(y, x, strict=True):
         tile_y, tile_x = np.full(40, y_value, dtype), np.full(40, x_value, dtype)
-        expected = _floating_point_error(lambda _: np.arctan2(tile_y, tile_x), tile_y)
-        actual = _floating_point_error(lambda _: arctan2(tile_y, tile_x), tile_y)
+        expected = _pair_error(np.arctan2, tile_y, tile_x)
+        actual = _pair_error(arctan2, tile_y, tile_x)
         if actual != expected:
             mismatches.append((y_value, x_value, expected, actual))
     assert not mismatches
