@@ -469,8 +469,10 @@ def _pair_error(call, y: np.ndarray, x: np.ndarray) -> str | None:  # type: igno
 def test_arctan2_floating_point_errors_are_numpys(arctan2, dtype: type) -> None:
     # numpy raises nothing but "underflow", for angles in the subnormal range.
     y, x = grid_pairs(dtype)
-    extra_y = np.array([1e-300, 1e-310, -1e-310, 5e-324, 1e-30], dtype=np.float64)
-    extra_x = np.array([1e10, 1.0, 3.0, 1.0, -1e20], dtype=np.float64)
+    # (angles just above float32's smallest normal number: 1e-37 / 7, 3e-38 / 0.7)
+    extra_y = np.array([1e-300, 1e-310, -1e-310, 5e-324, 1e-30, 1e-37, 3e-38, 2e-38],
+                       dtype=np.float64)
+    extra_x = np.array([1e10, 1.0, 3.0, 1.0, -1e20, 7.0, 0.7, 3.0], dtype=np.float64)
     with np.errstate(all="ignore"):
         y = np.concatenate([y, extra_y.astype(dtype)])
         x = np.concatenate([x, extra_x.astype(dtype)])
