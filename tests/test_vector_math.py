@@ -374,6 +374,13 @@ def test_tan_near_multiples_of_pi_over_2(kernels) -> None:
     assert ulps(result, np.tan(x), np.float64).max() <= 2.0
 
 
+def test_float32_tan_near_multiples_of_pi_over_2(kernels) -> None:
+    n = np.arange(1, 2**20, 97, dtype=np.float64)
+    x = np.concatenate([n * (np.pi / 2), n * (np.pi / 4)]).astype(np.float32)
+    x = np.concatenate([x, np.nextafter(x, np.float32(0)), np.nextafter(x, np.float32(np.inf))])
+    assert ulps(kernels["tan"](x), np.tan(x.astype(np.float64)), np.float32).max() <= 0.51
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda dtype: np.dtype(dtype).name)
 def test_tan_of_huge_arguments_is_numpys(kernels, dtype: type) -> None:
     # Beyond the vectorised reduction lanes call the C library's tan (see sin and cos).
