@@ -348,7 +348,8 @@ _unary_math(np.arctanh, TRIGONOMETRIC,
 _row("arccosh", np.arccosh, 1, TRIGONOMETRIC, f="np.arccosh({0})", c="np.arccosh({0})",
      vjp=lambda g, ans, x: (g / np.sqrt((x - 1.0) * (x + 1.0)),))
 # arctan2(y, x): d/dy = x / (x² + y²), d/dx = -y / (x² + y²)
-_row("arctan2", np.arctan2, 2, TRIGONOMETRIC, f="np.arctan2({0}, {1})",
+_row("arctan2", np.arctan2, 2, TRIGONOMETRIC,
+     f="arctan2_f{bits}({0}, {1})" if vector_math.ENABLED else "np.arctan2({0}, {1})",
      vjp=lambda g, ans, y, x: (g * x / (x * x + y * y), -g * y / (x * x + y * y)))
 _row("hypot", np.hypot, 2, TRIGONOMETRIC, f="math.hypot({0}, {1})", vjp=_hypot_vjp)
 _row("deg2rad", np.deg2rad, 1, ARITHMETIC, exactness=Exactness.ULPS,

@@ -1,5 +1,5 @@
 """The vectorisable functions of numfuse.vector_math (exp, log, expm1, log1p, tanh, sin,
-cos), compiled into kernels.
+cos, tan, arctan, arcsin, arccos, and arctan2 of two arguments), compiled into kernels.
 
 Each function is compared with numpy over wide ranges (both signs, subnormals, values past
 the overflow and underflow thresholds) and on the special values, where the result must be
@@ -56,6 +56,15 @@ def wide_values(function: str, dtype: type) -> np.ndarray:
              rng.uniform(-3.0, 3.0, 20_000)]
     if function == "log1p":
         parts.append(-1.0 + 10.0 ** rng.uniform(-15, 0, 5_000))
+    if function in ("arcsin", "arccos"):  # the domain [-1, 1], dense near its ends and 0
+        tiny = 10.0 ** rng.uniform(low, 0.0, 20_000)
+        parts += [rng.uniform(-1.0, 1.0, 20_000), signs * (1.0 - tiny),
+                  signs * tiny, rng.uniform(0.45, 0.55, 5_000), rng.uniform(-0.55, -0.45, 5_000)]
+    if function == "tan":  # near multiples of pi/2, where tan is large or small
+        multiples = rng.integers(-2**20, 2**20, 20_000) * (np.pi / 2)
+        parts.append(multiples * (1.0 + rng.uniform(-1e-9, 1e-9, 20_000)))
+    if function == "arctan":  # around the reduction's boundaries 7/16 ... 39/16
+        parts.append(rng.uniform(-2.6, 2.6, 20_000))
     with np.errstate(over="ignore"):
         return np.concatenate(parts).astype(dtype)
 
@@ -157,6 +166,18 @@ FLAG_CASES = [
     ("cos", [-np.inf], "invalid"),
     ("cos", [np.nan, -0.0, 1e-3, 1e30, -1e30, 1e6, 3.0], None),
 ]
+FLAG_CASES += [
+    ("tan", [np.inf], "invalid"),
+    ("tan", [-np.inf], "invalid"),
+    ("tan", [np.nan, -0.0, 1e-3, 1e30, -1e30, 1e6, 3.0, 1.5707963267948966], None),
+    ("arctan", [np.nan, np.inf, -np.inf, -0.0, 1e-30, 1e30, -3.0, 0.5, 1e-3], None),
+    ("arcsin", [1.0000001], "invalid"),
+    ("arcsin", [-np.inf], "invalid"),
+    ("arcsin", [np.nan, -0.0, 1e-30, -1.0, 1.0, 0.5, 0.9999999], None),
+    ("arccos", [-1.0000001], "invalid"),
+    ("arccos", [np.inf], "invalid"),
+    ("arccos", [np.nan, -0.0, 1e-30, -1.0, 1.0, -0.5, 0.9999999], None),
+]
 
 
 def _floating_point_error(call, x: np.ndarray) -> str | None:  # type: ignore[no-untyped-def]
@@ -215,8 +236,11 @@ def test_plain_python_versions_agree_with_numpy(function: str) -> None:
         helper = getattr(vector_math, f"{function}_f{np.dtype(dtype).itemsize * 8}")
         for value in (0.3, 1.7, 0.05):
             x = dtype(value)
-            result = helper(x)
-            expected = getattr(np, function)(x)
+            with np.errstate(invalid="ignore"):  # outside the domain (arcsin(1.7))
+                result = helper(x)
+                expected = getattr(np, function)(x)
+            if not np.isfinite(expected):
+                continue
             assert abs(float(result) - float(expected)) <= 2 * abs(float(np.spacing(expected)))
 
 
@@ -295,3 +319,193 @@ def test_fused_float32_gelu_matches_numpy() -> None:
 
     x = np.random.default_rng(3).standard_normal(10_000, dtype=np.float32) * np.float32(3)
     np.testing.assert_allclose(numfuse.jit(gelu)(x), gelu(x), rtol=1e-6, atol=1e-6)
+
+
+
+# ------------------------------------------------------------------ edges and subnormals
+
+
+# Arguments where the answer is a constant or the argument itself: numpy's exactly.
+EDGES = {
+    "tan": [0.0, -0.0, 1e-300, -1e-300],
+    "arctan": [np.inf, -np.inf, 1e300, -1e300, 1e20, 0.0, -0.0, 1e-300],
+    "arcsin": [1.0, -1.0, 0.0, -0.0, 1e-300, -1e-300],
+    "arccos": [1.0, -1.0, 0.0, -0.0, 1e-300, -1e-300],
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda dtype: np.dtype(dtype).name)
+@pytest.mark.parametrize("function", sorted(EDGES))
+def test_domain_edges_are_numpys_exactly(kernels, function: str, dtype: type) -> None:
+    info = np.finfo(dtype)
+    x = np.array(EDGES[function] + [info.smallest_subnormal, -info.smallest_subnormal,
+                                    info.max, -info.max], dtype=np.float64)
+    with np.errstate(all="ignore"):
+        x = x.astype(dtype)
+        expected = getattr(np, function)(x)
+        result = kernels[function](x)
+    assert_same_classes(result, expected, x)
+    np.testing.assert_array_equal(result, expected)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda dtype: np.dtype(dtype).name)
+@pytest.mark.parametrize("function", ["tan", "arctan", "arcsin"])
+def test_subnormal_arguments_raise_underflow_like_numpy(kernels, function: str,
+                                                        dtype: type) -> None:
+    # The C library's tan, atan and asin return a subnormal argument with "underflow".
+    info = np.finfo(dtype)
+    for value in (info.smallest_subnormal, -3 * info.smallest_subnormal):
+        x = np.full(40, value, dtype=dtype)
+        assert _floating_point_error(getattr(np, function), x) == "underflow"
+        assert _floating_point_error(kernels[function], x) == "underflow"
+    x = np.full(40, info.smallest_normal, dtype=dtype)
+    assert _floating_point_error(kernels[function], x) is None
+
+
+@pytest.mark.slow
+def test_tan_near_multiples_of_pi_over_2(kernels) -> None:
+    # The reduction keeps the roundings of its steps: tan stays accurate where it is huge.
+    n = np.arange(1, 2**20, 3, dtype=np.float64)
+    x = np.concatenate([n * (np.pi / 2), np.nextafter(n * (np.pi / 2), 0),
+                        np.nextafter(n * (np.pi / 2), np.inf), n * (np.pi / 4)])
+    result = kernels["tan"](x)
+    if PRECISE_LONG_DOUBLE:
+        assert ulps(result, np.tan(x.astype(np.longdouble)), np.float64).max() <= 1.5
+    assert ulps(result, np.tan(x), np.float64).max() <= 2.0
+
+
+def test_float32_tan_near_multiples_of_pi_over_2(kernels) -> None:
+    n = np.arange(1, 2**20, 97, dtype=np.float64)
+    x = np.concatenate([n * (np.pi / 2), n * (np.pi / 4)]).astype(np.float32)
+    x = np.concatenate([x, np.nextafter(x, np.float32(0)), np.nextafter(x, np.float32(np.inf))])
+    assert ulps(kernels["tan"](x), np.tan(x.astype(np.float64)), np.float32).max() <= 0.51
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda dtype: np.dtype(dtype).name)
+def test_tan_of_huge_arguments_is_numpys(kernels, dtype: type) -> None:
+    # Beyond the vectorised reduction lanes call the C library's tan (see sin and cos).
+    rng = np.random.default_rng(12)
+    huge = 10.0 ** rng.uniform(6.0, np.log10(float(np.finfo(dtype).max)), 500)
+    x = np.stack([huge * rng.choice([-1.0, 1.0], 500), rng.uniform(-10.0, 10.0, 500)],
+                 axis=1).ravel().astype(dtype)
+    assert ulps(kernels["tan"](x), np.tan(x), dtype).max() <= 1.0
+
+
+# ------------------------------------------------------------------ arctan2
+
+
+@pytest.fixture(scope="module")
+def arctan2() -> numfuse.Jitted:
+    return numfuse.jit(lambda y, x: np.arctan2(y, x))
+
+
+def grid_pairs(dtype: type) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair of {±0, ±1, ±inf, nan, ±tiny, ±huge} (tiny: the smallest subnormal and
+    normal numbers; huge: the largest number and 1e20)."""
+    info = np.finfo(dtype)
+    values = [0.0, 1.0, np.inf, float(info.smallest_subnormal), float(info.smallest_normal),
+              float(info.max), 1e20]
+    values = values + [-v for v in values] + [np.nan]
+    y, x = np.meshgrid(np.array(values, dtype=dtype), np.array(values, dtype=dtype))
+    return y.ravel(), x.ravel()
+
+
+def _numpys_float32_rounding(y: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Pairs where numpy's float32 arctan2 (the C library's atan2f) is an ulp from the
+    correctly rounded angle, which numfuse returns: x < 0 finite and |y/x| >= 2**23."""
+    with np.errstate(all="ignore"):
+        return (x < 0) & np.isfinite(x) & np.isfinite(y) & (np.abs(y) >= 2.0**23 * np.abs(x))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda dtype: np.dtype(dtype).name)
+def test_arctan2_special_values_are_numpys_exactly(arctan2, dtype: type) -> None:
+    y, x = grid_pairs(dtype)
+    with np.errstate(all="ignore"):
+        expected = np.arctan2(y, x)
+        result = arctan2(y, x)
+    assert result.dtype == expected.dtype
+    assert_same_classes(result, expected, np.stack([y, x], axis=1))
+    exact = np.ones(y.size, bool)
+    if dtype == np.float32:
+        exact = ~_numpys_float32_rounding(y, x)
+        assert ulps(result[~exact], expected[~exact], dtype).max() <= 1.0
+    np.testing.assert_array_equal(result[exact], expected[exact])
+
+
+def wide_pairs(dtype: type) -> tuple[np.ndarray, np.ndarray]:
+    """Random pairs: magnitudes over the whole range (ratios beyond 2**60 too), both signs,
+    and pairs of similar magnitude around the reduction's boundaries."""
+    rng = np.random.default_rng(29 + np.dtype(dtype).itemsize)
+    info = np.finfo(dtype)
+    low, high = np.log10(float(info.smallest_subnormal)), np.log10(float(info.max))
+
+    def signed(values: np.ndarray) -> np.ndarray:
+        return values * rng.choice([-1.0, 1.0], values.size)
+
+    size = 20_000
+    moderate = signed(10.0 ** rng.uniform(-30, 30, size))
+    y = np.concatenate([signed(10.0 ** rng.uniform(low, high, size)),
+                        signed(rng.uniform(0.0, 3.0, size)), moderate])
+    x = np.concatenate([signed(10.0 ** rng.uniform(low, high, size)),
+                        signed(rng.uniform(0.0, 3.0, size)),
+                        moderate * signed(10.0 ** rng.uniform(-20, 20, size))])
+    with np.errstate(over="ignore"):
+        return y.astype(dtype), x.astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda dtype: np.dtype(dtype).name)
+def test_arctan2_wide_ranges(arctan2, dtype: type) -> None:
+    y, x = wide_pairs(dtype)
+    with np.errstate(all="ignore"):
+        expected = np.arctan2(y, x)
+        result = arctan2(y, x)
+    assert_same_classes(result, expected, np.stack([y, x], axis=1))
+    assert ulps(result, expected, dtype).max() <= ULP_VS_NUMPY[dtype]
+    if dtype == np.float64 and not PRECISE_LONG_DOUBLE:
+        return
+    wider = np.float64 if dtype == np.float32 else np.longdouble
+    exact = np.arctan2(y.astype(wider), x.astype(wider))
+    assert ulps(result, exact, dtype).max() <= ULP_VS_EXACT[dtype]
+
+
+def _pair_error(call, y: np.ndarray, x: np.ndarray) -> str | None:  # type: ignore[no-untyped-def]
+    return _floating_point_error(lambda tile: call(tile, x), y)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda dtype: np.dtype(dtype).name)
+def test_arctan2_floating_point_errors_are_numpys(arctan2, dtype: type) -> None:
+    # numpy raises nothing but "underflow", for angles in the subnormal range.
+    y, x = grid_pairs(dtype)
+    # (angles just above float32's smallest normal number: 1e-37 / 7, 3e-38 / 0.7)
+    extra_y = np.array([1e-300, 1e-310, -1e-310, 5e-324, 1e-30, 1e-37, 3e-38, 2e-38],
+                       dtype=np.float64)
+    extra_x = np.array([1e10, 1.0, 3.0, 1.0, -1e20, 7.0, 0.7, 3.0], dtype=np.float64)
+    with np.errstate(all="ignore"):
+        y = np.concatenate([y, extra_y.astype(dtype)])
+        x = np.concatenate([x, extra_x.astype(dtype)])
+    mismatches = []
+    for y_value, x_value in zip(y, x, strict=True):
+        tile_y, tile_x = np.full(40, y_value, dtype), np.full(40, x_value, dtype)
+        expected = _pair_error(np.arctan2, tile_y, tile_x)
+        actual = _pair_error(arctan2, tile_y, tile_x)
+        if actual != expected:
+            mismatches.append((y_value, x_value, expected, actual))
+    assert not mismatches
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda dtype: np.dtype(dtype).name)
+def test_arctan2_kernels_are_vectorised(dtype: type) -> None:
+    x = np.linspace(0.5, 2.0, 64).astype(dtype)
+    compiled = numfuse.compile(lambda y, x: np.arctan2(y, x), x, x[::-1].copy())
+    (kernel,) = compiled.kernels
+    assert f"arctan2_f{np.dtype(dtype).itemsize * 8}(" in kernel.source
+    report = inspection.kernel_vector_report(kernel)
+    assert report.vectorised, report.summary()
+
+
+def test_arctan2_plain_python_version_agrees_with_numpy() -> None:
+    for dtype in DTYPES:
+        helper = getattr(vector_math, f"arctan2_f{np.dtype(dtype).itemsize * 8}")
+        for y, x in ((0.3, -1.7), (-2.0, 0.05), (1.0, 1.0)):
+            result, expected = helper(dtype(y), dtype(x)), np.arctan2(dtype(y), dtype(x))
+            assert abs(float(result) - float(expected)) <= 2 * abs(float(np.spacing(expected)))

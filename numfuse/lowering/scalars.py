@@ -601,6 +601,9 @@ class Emitter:
     def _builtin_rare_cos(self, value: Value) -> Value:
         return self.rare_libm("cos", value)
 
+    def _builtin_rare_tan(self, value: Value) -> Value:
+        return self.rare_libm("tan", value)
+
     def rare_libm(self, name: str, value: Value) -> Value:
         """A C library function called only where the program takes the branch to it,
         through a wrapper the loop vectoriser may call lane by lane: the call names
