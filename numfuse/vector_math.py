@@ -578,6 +578,205 @@ def logaddexp_f32(x, y):  # type: ignore[no-untyped-def]
     return result
 
 
+# ------------------------------------------------------------------ power
+# x ** y = exp(y log|x|), with the sign and C99's special cases chosen last.  exp(y log x)
+# in plain float64 loses up to ten bits when |y log x| is large (the absolute error of the
+# product becomes a relative error of the result), so log|x| is computed in two parts
+# (about 2**-64 relative), the product y log|x| split exactly, and exp taken of the pair.
+# Exact products without fused multiply-adds are Dekker's: each factor split in halves
+# of 26 bits (Veltkamp), whose products are exact.  The float32 version computes in
+# float64 (four lanes), where one plain exp(y log x) is far more precise than float32, and
+# rounds once.
+
+
+def _split(a):  # type: ignore[no-untyped-def]
+    """``a`` (|a| < 2**995) as ``hi + lo``, each with at most 26 significant bits."""
+    scaled = a * 134217729.0  # 2**27 + 1
+    hi = scaled - (scaled - a)
+    return hi, a - hi
+
+
+def _two_product(a, b):  # type: ignore[no-untyped-def]
+    """``(p, e)``: ``p`` the rounded product ``a * b`` and ``p + e`` the exact one (no
+    intermediate may underflow: callers keep products far from the subnormals)."""
+    p = a * b
+    return p, fused_multiply_add(a, b, -p)
+
+
+def fused_multiply_add(a, b, c):  # type: ignore[no-untyped-def]
+    return a * b + c
+
+
+def _two_sum(a, b):  # type: ignore[no-untyped-def]
+    """``(s, e)``: the rounded sum and its exact error, for any ``a``, ``b``."""
+    s = a + b
+    b_part = s - a
+    return s, (a - (s - b_part)) + (b - b_part)
+
+
+def _fast_two_sum(a, b):  # type: ignore[no-untyped-def]
+    """``_two_sum`` where ``a`` is 0 or its exponent is at least ``b``'s."""
+    s = a + b
+    return s, b - (s - a)
+
+
+def _log_f64_double(x):  # type: ignore[no-untyped-def]
+    """``log(x)`` for a positive finite (possibly subnormal) ``x`` as ``hi + lo``, with a
+    relative error near 2**-70: x = 2**e m c with c one of 2**(k/4), k = -1..2 (c = 1
+    around 1, so logs near 0 keep their relative accuracy) and m / c within 2**(1/8) of
+    1, then log(m / c) = 2 atanh(s), s = (m - c) / (m + c) in two parts, the leading terms
+    2s and 2s**3/3 in two parts and the rest of the series (2**-12 of 2s at most) in one."""
+    tiny = x < 2.2250738585072014e-308
+    normal = x * (4503599627370496.0 if tiny else 1.0)
+    bits = np.float64(normal).view(np.int64)
+    exponent = (bits >> 52) - 1023
+    if tiny:
+        exponent = exponent - 52
+    mantissa = np.int64((bits & 0x000FFFFFFFFFFFFF) | 0x3FF0000000000000).view(np.float64)
+    if mantissa > 1.5422108254079407:  # reduce to [2**(-3/8), 2**(5/8))
+        mantissa = mantissa * 0.5
+        exponent = exponent + 1
+    # c and log(c) in two parts, by the quarter octave of the mantissa
+    c, log_c, log_c_low = 1.0, 0.0, 0.0
+    if mantissa < 0.9170040432046712:
+        c, log_c, log_c_low = 0.8408964152537145, -0.17328679513998638, 9.61928934371463e-19
+    if mantissa >= 1.0905077326652577:
+        c, log_c, log_c_low = 1.189207115002721, 0.1732867951399863, 6.856931399313918e-20
+    if mantissa >= 1.2968395546510096:
+        c, log_c, log_c_low = 1.4142135623730951, 0.3465735902799727, 2.4442169414592898e-17
+    e = _int_to_f64(exponent)
+    f = mantissa - c  # exact: m / c is within a factor 2 of 1
+    divisor, divisor_low = _fast_two_sum(c, mantissa)  # c's exponent is at least m's
+    inverse = 1.0 / divisor
+    s = f * inverse
+    product, product_error = _two_product(s, divisor)
+    # f - s (m + c), exactly but for the last (tiny) product, over m + c
+    s_low = (((f - product) - product_error) - s * divisor_low) * inverse
+    z, z_error = _two_product(s, s)
+    cube, cube_error = _two_product(z, s)
+    cube_error = cube_error + (z_error * s + 3.0 * z * s_low)
+    # 2/3 in two parts
+    third, third_error = _two_product(cube, 0.6666666666666666)
+    third_error = third_error + (cube * 3.700743415417188e-17 + cube_error * 0.6666666666666666)
+    # 2 s**5 (1/5 + s**2/7 + ...): z <= 0.00188, so the terms to s**17 leave 2**-76 of 2s.
+    rest = 0.4 + z * (0.2857142857142857 + z * (0.2222222222222222 + z * (
+        0.18181818181818182 + z * (0.15384615384615385 + z * (0.13333333333333333 + z * (
+            0.11764705882352941))))))
+    quintic = ((cube + cube_error) * (z + (z_error + 2.0 * s * s_low))) * rest
+    # e * high is exact; each term's exponent is at least the next one's
+    scaled, scaled_error = _fast_two_sum(e * 0.6931471803691238, log_c)
+    high, high_error = _fast_two_sum(scaled, s + s)
+    head, head_error = _fast_two_sum(high, third)  # |high| >= |2s| > |third|
+    tail = ((scaled_error + high_error) + (head_error + third_error)) + (
+        ((e * 1.9082149292705877e-10 + log_c_low) + (s_low + s_low)) + quintic)
+    return _fast_two_sum(head, tail)
+
+
+def _exp_f64_double(hi, lo):  # type: ignore[no-untyped-def]
+    """``exp(hi + lo)`` for ``|hi| <= 1000``, ``|lo|`` at most an ulp of ``hi``: the
+    reduced argument r = hi + lo - k ln 2 kept in two parts, exp(r) = 1 + r + r**2/2 +
+    r**3 Q(r) with 1 + r and r**2 exact, so the one rounding that matters is the last
+    addition's; the scaling by 2**k overflows or underflows exactly when the result does."""
+    k, scale = _round_to_int(hi * 1.4426950408889634)
+    reduced = hi - k * 0.6931471803691238  # exact
+    r, r_error = _two_sum(reduced, lo - k * 1.9082149292705877e-10)
+    # Taylor to r**14 / 14!: below 2**-62 for |r| <= ln(2) / 2
+    q = 2.755731922398589e-07 + r * (2.505210838544172e-08 + r * (
+        2.08767569878681e-09 + r * (1.6059043836821613e-10 + r * 1.1470745597729725e-11)))
+    q = 0.16666666666666666 + r * (0.041666666666666664 + r * (0.008333333333333333 + r * (
+        0.001388888888888889 + r * (0.0001984126984126984 + r * (2.48015873015873e-05 + r * (
+            2.7557319223985893e-06 + r * q))))))
+    one, one_error = _fast_two_sum(1.0, r)
+    square, square_error = _two_product(r, r)
+    head, head_error = _fast_two_sum(one, 0.5 * square)
+    tail = (one_error + head_error) + (0.5 * square_error + (square * (r * q) + r_error * (
+        1.0 + r)))
+    p = head + tail
+    half = scale >> 1  # two factors keep each power of two a normal number
+    return (p * _pow2_f64(half)) * _pow2_f64(scale - half)
+
+
+def _power_of_magnitude(base, exponent, single):  # type: ignore[no-untyped-def]
+    """``base ** exponent`` for a positive finite ``base`` and ``|exponent| <= 2**64``;
+    ``single`` (for float32 results) takes one plain float64 exp(y log x)."""
+    if single:
+        product = exponent * _log_f64_reduced(base, False)
+        return _exp_f64_reduced(min(max(product, -1000.0), 1000.0))
+    log_high, log_low = _log_f64_double(base)
+    product, product_error = _two_product(exponent, log_high)
+    high, low = _fast_two_sum(product, product_error + exponent * log_low)
+    clamped = abs(high) > 1000.0  # overflows or underflows either way
+    return _exp_f64_double(min(max(high, -1000.0), 1000.0), 0.0 if clamped else low)
+
+
+def _power(x, y, single):  # type: ignore[no-untyped-def]
+    """``x ** y`` in float64 as the C library's ``pow`` (numpy's loop calls it), with its
+    special cases and floating-point flags; ``single`` for results rounded to float32."""
+    x_nan = x != x
+    y_nan = y != y
+    clean_x = 1.0 if x_nan else x
+    clean_y = 0.0 if y_nan else y
+    ax = abs(clean_x)
+    ay = abs(clean_y)
+    # Parity from |y| >= 1 (or 0) only: y * 0.5 of a tiny y would underflow.
+    whole = clean_y if ay >= 1.0 else (0.0 if clean_y == 0.0 else 0.5)
+    integer = np.floor(whole) == whole  # infinities count as even integers
+    half = whole * 0.5
+    odd = integer and np.floor(half) != half
+    edge_base = ax == 0.0 or ax == math.inf
+    invalid = clean_x < 0.0 and not edge_base and not integer
+    ordinary = not (x_nan or y_nan or edge_base or invalid or ay == math.inf)
+    # |y| < 2**-65: |y log x| < 2**-55, the result rounds to 1 (and y * log x could underflow)
+    exponent = min(max(clean_y, -1.8446744073709552e19), 1.8446744073709552e19) \
+        if (ordinary and ay >= 2.710505431213761e-20) else 0.0
+    magnitude = _power_of_magnitude(ax if ordinary else 1.0, exponent, single)
+    # pow signals "underflow" for every result below the normal numbers, exact ones too
+    # (powf not for exact ones, which this float64 computation cannot tell apart)
+    smallest = 1.1754943508222875e-38 if single else 2.2250738585072014e-308
+    signal = hidden(1e-200 if magnitude < smallest else 1.0)
+    magnitude = magnitude + (signal * signal) * 0.0
+    general = -magnitude if (clean_x < 0.0 and odd) else magnitude
+    # |x| ** +-inf
+    beyond = 1.0 if ax == 1.0 else (math.inf if (ax < 1.0) == (clean_y < 0.0) else 0.0)
+    # One division, of hidden operands, answers three kinds of lanes with their flags
+    # alone: 0 to a negative finite power (1 / 0: inf, "divide by zero"), a negative base
+    # to a non-integer power (0 / 0: NaN, "invalid") and x ** -1 (1 / x).
+    divides = ax == 0.0 and clean_y < 0.0 and ay != math.inf
+    quotient = hidden(0.0 if invalid else 1.0) / hidden(
+        x if y == -1.0 else (0.0 if (divides or invalid) else 1.0))
+    # +-0 and +-inf to a finite or infinite power
+    edge = quotient if divides else (math.inf if (ax == 0.0) == (clean_y < 0.0) else 0.0)
+    signed_edge = math.copysign(edge, clean_x) if odd else edge
+    # x ** 2 as numpy's loop (and LLVM, for a constant) computes it, of a hidden copy
+    # (else LLVM would compute x * x in every lane, and its flags)
+    square = hidden(x if y == 2.0 else 1.0)
+    if y == 0.0 or x == 1.0:
+        return 1.0
+    if y == 1.0:
+        return x
+    if y == 2.0:
+        return square * square
+    if y == -1.0:
+        return quotient
+    if x_nan or y_nan:
+        return x if x_nan else y
+    if invalid:
+        return quotient
+    if edge_base:
+        return signed_edge
+    if ay == math.inf:
+        return beyond
+    return general
+
+
+def power_f64(x, y):  # type: ignore[no-untyped-def]
+    return _power(x, y, False)
+
+
+def power_f32(x, y):  # type: ignore[no-untyped-def]
+    return np.float32(_power(np.float64(x), np.float64(y), True))
+
+
 HELPERS = tuple(
     name for name, value in list(globals().items())
     if callable(value) and not name.startswith("__") and value.__module__ == __name__
