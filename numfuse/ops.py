@@ -272,13 +272,8 @@ _row("remainder", np.remainder, 2, DIVISION, i="remainder_int({0}, {1})",
      vjp=lambda g, ans, x, y: (g, -g * np.floor_divide(x, y)))
 _row("fmod", np.fmod, 2, DIVISION, i="fmod_int({0}, {1})", u="fmod_int({0}, {1})",
      f="np.fmod({0}, {1})", vjp=lambda g, ans, x, y: (g, -g * np.trunc(x / y)))
-# The vectorisable power follows the C library's pow, as numpy's loops do where they call
-# it; where numpy's own SIMD loops differ (they warn for 0 ** -inf: AVX-512), libm's.
-_VECTOR_POWER = vector_math.ENABLED and not (kernel_lib.POWER_ZERO_MINUS_INFINITY_F32
-                                             or kernel_lib.POWER_ZERO_MINUS_INFINITY_F64)
 _row("power", np.power, 2, EXPONENTIAL, i="power_int({0}, {1})", u="power_int({0}, {1})",
-     f="power_f{bits}({0}, {1})" if _VECTOR_POWER else "power_float({0}, {1})",
-     c="np.power({0}, {1})", vjp=_power_vjp)
+     f="power_float({0}, {1})", c="np.power({0}, {1})", vjp=_power_vjp)
 _row("float_power", np.float_power, 2, EXPONENTIAL, f="({0} ** {1})",
      c="np.float_power({0}, {1})", vjp=_power_vjp)
 _row("negative", np.negative, 1, ARITHMETIC, i="np.int64(np.uint64(0) - np.uint64({0}))",
