@@ -350,7 +350,9 @@ _row("arccosh", np.arccosh, 1, TRIGONOMETRIC, f="np.arccosh({0})", c="np.arccosh
 # arctan2(y, x): d/dy = x / (x² + y²), d/dx = -y / (x² + y²)
 _row("arctan2", np.arctan2, 2, TRIGONOMETRIC, f="np.arctan2({0}, {1})",
      vjp=lambda g, ans, y, x: (g * x / (x * x + y * y), -g * y / (x * x + y * y)))
-_row("hypot", np.hypot, 2, TRIGONOMETRIC, f="math.hypot({0}, {1})", vjp=_hypot_vjp)
+_row("hypot", np.hypot, 2, TRIGONOMETRIC,
+     f="hypot_f{bits}({0}, {1})" if vector_math.ENABLED else "math.hypot({0}, {1})",
+     vjp=_hypot_vjp)
 _row("deg2rad", np.deg2rad, 1, ARITHMETIC, exactness=Exactness.ULPS,
      f="({0} * ({L}(math.pi) / {L}(180.0)))", vjp=lambda g, ans, x: (g * (np.pi / 180.0),))
 _row("rad2deg", np.rad2deg, 1, ARITHMETIC, exactness=Exactness.ULPS,

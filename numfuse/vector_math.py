@@ -578,6 +578,91 @@ def logaddexp_f32(x, y):  # type: ignore[no-untyped-def]
     return result
 
 
+# ------------------------------------------------------------------ hypot
+# sqrt(x**2 + y**2) of |x| and |y| scaled by a power of two when the larger is far from 1
+# (so no square overflows or underflows), the sum of squares in two parts (Dekker's exact
+# products: the halves of 26 bits of each factor multiply exactly) and the square root
+# corrected by one step: within a hair of correct rounding.  float32 computes in float64,
+# where the squares and their sum are exact or nearly so, and rounds once.
+
+
+def _split(a):  # type: ignore[no-untyped-def]
+    """``a`` (|a| < 2**995) as ``hi + lo``, each with at most 26 significant bits."""
+    scaled = a * 134217729.0  # 2**27 + 1
+    hi = scaled - (scaled - a)
+    return hi, a - hi
+
+
+def _two_product(a, b):  # type: ignore[no-untyped-def]
+    """``(p, e)``: ``p`` the rounded product ``a * b`` and ``p + e`` the exact one, for
+    products far enough from the subnormals that the halves' products are exact."""
+    p = a * b
+    a_hi, a_lo = _split(a)
+    b_hi, b_lo = _split(b)
+    return p, ((a_hi * b_hi - p) + a_hi * b_lo + a_lo * b_hi) + a_lo * b_lo
+
+
+def _fast_two_sum(a, b):  # type: ignore[no-untyped-def]
+    """``(s, e)``: the rounded sum and its exact error, where ``a`` is 0 or its exponent is
+    at least ``b``'s."""
+    s = a + b
+    return s, b - (s - a)
+
+
+def hypot_f64(x, y):  # type: ignore[no-untyped-def]
+    ax = 0.0 if x != x else abs(x)
+    ay = 0.0 if y != y else abs(y)
+    big = max(ax, ay)
+    small = min(ax, ay)
+    infinite = big == math.inf
+    finite = 1.0 if infinite else big
+    # Below 2**-27 of the larger, the smaller changes nothing: hypot is the larger exactly
+    # (and its square, which could underflow, is not formed).  Tested with a product that
+    # neither overflows nor underflows.
+    negligible = (min(small, 1e280) * 134217728.0 <= big) if small <= 1e280 else (
+        small <= max(big, 1e-280) * 7.450580596923828e-09)
+    # Past 2**300 scaled down by 2**-600, below 2**-300 up by 2**700: squares and the
+    # products of the halves stay normal numbers.
+    large = finite > 2.037035976334486e90
+    tiny = finite < 4.909093465297727e-91
+    scale = 2.409919865102884e-181 if large else (5.260135901548374e210 if tiny else 1.0)
+    unscale = 4.149515568880993e180 if large else (1.90109156629516e-211 if tiny else 1.0)
+    b = finite * scale
+    a = (0.0 if (infinite or negligible) else small) * scale
+    square, square_error = _two_product(b, b)
+    other, other_error = _two_product(a, a)
+    total, total_error = _fast_two_sum(square, other)
+    tail = total_error + (square_error + other_error)
+    root = np.sqrt(total)
+    # sqrt(t) = r + (t - r**2) / 2r to far below an ulp; t - r**2 exactly, less the tail.
+    root_square, root_error = _two_product(root, root)
+    residual = ((total - root_square) - root_error) + tail
+    result = (root + residual / (root + root if root > 0.0 else 1.0)) * unscale
+    if infinite:
+        return math.inf  # even with a NaN: hypot(inf, nan) is inf, as in C
+    if x != x or y != y:
+        return x if x != x else y  # (x + y would raise "invalid" for inf - inf lanes)
+    if negligible:
+        return big
+    return result
+
+
+def hypot_f32(x, y):  # type: ignore[no-untyped-def]
+    # In float64 the squares are exact and neither overflows nor underflows; their sum and
+    # its root round within an ulp of float64, far below float32's.
+    wide_x = np.float64(0.0 if x != x else x)
+    wide_y = np.float64(0.0 if y != y else y)
+    infinite = abs(wide_x) == math.inf or abs(wide_y) == math.inf
+    clean_x = 0.0 if infinite else wide_x
+    clean_y = 0.0 if infinite else wide_y
+    result = np.float32(np.sqrt(clean_x * clean_x + clean_y * clean_y))
+    if infinite:
+        return np.float32(math.inf)
+    if x != x or y != y:
+        return x if x != x else y  # (x + y would raise "invalid" for inf - inf lanes)
+    return result
+
+
 HELPERS = tuple(
     name for name, value in list(globals().items())
     if callable(value) and not name.startswith("__") and value.__module__ == __name__
