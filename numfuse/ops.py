@@ -321,7 +321,7 @@ _unary_math(np.expm1, EXPONENTIAL, vjp=lambda g, ans, x: (g * (ans + 1.0),))
 _unary_math(np.log1p, EXPONENTIAL, vjp=lambda g, ans, x: (g / (x + 1.0),))
 _row("exp2", np.exp2, 1, EXPONENTIAL, f="np.exp2(np.float64({0}))", c="np.exp2({0})",
      vjp=lambda g, ans, x: (g * (ans * _LN2),))
-_row("cbrt", np.cbrt, 1, EXPONENTIAL, f="np.cbrt({0})",
+_row("cbrt", np.cbrt, 1, EXPONENTIAL, f=_float_math("cbrt"),
      vjp=lambda g, ans, x: (g * (1.0 / 3.0) / (ans * ans),))
 # log(exp(x) + exp(y)): exp(x - ans), +inf taken as 0 on both sides (as JAX does)
 _row("logaddexp", np.logaddexp, 2, EXPONENTIAL,

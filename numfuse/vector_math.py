@@ -663,6 +663,64 @@ def hypot_f32(x, y):  # type: ignore[no-untyped-def]
     return result
 
 
+# ------------------------------------------------------------------ cbrt
+# |x| = 2**(3q) m with m in [1, 8), built from the bits (no power of two out of range);
+# cbrt(m) estimated from the bits of m (a third of the exponent and mantissa field, as if
+# they were a logarithm: about 5 bits), refined by two Halley steps t (t**3 + 2m) /
+# (2 t**3 + m), each tripling the bits, then rounded to 21 bits so that its square is
+# exact, and one last step computed from that exact square: t + t (m/t**2 - t) / (2t +
+# m/t**2).  Cubes of representable numbers come out exact.  float32 stops after the
+# Halley steps (45 bits) and rounds once.
+
+
+def _cbrt_f64_reduced(x, single):  # type: ignore[no-untyped-def]
+    """``cbrt(x)`` for a positive finite (possibly subnormal) ``x``."""
+    tiny = x < 2.2250738585072014e-308
+    normal = x * (18014398509481984.0 if tiny else 1.0)  # 2**54, cube root 2**18
+    bits = np.float64(normal).view(np.int64)
+    exponent = (bits >> 52) - (1023 + 54 if tiny else 1023)
+    # q = floor(exponent / 3) in float64 (exact: the 1/6 margin dwarfs the roundings)
+    _whole, third = _round_to_int(np.floor((_int_to_f64(exponent) + 0.5) * 0.3333333333333333))
+    m = np.int64((bits & 0x000FFFFFFFFFFFFF) | ((exponent - 3 * third + 1023) << 52)).view(
+        np.float64)
+    # The high word of m over 3, plus 2/3 of the exponent bias (682 << 20) less 0.033 of
+    # an exponent step (which balances the estimate's errors).
+    high = _int_to_f64(np.int64(m.view(np.int64)) >> 32) * 0.3333333333333333
+    estimate = _round_to_int(high + 715094162.0)[1]
+    t = np.int64(estimate << 32).view(np.float64)
+    cube = t * t * t
+    t = t * (cube + m + m) / (cube + cube + m)
+    cube = t * t * t
+    t = t * (cube + m + m) / (cube + cube + m)
+    if not single:
+        t = np.int64((t.view(np.int64) + 2147483648) & -4294967296).view(np.float64)
+        square = t * t  # exact: t has 21 significant bits
+        ratio = m / square
+        t = t + t * ((ratio - t) / ((t + t) + ratio))
+    return t * _pow2_f64(third)
+
+
+def cbrt_f64(x):  # type: ignore[no-untyped-def]
+    magnitude = abs(x)
+    ordinary = x == x and magnitude != 0.0 and magnitude != math.inf
+    result = math.copysign(_cbrt_f64_reduced(magnitude if ordinary else 1.0, False), x)
+    if ordinary:
+        return result
+    return x  # NaN, +-0 and +-inf are their own cube roots
+
+
+def cbrt_f32(x):  # type: ignore[no-untyped-def]
+    magnitude = abs(np.float64(x))
+    ordinary = x == x and magnitude != 0.0 and magnitude != math.inf
+    result = np.float32(math.copysign(_cbrt_f64_reduced(
+        magnitude if ordinary else 1.0, True), np.float64(x)))
+    if ordinary:
+        return result
+    return x
+
+
+FUNCTIONS = (*FUNCTIONS, "cbrt")
+
 HELPERS = tuple(
     name for name, value in list(globals().items())
     if callable(value) and not name.startswith("__") and value.__module__ == __name__

@@ -157,6 +157,9 @@ FLAG_CASES = [
     ("cos", [-np.inf], "invalid"),
     ("cos", [np.nan, -0.0, 1e-3, 1e30, -1e30, 1e6, 3.0], None),
 ]
+FLAG_CASES += [
+    ("cbrt", [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-30, -1e30, 27.0, -8.0, 5e-324], None),
+]
 
 
 def _floating_point_error(call, x: np.ndarray) -> str | None:  # type: ignore[no-untyped-def]
@@ -282,6 +285,17 @@ def test_trigonometric_functions_near_multiples_of_pi_over_2(kernels, function: 
     if PRECISE_LONG_DOUBLE:
         assert ulps(result, exact, np.float64).max() <= 1.5
     assert ulps(result, getattr(np, function)(x), np.float64).max() <= 2.0
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda dtype: np.dtype(dtype).name)
+def test_cube_roots_of_cubes_are_exact(kernels, dtype: type) -> None:
+    # (the C library's float64 cbrt is not: it gives 3.0000000000000004 for 27)
+    limit = 2**53 if dtype == np.float64 else 2**24
+    roots = np.arange(1, round(limit ** (1 / 3)), dtype=np.float64)
+    scaled = np.concatenate([roots, roots * 2.0**-40, roots * 2.0**30]).astype(dtype)
+    cubes = scaled * scaled * scaled
+    assert np.array_equal(kernels["cbrt"](cubes), scaled)
+    assert np.array_equal(kernels["cbrt"](-cubes), -scaled)
 
 
 def test_fused_float32_gelu_matches_numpy() -> None:
