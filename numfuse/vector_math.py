@@ -57,7 +57,7 @@ ENABLED = enabled_from_environment()
 
 # The operations that have a vectorisable implementation here, by numpy ufunc name; the op
 # table's float template for each is ``<name>_f{bits}({0})``.
-FUNCTIONS = ("exp", "log", "expm1", "log1p", "tanh", "sin", "cos")
+FUNCTIONS: tuple[str, ...] = ("exp", "log", "expm1", "log1p", "tanh", "sin", "cos")
 
 
 # ------------------------------------------------------------------ building blocks
