@@ -26,12 +26,15 @@ ulp.  The float32 exp, expm1, log, log1p and tanh compute in float32 (see their 
 float32 sin and cos compute in float64 and round once.  Largest errors measured over wide
 random ranges, in ulp against the exact value (float32 / float64): exp 0.94 / 1, expm1
 1.31 / 2, log 0.77 / 1, log1p 1.39 / 1, tanh 1.47 / 2, sin 0.5 / 1, cos 0.5 / 1 (numpy's
-own float32 exp and log are up to 2.1 and 2.2 ulp off); cbrt 0.5 / 0.67 and hypot 0.5 /
-0.5 in the normal range, 1 ulp for float64 subnormal results (float32 cbrt and hypot
-compute in float64 and round once; numpy's float64 cbrt, libm's, is 3.1 ulp off).  Known difference from numpy:
+own float32 exp and log are up to 2.1 and 2.2 ulp off).  Known difference from numpy:
 float32 results in the subnormal range may raise "underflow" where numpy's SIMD loop does
 not (or the reverse), and numpy's float32 sin and cos of tiny arguments raise it where
 these do not; underflow is ignored by default (``np.errstate``).
+
+cbrt and hypot (float32 computed in float64 and rounded once), largest errors (float32 /
+float64): cbrt 0.5 / 0.67 and hypot 0.5 / 0.5 ulp in the normal range, 1 ulp for float64
+subnormal results (rounded twice); numpy's float64 cbrt, the C library's, is up to 3.1 ulp
+off.
 
 Like ``kernel_lib``, these are plain Python (they run unchanged on numpy scalars) and the
 backend compiles them with numba.  They refer only to ``np``, ``math`` and each other
@@ -671,8 +674,8 @@ def hypot_f32(x, y):  # type: ignore[no-untyped-def]
 # they were a logarithm: about 5 bits), refined by two Halley steps t (t**3 + 2m) /
 # (2 t**3 + m), each tripling the bits, then rounded to 21 bits so that its square is
 # exact, and one last step computed from that exact square: t + t (m/t**2 - t) / (2t +
-# m/t**2).  Cubes of representable numbers come out exact.  float32 stops after the
-# Halley steps (45 bits) and rounds once.
+# m/t**2).  Exact cubes give their root exactly (the last step lands far within half an
+# ulp of it).  float32 stops after the Halley steps (45 bits) and rounds once.
 
 
 def _cbrt_f64_reduced(x, single):  # type: ignore[no-untyped-def]
@@ -681,7 +684,7 @@ def _cbrt_f64_reduced(x, single):  # type: ignore[no-untyped-def]
     normal = x * (18014398509481984.0 if tiny else 1.0)  # 2**54, cube root 2**18
     bits = np.float64(normal).view(np.int64)
     exponent = (bits >> 52) - (1023 + 54 if tiny else 1023)
-    # q = floor(exponent / 3) in float64 (exact: the 1/6 margin dwarfs the roundings)
+    # third = floor(exponent / 3), in float64 (exact: the 1/6 margin dwarfs the roundings)
     _whole, third = _round_to_int(np.floor((_int_to_f64(exponent) + 0.5) * 0.3333333333333333))
     m = np.int64((bits & 0x000FFFFFFFFFFFFF) | ((exponent - 3 * third + 1023) << 52)).view(
         np.float64)
