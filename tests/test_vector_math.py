@@ -445,3 +445,20 @@ def test_binary_plain_python_versions_agree_with_numpy(function: str) -> None:
             result = helper(dtype(first), dtype(second))
             expected = getattr(np, function)(dtype(first), dtype(second))
             assert abs(float(result) - float(expected)) <= abs(float(np.spacing(expected)))
+
+
+def test_environment_switch_keeps_libm_cbrt_and_hypot(tmp_path) -> None:
+    script = textwrap.dedent("""
+        import numpy as np
+        import numfuse
+
+        x = np.linspace(-3.0, 3.0, 101)
+        compiled = numfuse.compile(lambda x: np.cbrt(x) + np.hypot(x, 2.0), x)
+        source = compiled.kernels[0].source
+        print("np.cbrt(" in source, "math.hypot(" in source, "_f64(" in source)
+        print(np.array_equal(compiled(x), np.cbrt(x) + np.hypot(x, 2.0)))
+    """)
+    environment = dict(os.environ, NUMFUSE_VECTOR_MATH="0", NUMFUSE_CACHE_DIR=str(tmp_path))
+    output = subprocess.run([sys.executable, "-c", script], env=environment, check=True,
+                            capture_output=True, text=True, timeout=300).stdout.split("\n")
+    assert output[:2] == ["True True False", "True"]
