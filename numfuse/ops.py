@@ -321,7 +321,7 @@ _unary_math(np.expm1, EXPONENTIAL, vjp=lambda g, ans, x: (g * (ans + 1.0),))
 _unary_math(np.log1p, EXPONENTIAL, vjp=lambda g, ans, x: (g / (x + 1.0),))
 _row("exp2", np.exp2, 1, EXPONENTIAL, f="np.exp2(np.float64({0}))", c="np.exp2({0})",
      vjp=lambda g, ans, x: (g * (ans * _LN2),))
-_row("cbrt", np.cbrt, 1, EXPONENTIAL, f="np.cbrt({0})",
+_row("cbrt", np.cbrt, 1, EXPONENTIAL, f=_float_math("cbrt"),
      vjp=lambda g, ans, x: (g * (1.0 / 3.0) / (ans * ans),))
 # log(exp(x) + exp(y)): exp(x - ans), +inf taken as 0 on both sides (as JAX does)
 _row("logaddexp", np.logaddexp, 2, EXPONENTIAL,
@@ -351,7 +351,9 @@ _row("arccosh", np.arccosh, 1, TRIGONOMETRIC, f="np.arccosh({0})", c="np.arccosh
 _row("arctan2", np.arctan2, 2, TRIGONOMETRIC,
      f="arctan2_f{bits}({0}, {1})" if vector_math.ENABLED else "np.arctan2({0}, {1})",
      vjp=lambda g, ans, y, x: (g * x / (x * x + y * y), -g * y / (x * x + y * y)))
-_row("hypot", np.hypot, 2, TRIGONOMETRIC, f="math.hypot({0}, {1})", vjp=_hypot_vjp)
+_row("hypot", np.hypot, 2, TRIGONOMETRIC,
+     f="hypot_f{bits}({0}, {1})" if vector_math.ENABLED else "math.hypot({0}, {1})",
+     vjp=_hypot_vjp)
 _row("deg2rad", np.deg2rad, 1, ARITHMETIC, exactness=Exactness.ULPS,
      f="({0} * ({L}(math.pi) / {L}(180.0)))", vjp=lambda g, ans, x: (g * (np.pi / 180.0),))
 _row("rad2deg", np.rad2deg, 1, ARITHMETIC, exactness=Exactness.ULPS,

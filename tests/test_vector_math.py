@@ -179,6 +179,10 @@ FLAG_CASES += [
     ("arccos", [np.nan, -0.0, 1e-30, -1.0, 1.0, -0.5, 0.9999999], None),
 ]
 
+FLAG_CASES += [
+    ("cbrt", [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-30, -1e30, 27.0, -8.0, 5e-324], None),
+]
+
 
 def _floating_point_error(call, x: np.ndarray) -> str | None:  # type: ignore[no-untyped-def]
     with np.errstate(all="raise"):
@@ -306,6 +310,17 @@ def test_trigonometric_functions_near_multiples_of_pi_over_2(kernels, function: 
     if PRECISE_LONG_DOUBLE:
         assert ulps(result, exact, np.float64).max() <= 1.5
     assert ulps(result, getattr(np, function)(x), np.float64).max() <= 2.0
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda dtype: np.dtype(dtype).name)
+def test_cube_roots_of_cubes_are_exact(kernels, dtype: type) -> None:
+    # (the C library's float64 cbrt is not: it gives 3.0000000000000004 for 27)
+    limit = 2**53 if dtype == np.float64 else 2**24
+    roots = np.arange(1, round(limit ** (1 / 3)), dtype=np.float64)
+    scaled = np.concatenate([roots, roots * 2.0**-40, roots * 2.0**30]).astype(dtype)
+    cubes = scaled * scaled * scaled
+    assert np.array_equal(kernels["cbrt"](cubes), scaled)
+    assert np.array_equal(kernels["cbrt"](-cubes), -scaled)
 
 
 def test_fused_float32_gelu_matches_numpy() -> None:
@@ -509,3 +524,156 @@ def test_arctan2_plain_python_version_agrees_with_numpy() -> None:
         for y, x in ((0.3, -1.7), (-2.0, 0.05), (1.0, 1.0)):
             result, expected = helper(dtype(y), dtype(x)), np.arctan2(dtype(y), dtype(x))
             assert abs(float(result) - float(expected)) <= 2 * abs(float(np.spacing(expected)))
+
+
+# ------------------------------------------------------------------ binary functions
+# hypot(x, y): compared on the grid of special values (every pair), on wide random pairs
+# (both magnitudes and their ratio spread over the whole range) and on numpy's flags.
+
+BINARY = ("hypot",)
+
+
+@pytest.fixture(scope="module")
+def binary_kernels() -> dict[str, numfuse.Jitted]:
+    return {name: numfuse.jit(_calling_binary(getattr(np, name))) for name in BINARY}
+
+
+def _calling_binary(ufunc: np.ufunc):  # type: ignore[no-untyped-def]
+    def function(x, y):  # type: ignore[no-untyped-def]
+        return ufunc(x, y)
+    return function
+
+
+def special_pairs(dtype: type) -> tuple[np.ndarray, np.ndarray]:
+    values = special_values(dtype)
+    x, y = np.meshgrid(values, values)
+    return x.ravel(), y.ravel()
+
+
+def wide_binary_pairs(function: str, dtype: type) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(sum(map(ord, function)) + np.dtype(dtype).itemsize)
+    x = wide_values(function, dtype)
+    ratios = 10.0 ** rng.uniform(-20.0, 20.0, x.size) * rng.choice([-1.0, 1.0], x.size)
+    with np.errstate(over="ignore", under="ignore"):
+        y = (x.astype(np.float64) * ratios).astype(dtype)
+    return x, rng.permutation(y) if function != "hypot" else y
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda dtype: np.dtype(dtype).name)
+@pytest.mark.parametrize("function", BINARY)
+def test_binary_special_values_are_numpys(binary_kernels, function: str, dtype: type) -> None:
+    x, y = special_pairs(dtype)
+    with np.errstate(all="ignore"):
+        expected = getattr(np, function)(x, y)
+        result = binary_kernels[function](x, y)
+    assert result.dtype == expected.dtype
+    assert_same_classes(result, expected, np.stack([x, y], axis=1))
+    exact = ~np.isfinite(x) | ~np.isfinite(y) | (x == 0) | (y == 0)
+    np.testing.assert_array_equal(result[exact], expected[exact])
+    with np.errstate(over="ignore"):  # np.spacing of the largest numbers
+        assert ulps(result, expected, dtype).max() <= 1.0
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda dtype: np.dtype(dtype).name)
+@pytest.mark.parametrize("function", BINARY)
+def test_binary_wide_ranges_match_numpy_and_the_exact_value(binary_kernels, function: str,
+                                                            dtype: type) -> None:
+    x, y = wide_binary_pairs(function, dtype)
+    with np.errstate(all="ignore"):
+        expected = getattr(np, function)(x, y)
+        result = binary_kernels[function](x, y)
+    assert_same_classes(result, expected, np.stack([x, y], axis=1))
+    assert ulps(result, expected, dtype).max() <= ULP_VS_NUMPY[dtype]
+    if dtype == np.float64 and not PRECISE_LONG_DOUBLE:
+        return
+    wider = np.float64 if dtype == np.float32 else np.longdouble
+    with np.errstate(all="ignore"):
+        exact = getattr(np, function)(x.astype(wider), y.astype(wider))
+    in_range = np.abs(exact) <= np.finfo(dtype).max
+    assert ulps(result[in_range], exact[in_range], dtype).max() <= ULP_VS_EXACT[dtype]
+
+
+def test_hypot_is_correctly_rounded_in_the_normal_range(binary_kernels) -> None:
+    if not PRECISE_LONG_DOUBLE:
+        pytest.skip("no long double wider than float64 for a reference")
+    rng = np.random.default_rng(9)
+    x = 10.0 ** rng.uniform(-300.0, 290.0, 100_000) * rng.choice([-1.0, 1.0], 100_000)
+    y = x * 10.0 ** rng.uniform(-9.0, 9.0, x.size)
+    result = binary_kernels["hypot"](x, y)
+    exact = np.hypot(x.astype(np.longdouble), y.astype(np.longdouble))
+    spacing = np.spacing(exact.astype(np.float64)).astype(np.longdouble)
+    # half an ulp, and the long double reference's own rounding (2**-11 ulp)
+    assert (np.abs(result - exact) / spacing).max() <= 0.5 + 2.0**-10
+
+
+def _binary_flag_cases() -> list[tuple[str, type, list[float], list[float], str | None]]:
+    cases = []
+    for dtype in DTYPES:
+        info = np.finfo(dtype)
+        tiny, subnormal = float(info.tiny), float(info.smallest_subnormal)
+        cases += [
+            ("hypot", dtype, [float(info.max)], [float(info.max)], "overflow"),
+            ("hypot", dtype, [float(info.max)], [float(info.max) / 2], "overflow"),
+            ("hypot", dtype, [3 * subnormal], [3 * subnormal], "underflow"),
+            ("hypot", dtype, [tiny, subnormal, 1e-30, 1.0], [tiny, 0.0, 1.0, 1e-30], None),
+            ("hypot", dtype, [np.inf, np.nan, np.inf, 0.0, 3.0, float(info.max)],
+             [np.nan, 1.0, -np.inf, -0.0, 4.0, 1.0], None),
+        ]
+    return cases
+
+
+@pytest.mark.parametrize(("function", "dtype", "x", "y", "error"), _binary_flag_cases())
+def test_binary_floating_point_errors_are_numpys(binary_kernels, function: str, dtype: type,
+                                                 x: list[float], y: list[float],
+                                                 error: str | None) -> None:
+    first = np.tile(np.array(x, dtype=dtype), 40)
+    second = np.tile(np.array(y, dtype=dtype), 40)
+
+    def raised(call) -> str | None:  # type: ignore[no-untyped-def]
+        with np.errstate(all="raise"):
+            try:
+                call(first, second)
+            except FloatingPointError as caught:
+                return str(caught).split(" encountered")[0].replace(" value", "")
+        return None
+
+    assert raised(getattr(np, function)) == error  # the table is right
+    assert raised(binary_kernels[function]) == error
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda dtype: np.dtype(dtype).name)
+@pytest.mark.parametrize("function", BINARY)
+def test_binary_kernels_are_vectorised(function: str, dtype: type) -> None:
+    x = np.linspace(0.5, 2.0, 64).astype(dtype)
+    compiled = numfuse.compile(_calling_binary(getattr(np, function)), x, x[::-1].copy())
+    (kernel,) = compiled.kernels
+    assert f"{function}_f{np.dtype(dtype).itemsize * 8}(" in kernel.source
+    report = inspection.kernel_vector_report(kernel)
+    assert report.vectorised, report.summary()
+
+
+@pytest.mark.parametrize("function", BINARY)
+def test_binary_plain_python_versions_agree_with_numpy(function: str) -> None:
+    for dtype in DTYPES:
+        helper = getattr(vector_math, f"{function}_f{np.dtype(dtype).itemsize * 8}")
+        for first, second in ((0.3, 1.7), (-3.0, 4.0), (1e-3, 2.5)):
+            result = helper(dtype(first), dtype(second))
+            expected = getattr(np, function)(dtype(first), dtype(second))
+            assert abs(float(result) - float(expected)) <= abs(float(np.spacing(expected)))
+
+
+def test_environment_switch_keeps_libm_cbrt_and_hypot(tmp_path) -> None:
+    script = textwrap.dedent("""
+        import numpy as np
+        import numfuse
+
+        x = np.linspace(-3.0, 3.0, 101)
+        compiled = numfuse.compile(lambda x: np.cbrt(x) + np.hypot(x, 2.0), x)
+        source = compiled.kernels[0].source
+        print("np.cbrt(" in source, "math.hypot(" in source, "_f64(" in source)
+        print(np.array_equal(compiled(x), np.cbrt(x) + np.hypot(x, 2.0)))
+    """)
+    environment = dict(os.environ, NUMFUSE_VECTOR_MATH="0", NUMFUSE_CACHE_DIR=str(tmp_path))
+    output = subprocess.run([sys.executable, "-c", script], env=environment, check=True,
+                            capture_output=True, text=True, timeout=300).stdout.split("\n")
+    assert output[:2] == ["True True False", "True"]
