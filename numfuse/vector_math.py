@@ -57,7 +57,7 @@ ENABLED = enabled_from_environment()
 
 # The operations that have a vectorisable implementation here, by numpy ufunc name; the op
 # table's float template for each is ``<name>_f{bits}({0})``.
-FUNCTIONS = ("exp", "log", "expm1", "log1p", "tanh", "sin", "cos")
+FUNCTIONS: tuple[str, ...] = ("exp", "log", "expm1", "log1p", "tanh", "sin", "cos")
 
 
 # ------------------------------------------------------------------ building blocks
@@ -576,6 +576,307 @@ def logaddexp_f32(x, y):  # type: ignore[no-untyped-def]
     if tmp != tmp:
         return tmp
     return result
+
+
+# ------------------------------------------------------------------ exp2, log2, log10
+# exp2: x = k + r with k the nearest integer (r = x - k is exact, |r| <= 1/2), 2**r by its
+# Taylor series in r (coefficients ln(2)**n / n!, truncation below 5e-18), scaled by 2**k
+# in two factors as exp's; an integer argument gives r = 0 and an exact power of two.
+# log2 and log10: log(x) = e ln 2 + hi + lo with hi keeping 21 significant bits of the
+# reduced logarithm, so its products with the high parts of 1/ln 2 and 1/ln 10 are exact
+# and e is added with its rounding error recovered: exact powers of two give log2(2**e) ==
+# e exactly, and the results are within about half an ulp and a rounding.
+
+
+def _exp2_f64_finite(x):  # type: ignore[no-untyped-def]
+    """``2 ** x`` for ``x`` 0 or at least 1e-30 in magnitude, ``|x| <= 1100``; the last
+    multiplication overflows or underflows exactly when the result does."""
+    k, scale = _round_to_int(x)
+    r = x - k
+    q = 1.5252733804059841e-05 + r * (1.321548679014431e-06 + r * (
+        1.01780860092397e-07 + r * (7.054911620801123e-09 + r * (
+            4.4455382718708116e-10 + r * (2.5678435993488206e-11 + r * 1.3691488853904128e-12)))))
+    q = 0.6931471805599453 + r * (0.24022650695910072 + r * (0.05550410866482158 + r * (
+        0.009618129107628477 + r * (0.0013333558146428443 + r * (
+            0.0001540353039338161 + r * q)))))
+    p = 1.0 + r * q
+    half = scale >> 1
+    return (p * _pow2_f64(half)) * _pow2_f64(scale - half)
+
+
+def exp2_f64(x):  # type: ignore[no-untyped-def]
+    clean = x if x == x else 0.0
+    infinite = abs(clean) == math.inf
+    negligible = abs(clean) < 1e-30  # 2**x rounds to 1; keeps r * r from underflowing
+    argument = 0.0 if (infinite or negligible) else min(max(clean, -1100.0), 1100.0)
+    result = _exp2_f64_finite(argument)
+    if x != x:
+        return x
+    if infinite:
+        return math.inf if clean > 0 else 0.0
+    return result
+
+
+def _log_parts_f64(x):  # type: ignore[no-untyped-def]
+    """``log(x) = e ln 2 + hi + lo`` for a positive finite (possibly subnormal) ``x``:
+    (e as a float64, hi, lo), ``hi`` with at most 21 significant bits."""
+    tiny = x < 2.2250738585072014e-308
+    normal = x * (4503599627370496.0 if tiny else 1.0)  # as in _log_f64_reduced
+    bits = np.float64(normal).view(np.int64)
+    exponent = (bits >> 52) - 1023
+    if tiny:
+        exponent = exponent - 52
+    mantissa = np.int64((bits & 0x000FFFFFFFFFFFFF) | 0x3FF0000000000000).view(np.float64)
+    if mantissa > 1.4142135623730951:
+        mantissa = mantissa * 0.5
+        exponent = exponent + 1
+    f = mantissa - 1.0  # exact
+    s = f / (2.0 + f)
+    z = s * s
+    R = 0.15384615384615385 + z * (0.13333333333333333 + z * (
+        0.11764705882352941 + z * (0.10526315789473684 + z * 0.09523809523809523)))
+    R = z * (0.6666666666666666 + z * (0.4 + z * (0.2857142857142857 + z * (
+        0.2222222222222222 + z * (0.18181818181818182 + z * R)))))
+    # log(1 + f) = f - f*f/2 + s (f*f/2 + R); its leading part truncated to 21 bits
+    # (f - hi is then exact), the rest in lo.
+    square = 0.5 * f * f
+    hi = np.int64(np.float64(f - square).view(np.int64) & -4294967296).view(np.float64)
+    lo = ((f - hi) - square) + s * (square + R)
+    return _int_to_f64(exponent), hi, lo
+
+
+def _log2_f64_finite(x):  # type: ignore[no-untyped-def]
+    e, hi, lo = _log_parts_f64(x)
+    # 1/ln 2 in two parts, the high one with 33 significant bits.
+    high = hi * 1.4426950407214463
+    low = (lo + hi) * 1.6751713164886512e-10 + lo * 1.4426950407214463
+    total = e + high
+    return ((e - total) + high + low) + total
+
+
+def _log10_f64_finite(x):  # type: ignore[no-untyped-def]
+    e, hi, lo = _log_parts_f64(x)
+    # log10(2) and 1/ln 10 in two parts; e * 0.30102999566361177 is exact (40 bits).
+    exponent_part = e * 0.30102999566361177
+    high = hi * 0.4342944818781689
+    low = (e * 3.694239077158931e-13 + (lo + hi) * 2.5082946711645275e-11
+           + lo * 0.4342944818781689)
+    total = exponent_part + high
+    return ((exponent_part - total) + high + low) + total
+
+
+def log2_f64(x):  # type: ignore[no-untyped-def]
+    clean = x if x == x else 1.0
+    result = _log2_f64_finite(min(max(clean, 5e-324), 1.7976931348623157e308))
+    if x != x or clean == math.inf:
+        return x
+    if hidden(clean) <= 0:  # -inf, "divide by zero" / NaN, "invalid": see _log_of_nonpositive
+        return _log_of_nonpositive(clean)
+    return result
+
+
+def log10_f64(x):  # type: ignore[no-untyped-def]
+    clean = x if x == x else 1.0
+    result = _log10_f64_finite(min(max(clean, 5e-324), 1.7976931348623157e308))
+    if x != x or clean == math.inf:
+        return x
+    if hidden(clean) <= 0:  # see _log_of_nonpositive
+        return _log_of_nonpositive(clean)
+    return result
+
+
+# float32 (for now): the float64 functions' values rounded once.  Through float64, the
+# float32 overflow and underflow of exp2 happen in the final conversion, with its flag.
+
+
+def exp2_f32(x):  # type: ignore[no-untyped-def]
+    return np.float32(exp2_f64(np.float64(x)))
+
+
+def log2_f32(x):  # type: ignore[no-untyped-def]
+    return np.float32(log2_f64(np.float64(x)))
+
+
+def log10_f32(x):  # type: ignore[no-untyped-def]
+    return np.float32(log10_f64(np.float64(x)))
+
+
+FUNCTIONS = (*FUNCTIONS, "exp2", "log2", "log10")
+
+
+# ------------------------------------------------------------------ sinh and cosh
+# Below 1 (sinh) and 1/2 (cosh) their Taylor series (truncation below 1e-17 of the
+# result); above, h +- 1/(4h) with h = exp(|x|)/2 computed with the halving in its power of
+# two, so sinh(710) and cosh(710) are finite though exp(710) is not, and h overflows
+# (raising the flag) exactly when the result does; past |x| = 22 the 1/(4h) term is below
+# half an ulp.
+
+
+def _expm1_f64_kernel(r):  # type: ignore[no-untyped-def]
+    """``exp(r) - 1`` for ``|r| <= ln(2) / 2``: its Taylor series to r**13 (as
+    ``_expm1_f64_reduced``'s), accurate relative to r."""
+    q = 2.755731922398589e-07 + r * (2.505210838544172e-08 + r * (
+        2.08767569878681e-09 + r * 1.6059043836821613e-10))
+    q = 0.001388888888888889 + r * (0.0001984126984126984 + r * (
+        2.48015873015873e-05 + r * (2.7557319223985893e-06 + r * q)))
+    q = 0.5 + r * (0.16666666666666666 + r * (0.041666666666666664 + r * (
+        0.008333333333333333 + r * q)))
+    return r + (r * r) * q
+
+
+def _half_exp_f64(x):  # type: ignore[no-untyped-def]
+    """``exp(x) / 2`` for a finite ``0 <= x <= 1000``, three ways: a power of two ``high``
+    and ``low`` whose exact sum it is for ``x < 22`` (``low`` carries the reduced
+    exponential's rounding error, not 1 + low's; their sum is at most 2**40 for any x),
+    and the rounded value, whose last multiplication overflows (raising the flag) exactly
+    when the value does."""
+    k, scale = _round_to_int(x * 1.4426950408889634)
+    r = (x - k * 0.6931471803691238) - k * 1.9082149292705877e-10
+    m = _expm1_f64_kernel(r)
+    high = _pow2_f64(min(scale, np.int64(40)) - 1)
+    scale = scale - 1
+    half = scale >> 1
+    return high, high * m, ((1.0 + m) * _pow2_f64(half)) * _pow2_f64(scale - half)
+
+
+def sinh_f64(x):  # type: ignore[no-untyped-def]
+    clean = x if x == x else 0.0
+    magnitude = abs(clean)
+    negligible = magnitude < 3.725290298461914e-09  # 2**-28: sinh(x) rounds to x
+    a = 0.0 if negligible else min(magnitude, 1.0)
+    z = a * a
+    q = 2.505210838544172e-08 + z * (1.6059043836821613e-10 + z * (
+        7.647163731819816e-13 + z * (2.8114572543455206e-15 + z * 8.22063524662433e-18)))
+    q = 0.16666666666666666 + z * (0.008333333333333333 + z * (
+        0.0001984126984126984 + z * (2.7557319223985893e-06 + z * q)))
+    small = a + a * (z * q)
+    # finite 0 <= |x| <= 1000, infinities answered below.  Tested on a hidden copy: LLVM
+    # saw that h is used only where |x| is finite, dropped the test and computed
+    # exp(1000) (overflow) for infinities.
+    high, low, h = _half_exp_f64(
+        0.0 if hidden(magnitude) == math.inf else min(magnitude, 1000.0))
+    moderate = high + (low - 0.25 / (high + low))  # (not / h: 1/h underflows)
+    result = math.copysign(small if magnitude < 1.0 else (
+        moderate if magnitude < 22.0 else h), clean)
+    if x != x or negligible or magnitude == math.inf:
+        return x
+    return result
+
+
+def cosh_f64(x):  # type: ignore[no-untyped-def]
+    clean = x if x == x else 0.0
+    magnitude = abs(clean)
+    # below 2**-28 the series is 1 (and z would underflow)
+    a = 0.0 if magnitude < 3.725290298461914e-09 else min(magnitude, 0.5)
+    z = a * a
+    q = 2.755731922398589e-07 + z * (2.08767569878681e-09 + z * (
+        1.1470745597729725e-11 + z * 4.779477332387385e-14))
+    q = 0.5 + z * (0.041666666666666664 + z * (0.001388888888888889 + z * (
+        2.48015873015873e-05 + z * q)))
+    small = 1.0 + z * q
+    high, low, h = _half_exp_f64(  # see sinh_f64
+        0.0 if hidden(magnitude) == math.inf else min(magnitude, 1000.0))
+    moderate = high + (low + 0.25 / (high + low))  # (not / h: 1/h underflows)
+    if x != x:
+        return x
+    if magnitude == math.inf:
+        return magnitude
+    if magnitude < 0.5:
+        return small
+    if magnitude < 22.0:
+        return moderate
+    return h
+
+
+def sinh_f32(x):  # type: ignore[no-untyped-def]
+    return np.float32(sinh_f64(np.float64(x)))
+
+
+def cosh_f32(x):  # type: ignore[no-untyped-def]
+    return np.float32(cosh_f64(np.float64(x)))
+
+
+FUNCTIONS = (*FUNCTIONS, "sinh", "cosh")
+
+
+# ------------------------------------------------------------------ inverse hyperbolic
+# arcsinh and arccosh as log(w) with w = |x| + sqrt(x*x +- 1) = 1 + u, computed as
+# log1p(u) is (log(1 + u) plus the rounding of 1 + u); past 2**28, log(|x|) + ln 2, so
+# huge arguments do not overflow.  arctanh as log1p(2|x| / (1 - |x|)) / 2, the argument
+# written 2|x| + 2x*x / (1 - |x|) below 1/2 (as glibc does).  Arguments outside the
+# domain get their NaN or infinity (and flag) from _log_of_nonpositive or a square root
+# of a negative number.
+
+
+def _log1p_parts_f64(u, huge):  # type: ignore[no-untyped-def]
+    """``log(1 + u)`` for a finite ``u >= 0``, or ``log(huge) + ln 2`` where ``huge``
+    (a finite number, or 0.0 to take the first form)."""
+    w = 1.0 + u
+    correction = (u - (w - 1.0)) / w
+    return _log_f64_reduced(huge if huge > 0.0 else w, False) + (
+        0.6931471805599453 if huge > 0.0 else correction)
+
+
+def arcsinh_f64(x):  # type: ignore[no-untyped-def]
+    clean = x if x == x else 0.0
+    magnitude = abs(clean)
+    negligible = magnitude < 3.725290298461914e-09  # 2**-28: arcsinh(x) rounds to x
+    a = 0.0 if negligible else min(magnitude, 268435456.0)
+    t = a * a
+    u = a + t / (1.0 + np.sqrt(1.0 + t))  # asinh(a) = log1p(a + sqrt(1 + a*a) - 1)
+    huge = min(magnitude, 1.7976931348623157e308) if magnitude > 268435456.0 else 0.0
+    result = math.copysign(_log1p_parts_f64(u, huge), clean)
+    if x != x or negligible or magnitude == math.inf:
+        return x
+    return result
+
+
+def arccosh_f64(x):  # type: ignore[no-untyped-def]
+    clean = x if x == x else 1.0
+    argument = min(max(clean, 1.0), 268435456.0)
+    t = argument - 1.0  # exact
+    u = t + np.sqrt((t + t) + t * t)  # acosh(x) = log1p(x - 1 + sqrt(x*x - 1))
+    huge = min(clean, 1.7976931348623157e308) if clean > 268435456.0 else 0.0
+    result = _log1p_parts_f64(u, huge)
+    if x != x or clean == math.inf:
+        return x
+    seen = hidden(clean)
+    if seen < 1.0:
+        return np.sqrt(seen - 1.0)  # NaN, with numpy's "invalid"
+    return result
+
+
+def arctanh_f64(x):  # type: ignore[no-untyped-def]
+    clean = x if x == x else 0.0
+    magnitude = abs(clean)
+    negligible = magnitude < 3.725290298461914e-09  # 2**-28: arctanh(x) rounds to x
+    a = 0.0 if negligible else min(magnitude, 0.9999999999999999)
+    d = 1.0 - a
+    t = a + a
+    u = t / d if a >= 0.5 else t + t * a / d
+    result = math.copysign(0.5 * _log1p_parts_f64(u, 0.0), clean)
+    if x != x or negligible:
+        return x
+    seen = hidden(magnitude)
+    if seen >= 1.0:
+        # 1 - |x| <= 0: +inf with "divide by zero" at 1, NaN with "invalid" beyond
+        return math.copysign(-_log_of_nonpositive(1.0 - seen), clean)
+    return result
+
+
+def arcsinh_f32(x):  # type: ignore[no-untyped-def]
+    return np.float32(arcsinh_f64(np.float64(x)))
+
+
+def arccosh_f32(x):  # type: ignore[no-untyped-def]
+    return np.float32(arccosh_f64(np.float64(x)))
+
+
+def arctanh_f32(x):  # type: ignore[no-untyped-def]
+    return np.float32(arctanh_f64(np.float64(x)))
+
+
+FUNCTIONS = (*FUNCTIONS, "arcsinh", "arccosh", "arctanh")
 
 
 HELPERS = tuple(
