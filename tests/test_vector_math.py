@@ -416,3 +416,20 @@ def test_inverse_hyperbolic_functions_of_extreme_arguments(kernels) -> None:
     assert ulps(kernels["arccosh"](edges), np.arccosh(edges), np.float64).max() <= 2.0
     ends = np.array([np.nextafter(1.0, 0.0), -np.nextafter(1.0, 0.0), 0.5, -0.5])
     assert ulps(kernels["arctanh"](ends), np.arctanh(ends), np.float64).max() <= 2.0
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda dtype: np.dtype(dtype).name)
+@pytest.mark.parametrize("function", ["sinh", "arcsinh", "arctanh", "cosh", "exp2"])
+def test_subnormal_arguments_underflow_like_numpy(kernels, function: str, dtype: type) -> None:
+    # numpy's sinh, arcsinh and arctanh return a subnormal argument with "underflow".
+    info = np.finfo(dtype)
+    for values in ([info.smallest_subnormal], [-info.smallest_normal / 3, 0.5],
+                   [info.smallest_normal, -0.0, np.nan, 1e-30, 2.0]):
+        x = np.tile(np.array(values, dtype=dtype), 40)
+        expected = _floating_point_error(getattr(np, function), x)
+        assert _floating_point_error(kernels[function], x) == expected
+        with np.errstate(all="ignore"):
+            result, expected_values = kernels[function](x), getattr(np, function)(x)
+            assert_same_classes(result, expected_values, x)
+            tiny = np.abs(x) < 1e-20
+            np.testing.assert_array_equal(result[tiny], expected_values[tiny])
