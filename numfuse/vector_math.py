@@ -38,7 +38,7 @@ exp2 of an integer is exact, log2 of a power of two is its exponent exactly, log
 power of ten is numpy's, sinh and cosh stay finite up to their own overflow threshold
 (710.47, past exp's), arcsinh and arccosh of huge arguments take log(|x|) + ln 2.
 Largest errors measured as above (float32 / float64): exp2 0.76 / 1, log2 0.5 / 1, log10
-0.5 / 1, sinh 1.08 / 1, cosh 1.14 / 1, arcsinh 0.5 / 2, arccosh 0.5 / 2, arctanh 0.5 / 2
+0.5 / 1, sinh 1.08 / 1, cosh 1.14 / 1, arcsinh 0.5 / 2, arccosh 0.5 / 1, arctanh 0.5 / 2
 (numpy's own sinh, cosh and log10 are up to 2 ulp off, its float64 arccosh 2).  Like
 numpy's, sinh, arcsinh and arctanh of subnormal arguments raise "underflow".
 
@@ -927,13 +927,25 @@ FUNCTIONS = (*FUNCTIONS, "sinh", "cosh")
 # of a negative number.
 
 
-def _log1p_parts_f64(u, huge):  # type: ignore[no-untyped-def]
-    """``log(1 + u)`` for a finite ``u >= 0``, or ``log(huge) + ln 2`` where ``huge``
-    (a finite number, or 0.0 to take the first form)."""
+def _log1p_parts_f64(u, error, huge):  # type: ignore[no-untyped-def]
+    """``log(1 + u + error)`` for a finite ``u >= 0`` and a tiny ``error`` (u's own
+    rounding error, to first order), or ``log(huge) + ln 2`` where ``huge`` (a finite
+    number, or 0.0 to take the first form)."""
     w = 1.0 + u
-    correction = (u - (w - 1.0)) / w
+    correction = ((u - (w - 1.0)) + error) / w
     return _log_f64_reduced(huge if huge > 0.0 else w, False) + (
         0.6931471805599453 if huge > 0.0 else correction)
+
+
+def _sqrt_with_error_f64(v):  # type: ignore[no-untyped-def]
+    """``sqrt(v)`` for ``v`` 0 or ``2**-60 <= v < 2**60``, and its rounding error to first
+    order: ``(v - s*s) / 2s`` (0 for 0), with ``s*s`` exact as the sum of products of
+    s's 26-bit high part and its low part (Dekker's split; no fused multiply-add needed)."""
+    s = np.sqrt(v)
+    high = np.int64(np.float64(s).view(np.int64) & -134217728).view(np.float64)
+    low = s - high
+    residual = ((v - high * high) - (high + high) * low) - low * low
+    return s, residual / max(s + s, 1e-300)  # (no 0 / 0 for v = 0)
 
 
 def arcsinh_f64(x):  # type: ignore[no-untyped-def]
@@ -944,7 +956,7 @@ def arcsinh_f64(x):  # type: ignore[no-untyped-def]
     t = a * a
     u = a + t / (1.0 + np.sqrt(1.0 + t))  # asinh(a) = log1p(a + sqrt(1 + a*a) - 1)
     huge = min(magnitude, 1.7976931348623157e308) if magnitude > 268435456.0 else 0.0
-    result = math.copysign(_log1p_parts_f64(u, huge), clean)
+    result = math.copysign(_log1p_parts_f64(u, 0.0, huge), clean)
     if x != x or magnitude == math.inf:
         return x
     if negligible:
@@ -953,12 +965,28 @@ def arcsinh_f64(x):  # type: ignore[no-untyped-def]
 
 
 def arccosh_f64(x):  # type: ignore[no-untyped-def]
+    return _arccosh_f64(x, True)
+
+
+def _arccosh_f64(x, compensated):  # type: ignore[no-untyped-def]
+    """``arccosh(x)``; ``compensated`` carries the rounding errors of the square root
+    along (needed for float64 results, not for float32 ones)."""
     clean = x if x == x else 1.0
     argument = min(max(clean, 1.0), 268435456.0)
     t = argument - 1.0  # exact
-    u = t + np.sqrt((t + t) + t * t)  # acosh(x) = log1p(x - 1 + sqrt(x*x - 1))
+    # acosh(x) = log1p(x - 1 + sqrt(x*x - 1)): near 1 the rounding errors of the square
+    # root and of its argument are most of the result's, so they are carried along.
+    square = t * t
+    radicand = (t + t) + square
+    radicand_error = ((t + t) - radicand) + square if t <= 2.0 else \
+        (square - radicand) + (t + t)  # the larger term first: exact (Fast2Sum)
+    root, root_error = _sqrt_with_error_f64(radicand)
+    u = t + root
+    u_error = ((root - u) + t) + (root_error + radicand_error / max(root + root, 1e-300))
+    if not compensated:
+        u_error = 0.0
     huge = min(clean, 1.7976931348623157e308) if clean > 268435456.0 else 0.0
-    result = _log1p_parts_f64(u, huge)
+    result = _log1p_parts_f64(u, u_error, huge)
     if x != x or clean == math.inf:
         return x
     seen = hidden(clean)
@@ -975,7 +1003,7 @@ def arctanh_f64(x):  # type: ignore[no-untyped-def]
     d = 1.0 - a
     t = a + a
     u = t / d if a >= 0.5 else t + t * a / d
-    result = math.copysign(0.5 * _log1p_parts_f64(u, 0.0), clean)
+    result = math.copysign(0.5 * _log1p_parts_f64(u, 0.0, 0.0), clean)
     if x != x:
         return x
     if negligible:
@@ -993,7 +1021,7 @@ def arcsinh_f32(x):  # type: ignore[no-untyped-def]
 
 
 def arccosh_f32(x):  # type: ignore[no-untyped-def]
-    return np.float32(arccosh_f64(np.float64(x)))
+    return np.float32(_arccosh_f64(np.float64(x), False))
 
 
 def arctanh_f32(x):  # type: ignore[no-untyped-def]
