@@ -702,7 +702,7 @@ def log10_f64(x):  # type: ignore[no-untyped-def]
 
 # float32 exp2 computes in float32 (eight lanes): the same reduction, 2**r by a polynomial
 # fitted to within 2.3e-9 (near-minimax on [-1/2, 1/2], coefficients rounded to float32).
-# float32 log2 and log10: the float64 functions' values rounded once.
+# float32 log2 and log10 compute in float64 and round once.
 
 
 def _exp2_f32_finite(x):  # type: ignore[no-untyped-def]
@@ -733,12 +733,25 @@ def exp2_f32(x):  # type: ignore[no-untyped-def]
     return result
 
 
+def _scaled_log_f64(x, scale):  # type: ignore[no-untyped-def]
+    """``log(x) * scale`` to float32 accuracy (the short polynomial, no high and low
+    parts: float64 leaves 29 bits to spare, and log2 of a power of two still rounds to
+    its exponent), with log_f64's special values and flags."""
+    clean = x if x == x else 1.0
+    result = _log_f64_reduced(min(max(clean, 5e-324), 1.7976931348623157e308), True) * scale
+    if x != x or clean == math.inf:
+        return x
+    if hidden(clean) <= 0:  # see _log_of_nonpositive
+        return _log_of_nonpositive(clean)
+    return result
+
+
 def log2_f32(x):  # type: ignore[no-untyped-def]
-    return np.float32(log2_f64(np.float64(x)))
+    return np.float32(_scaled_log_f64(np.float64(x), 1.4426950408889634))
 
 
 def log10_f32(x):  # type: ignore[no-untyped-def]
-    return np.float32(log10_f64(np.float64(x)))
+    return np.float32(_scaled_log_f64(np.float64(x), 0.4342944819032518))
 
 
 FUNCTIONS = (*FUNCTIONS, "exp2", "log2", "log10")
