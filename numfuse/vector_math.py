@@ -940,13 +940,13 @@ FUNCTIONS = (*FUNCTIONS, "sinh", "cosh")
 # of a negative number.
 
 
-def _log1p_parts_f64(u, error, huge):  # type: ignore[no-untyped-def]
+def _log1p_parts_f64(u, error, huge, short):  # type: ignore[no-untyped-def]
     """``log(1 + u + error)`` for a finite ``u >= 0`` and a tiny ``error`` (u's own
     rounding error, to first order), or ``log(huge) + ln 2`` where ``huge`` (a finite
-    number, or 0.0 to take the first form)."""
+    number, or 0.0 to take the first form); ``short``: to float32 accuracy."""
     w = 1.0 + u
     correction = ((u - (w - 1.0)) + error) / w
-    return _log_f64_reduced(huge if huge > 0.0 else w, False) + (
+    return _log_f64_reduced(huge if huge > 0.0 else w, short) + (
         0.6931471805599453 if huge > 0.0 else correction)
 
 
@@ -962,6 +962,11 @@ def _sqrt_with_error_f64(v):  # type: ignore[no-untyped-def]
 
 
 def arcsinh_f64(x):  # type: ignore[no-untyped-def]
+    return _arcsinh_f64(x, False)
+
+
+def _arcsinh_f64(x, short):  # type: ignore[no-untyped-def]
+    """``arcsinh(x)``; ``short``: to float32 accuracy."""
     clean = x if x == x else 0.0
     magnitude = abs(clean)
     negligible = magnitude < 3.725290298461914e-09  # 2**-28: arcsinh(x) rounds to x
@@ -969,7 +974,7 @@ def arcsinh_f64(x):  # type: ignore[no-untyped-def]
     t = a * a
     u = a + t / (1.0 + np.sqrt(1.0 + t))  # asinh(a) = log1p(a + sqrt(1 + a*a) - 1)
     huge = min(magnitude, 1.7976931348623157e308) if magnitude > 268435456.0 else 0.0
-    result = math.copysign(_log1p_parts_f64(u, 0.0, huge), clean)
+    result = math.copysign(_log1p_parts_f64(u, 0.0, huge, short), clean)
     if x != x or magnitude == math.inf:
         return x
     if negligible:
@@ -978,12 +983,12 @@ def arcsinh_f64(x):  # type: ignore[no-untyped-def]
 
 
 def arccosh_f64(x):  # type: ignore[no-untyped-def]
-    return _arccosh_f64(x, True)
+    return _arccosh_f64(x, False)
 
 
-def _arccosh_f64(x, compensated):  # type: ignore[no-untyped-def]
-    """``arccosh(x)``; ``compensated`` carries the rounding errors of the square root
-    along (needed for float64 results, not for float32 ones)."""
+def _arccosh_f64(x, short):  # type: ignore[no-untyped-def]
+    """``arccosh(x)``; ``short``: to float32 accuracy (without carrying the rounding
+    errors of the square root along)."""
     clean = x if x == x else 1.0
     argument = min(max(clean, 1.0), 268435456.0)
     t = argument - 1.0  # exact
@@ -996,10 +1001,10 @@ def _arccosh_f64(x, compensated):  # type: ignore[no-untyped-def]
     root, root_error = _sqrt_with_error_f64(radicand)
     u = t + root
     u_error = ((root - u) + t) + (root_error + radicand_error / max(root + root, 1e-300))
-    if not compensated:
+    if short:
         u_error = 0.0
     huge = min(clean, 1.7976931348623157e308) if clean > 268435456.0 else 0.0
-    result = _log1p_parts_f64(u, u_error, huge)
+    result = _log1p_parts_f64(u, u_error, huge, short)
     if x != x or clean == math.inf:
         return x
     seen = hidden(clean)
@@ -1009,6 +1014,11 @@ def _arccosh_f64(x, compensated):  # type: ignore[no-untyped-def]
 
 
 def arctanh_f64(x):  # type: ignore[no-untyped-def]
+    return _arctanh_f64(x, False)
+
+
+def _arctanh_f64(x, short):  # type: ignore[no-untyped-def]
+    """``arctanh(x)``; ``short``: to float32 accuracy."""
     clean = x if x == x else 0.0
     magnitude = abs(clean)
     negligible = magnitude < 3.725290298461914e-09  # 2**-28: arctanh(x) rounds to x
@@ -1016,7 +1026,7 @@ def arctanh_f64(x):  # type: ignore[no-untyped-def]
     d = 1.0 - a
     t = a + a
     u = t / d if a >= 0.5 else t + t * a / d
-    result = math.copysign(0.5 * _log1p_parts_f64(u, 0.0, 0.0), clean)
+    result = math.copysign(0.5 * _log1p_parts_f64(u, 0.0, 0.0, short), clean)
     if x != x:
         return x
     if negligible:
@@ -1030,16 +1040,16 @@ def arctanh_f64(x):  # type: ignore[no-untyped-def]
 
 def arcsinh_f32(x):  # type: ignore[no-untyped-def]
     clean = x if x == x else np.float32(0.0)
-    return np.float32(arcsinh_f64(np.float64(x))) + _subnormal_underflow_f32(clean)
+    return np.float32(_arcsinh_f64(np.float64(x), True)) + _subnormal_underflow_f32(clean)
 
 
 def arccosh_f32(x):  # type: ignore[no-untyped-def]
-    return np.float32(_arccosh_f64(np.float64(x), False))
+    return np.float32(_arccosh_f64(np.float64(x), True))
 
 
 def arctanh_f32(x):  # type: ignore[no-untyped-def]
     clean = x if x == x else np.float32(0.0)
-    return np.float32(arctanh_f64(np.float64(x))) + _subnormal_underflow_f32(clean)
+    return np.float32(_arctanh_f64(np.float64(x), True)) + _subnormal_underflow_f32(clean)
 
 
 FUNCTIONS = (*FUNCTIONS, "arcsinh", "arccosh", "arctanh")
