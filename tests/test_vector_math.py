@@ -433,3 +433,45 @@ def test_subnormal_arguments_underflow_like_numpy(kernels, function: str, dtype:
             assert_same_classes(result, expected_values, x)
             tiny = np.abs(x) < 1e-20
             np.testing.assert_array_equal(result[tiny], expected_values[tiny])
+
+
+NEW_FUNCTIONS = ("exp2", "log2", "log10", "sinh", "cosh", "arcsinh", "arccosh", "arctanh")
+
+
+def test_environment_switch_keeps_libm_calls_of_the_new_functions(tmp_path) -> None:
+    script = textwrap.dedent(f"""
+        import numpy as np
+        import numfuse
+
+        names = {NEW_FUNCTIONS!r}
+        def all_of_them(x, y):
+            return tuple(getattr(np, name)(x + 1.0 if name == "arccosh" else
+                                           y if name == "arctanh" else x) for name in names)
+        for dtype in (np.float32, np.float64):
+            x = np.linspace(0.1, 3.0, 101, dtype=dtype)
+            y = np.linspace(-0.9, 0.9, 101, dtype=dtype)
+            compiled = numfuse.compile(all_of_them, x, y)
+            source = "".join(kernel.source for kernel in compiled.kernels)
+            print(any(name + "_f" in source for name in names),
+                  all(np.array_equal(a, b) for a, b in zip(compiled(x, y), all_of_them(x, y))))
+    """)
+    environment = dict(os.environ, NUMFUSE_VECTOR_MATH="0", NUMFUSE_CACHE_DIR=str(tmp_path))
+    output = subprocess.run([sys.executable, "-c", script], env=environment, check=True,
+                            capture_output=True, text=True, timeout=300).stdout.split("\n")
+    assert output[:2] == ["False True", "False True"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("function", NEW_FUNCTIONS)
+def test_float32_functions_over_every_binade(kernels, function: str) -> None:
+    # One float32 in every 61 (by bit pattern), both signs: all exponents, dense mantissas.
+    bits = np.arange(0, 0x7F800000, 61, dtype=np.int32)
+    x = np.concatenate([bits.view(np.float32), -bits.view(np.float32)])
+    with np.errstate(all="ignore"):
+        expected = getattr(np, function)(x)
+        exact = getattr(np, function)(x.astype(np.float64))
+        result = kernels[function](x)
+        in_range = np.abs(exact) <= np.finfo(np.float32).max
+    assert_same_classes(result, expected, x)
+    assert ulps(result[in_range], exact[in_range], np.float32).max() <= ULP_VS_EXACT[np.float32]
+    assert ulps(result, expected, np.float32).max() <= ULP_VS_NUMPY[np.float32]
