@@ -1,5 +1,6 @@
-"""The vectorisable functions of numfuse.vector_math (exp, log, expm1, log1p, tanh, sin,
-cos), compiled into kernels.
+"""The vectorisable functions of numfuse.vector_math (its FUNCTIONS: exp, log, expm1,
+log1p, tanh, sin, cos, exp2, log2, log10, sinh, cosh, arcsinh, arccosh, arctanh),
+compiled into kernels.
 
 Each function is compared with numpy over wide ranges (both signs, subnormals, values past
 the overflow and underflow thresholds) and on the special values, where the result must be
