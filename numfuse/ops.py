@@ -239,12 +239,13 @@ def _hypot_vjp(g: Any, ans: Any, x: Any, y: Any) -> tuple[Any, Any]:
     return part(x), part(y)
 
 
-def _float_math(name: str) -> str:
+def _float_math(name: str, libm: str = "") -> str:
     """The float template of a math function: the vectorisable ``vector_math`` version
-    (``exp_f64``/``exp_f32``) where there is one and it is enabled, else numpy's (libm)."""
+    (``exp_f64``/``exp_f32``) where there is one and it is enabled, else numpy's (libm):
+    ``libm``, or ``np.<name>({0})``."""
     if vector_math.ENABLED and name in vector_math.FUNCTIONS:
         return f"{name}_f{{bits}}({{0}})"
-    return f"np.{name}({{0}})"
+    return libm or f"np.{name}({{0}})"
 
 
 # --- arithmetic -------------------------------------------------------------------------
@@ -314,12 +315,15 @@ _unary_math(np.exp, EXPONENTIAL, vjp=lambda g, ans, x: (g * ans,))
 _unary_math(np.log, EXPONENTIAL, vjp=lambda g, ans, x: (g / x,))
 _unary_math(np.log10, EXPONENTIAL, vjp=lambda g, ans, x: (g / (x * _LN10),))
 # numba lowers float32 and float64 exp2 and log2 in one kernel to one mistyped intrinsic
-# declaration: they compute in float64 (then round, within numpy's float32 ulps).
-_row("log2", np.log2, 1, EXPONENTIAL, f="np.log2(np.float64({0}))", c="np.log2({0})",
+# declaration: without vector math they compute in float64 (then round, within numpy's
+# float32 ulps).
+_row("log2", np.log2, 1, EXPONENTIAL, f=_float_math("log2", libm="np.log2(np.float64({0}))"),
+     c="np.log2({0})",
      vjp=lambda g, ans, x: (g / (x * _LN2),))
 _unary_math(np.expm1, EXPONENTIAL, vjp=lambda g, ans, x: (g * (ans + 1.0),))
 _unary_math(np.log1p, EXPONENTIAL, vjp=lambda g, ans, x: (g / (x + 1.0),))
-_row("exp2", np.exp2, 1, EXPONENTIAL, f="np.exp2(np.float64({0}))", c="np.exp2({0})",
+_row("exp2", np.exp2, 1, EXPONENTIAL, f=_float_math("exp2", libm="np.exp2(np.float64({0}))"),
+     c="np.exp2({0})",
      vjp=lambda g, ans, x: (g * (ans * _LN2),))
 _row("cbrt", np.cbrt, 1, EXPONENTIAL, f=_float_math("cbrt"),
      vjp=lambda g, ans, x: (g * (1.0 / 3.0) / (ans * ans),))
@@ -345,7 +349,7 @@ _unary_math(np.tanh, TRIGONOMETRIC, vjp=lambda g, ans, x: (g * ((1.0 + ans) * (1
 _unary_math(np.arcsinh, TRIGONOMETRIC, vjp=lambda g, ans, x: (g / np.sqrt(x * x + 1.0),))
 _unary_math(np.arctanh, TRIGONOMETRIC,
             vjp=lambda g, ans, x: (g / ((1.0 + x) * (1.0 - x)),))
-_row("arccosh", np.arccosh, 1, TRIGONOMETRIC, f="np.arccosh({0})", c="np.arccosh({0})",
+_row("arccosh", np.arccosh, 1, TRIGONOMETRIC, f=_float_math("arccosh"), c="np.arccosh({0})",
      vjp=lambda g, ans, x: (g / np.sqrt((x - 1.0) * (x + 1.0)),))
 # arctan2(y, x): d/dy = x / (x² + y²), d/dx = -y / (x² + y²)
 _row("arctan2", np.arctan2, 2, TRIGONOMETRIC,

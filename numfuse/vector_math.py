@@ -46,6 +46,17 @@ float64): cbrt 0.5 / 0.67 and hypot 0.5 / 0.5 ulp in the normal range, 1 ulp for
 subnormal results (rounded twice); numpy's float64 cbrt, the C library's, is up to 3.1 ulp
 off.
 
+exp2, log2, log10, sinh, cosh, arcsinh, arccosh and arctanh build on the same reductions
+(float32 exp2, sinh and cosh compute in float32, eight lanes; float32 log2, log10 and the
+inverse hyperbolic functions in float64, four lanes, rounding once):
+exp2 of an integer is exact, log2 of a power of two is its exponent exactly, log10 of a
+power of ten is numpy's, sinh and cosh stay finite up to their own overflow threshold
+(710.47, past exp's), arcsinh and arccosh of huge arguments take log(|x|) + ln 2.
+Largest errors measured as above (float32 / float64): exp2 0.76 / 1, log2 0.5 / 1, log10
+0.5 / 1, sinh 1.08 / 1, cosh 1.14 / 1, arcsinh 0.5 / 2, arccosh 0.5 / 1, arctanh 0.5 / 1
+(numpy's own sinh, cosh and log10 are up to 2 ulp off, its float64 arccosh 2).  Like
+numpy's, sinh, arcsinh and arctanh of subnormal arguments raise "underflow".
+
 Like ``kernel_lib``, these are plain Python (they run unchanged on numpy scalars) and the
 backend compiles them with numba.  They refer only to ``np``, ``math`` and each other
 (the backend rebinds them in a namespace holding exactly those), so constants are
@@ -1215,6 +1226,464 @@ def cbrt_f32(x):  # type: ignore[no-untyped-def]
 
 FUNCTIONS = (*FUNCTIONS, "cbrt")
 
+# ------------------------------------------------------------------ exp2, log2, log10
+# exp2: x = k + r with k the nearest integer (r = x - k is exact, |r| <= 1/2), 2**r by its
+# Taylor series in r (coefficients ln(2)**n / n!, truncation below 5e-18), scaled by 2**k
+# in two factors as exp's; an integer argument gives r = 0 and an exact power of two.
+# log2 and log10: log(x) = e ln 2 + hi + lo with hi keeping 21 significant bits of the
+# reduced logarithm, so its products with the high parts of 1/ln 2 and 1/ln 10 are exact
+# and e is added with its rounding error recovered: exact powers of two give log2(2**e) ==
+# e exactly, and the results are within about half an ulp and a rounding.
+
+
+def _exp2_f64_finite(x):  # type: ignore[no-untyped-def]
+    """``2 ** x`` for ``x`` 0 or at least 1e-30 in magnitude, ``|x| <= 1100``; the last
+    multiplication overflows or underflows exactly when the result does."""
+    k, scale = _round_to_int(x)
+    r = x - k
+    q = 1.5252733804059841e-05 + r * (1.321548679014431e-06 + r * (
+        1.01780860092397e-07 + r * (7.054911620801123e-09 + r * (
+            4.4455382718708116e-10 + r * (2.5678435993488206e-11 + r * 1.3691488853904128e-12)))))
+    q = 0.6931471805599453 + r * (0.24022650695910072 + r * (0.05550410866482158 + r * (
+        0.009618129107628477 + r * (0.0013333558146428443 + r * (
+            0.0001540353039338161 + r * q)))))
+    p = 1.0 + r * q
+    half = scale >> 1
+    return (p * _pow2_f64(half)) * _pow2_f64(scale - half)
+
+
+def exp2_f64(x):  # type: ignore[no-untyped-def]
+    clean = x if x == x else 0.0
+    infinite = abs(clean) == math.inf
+    negligible = abs(clean) < 1e-30  # 2**x rounds to 1; keeps r * r from underflowing
+    argument = 0.0 if (infinite or negligible) else min(max(clean, -1100.0), 1100.0)
+    result = _exp2_f64_finite(argument)
+    if x != x:
+        return x
+    if infinite:
+        return math.inf if clean > 0 else 0.0
+    return result
+
+
+def _log_series_f64(z):  # type: ignore[no-untyped-def]
+    """``R`` of ``log(1 + f) = 2s + s R`` with ``z = s * s <= 0.0295``: ``z P(z)``, P of
+    degree 6 fitted (weighted least squares, near-minimax) so that ``s R`` is within
+    1.6e-18 of the logarithm (``_log_f64_reduced``'s Taylor series needs degree 10)."""
+    p = 0.22222198598783463 + z * (0.18183563092454957 + z * (
+        0.15314080014092718 + z * 0.14795672575533336))
+    return z * (0.6666666666666734 + z * (0.3999999999941595 + z * (
+        0.2857142874211825 + z * p)))
+
+
+def _log_parts_f64(x):  # type: ignore[no-untyped-def]
+    """``log(x) = e ln 2 + hi + lo`` for a positive finite (possibly subnormal) ``x``:
+    (e as a float64, hi, lo), ``hi`` with at most 21 significant bits."""
+    tiny = x < 2.2250738585072014e-308
+    normal = x * (4503599627370496.0 if tiny else 1.0)  # as in _log_f64_reduced
+    bits = np.float64(normal).view(np.int64)
+    exponent = (bits >> 52) - 1023
+    if tiny:
+        exponent = exponent - 52
+    mantissa = np.int64((bits & 0x000FFFFFFFFFFFFF) | 0x3FF0000000000000).view(np.float64)
+    if mantissa > 1.4142135623730951:
+        mantissa = mantissa * 0.5
+        exponent = exponent + 1
+    f = mantissa - 1.0  # exact
+    s = f / (2.0 + f)
+    R = _log_series_f64(s * s)
+    # log(1 + f) = f - f*f/2 + s (f*f/2 + R); its leading part truncated to 21 bits
+    # (f - hi is then exact), the rest in lo.
+    square = 0.5 * f * f
+    hi = np.int64(np.float64(f - square).view(np.int64) & -4294967296).view(np.float64)
+    lo = ((f - hi) - square) + s * (square + R)
+    return _int_to_f64(exponent), hi, lo
+
+
+def _log2_f64_finite(x):  # type: ignore[no-untyped-def]
+    e, hi, lo = _log_parts_f64(x)
+    # 1/ln 2 in two parts, the high one with 33 significant bits.
+    high = hi * 1.4426950407214463
+    low = (lo + hi) * 1.6751713164886512e-10 + lo * 1.4426950407214463
+    total = e + high
+    return ((e - total) + high + low) + total
+
+
+def _log10_f64_finite(x):  # type: ignore[no-untyped-def]
+    e, hi, lo = _log_parts_f64(x)
+    # log10(2) and 1/ln 10 in two parts; e * 0.30102999566361177 is exact (40 bits).
+    exponent_part = e * 0.30102999566361177
+    high = hi * 0.4342944818781689
+    low = (e * 3.694239077158931e-13 + (lo + hi) * 2.5082946711645275e-11
+           + lo * 0.4342944818781689)
+    total = exponent_part + high
+    return ((exponent_part - total) + high + low) + total
+
+
+def log2_f64(x):  # type: ignore[no-untyped-def]
+    clean = x if x == x else 1.0
+    result = _log2_f64_finite(min(max(clean, 5e-324), 1.7976931348623157e308))
+    if x != x or clean == math.inf:
+        return x
+    if hidden(clean) <= 0:  # -inf, "divide by zero" / NaN, "invalid": see _log_of_nonpositive
+        return _log_of_nonpositive(clean)
+    return result
+
+
+def log10_f64(x):  # type: ignore[no-untyped-def]
+    clean = x if x == x else 1.0
+    result = _log10_f64_finite(min(max(clean, 5e-324), 1.7976931348623157e308))
+    if x != x or clean == math.inf:
+        return x
+    if hidden(clean) <= 0:  # see _log_of_nonpositive
+        return _log_of_nonpositive(clean)
+    return result
+
+
+# float32 exp2 computes in float32 (eight lanes): the same reduction, 2**r by a polynomial
+# fitted to within 2.3e-9 (near-minimax on [-1/2, 1/2], coefficients rounded to float32).
+# float32 log2 and log10 compute in float64 and round once.
+
+
+def _exp2_f32_finite(x):  # type: ignore[no-untyped-def]
+    """``2 ** x`` for a float32 ``x``, 0 or at least 2**-26 in magnitude, ``|x| <= 160``;
+    the last multiplication overflows or underflows exactly when the result does."""
+    k, scale = _round_to_int_f32(x)
+    r = x - k  # exact
+    q = np.float32(0.0013333935057744384) + r * (np.float32(0.00015466757758986205) + r * (
+        np.float32(1.519614761491539e-05)))
+    q = np.float32(0.6931471824645996) + r * (np.float32(0.24022650718688965) + r * (
+        np.float32(0.055504102259874344) + r * (np.float32(0.009618038311600685) + r * q)))
+    p = np.float32(1.0) + r * q
+    half = scale >> 1
+    return (p * _pow2_f32(half)) * _pow2_f32(scale - half)
+
+
+def exp2_f32(x):  # type: ignore[no-untyped-def]
+    clean = x if x == x else np.float32(0.0)
+    infinite = abs(clean) == math.inf
+    negligible = abs(clean) < np.float32(1.4901161193847656e-08)  # 2**x rounds to 1
+    argument = np.float32(0.0) if (infinite or negligible) else \
+        min(max(clean, np.float32(-160.0)), np.float32(160.0))
+    result = _exp2_f32_finite(argument)
+    if x != x:
+        return x
+    if infinite:
+        return np.float32(math.inf) if clean > 0 else np.float32(0.0)
+    return result
+
+
+def _scaled_log_f64(x, scale):  # type: ignore[no-untyped-def]
+    """``log(x) * scale`` to float32 accuracy (the short polynomial, no high and low
+    parts: float64 leaves 29 bits to spare, and log2 of a power of two still rounds to
+    its exponent), with log_f64's special values and flags."""
+    clean = x if x == x else 1.0
+    result = _log_f64_reduced(min(max(clean, 5e-324), 1.7976931348623157e308), True) * scale
+    if x != x or clean == math.inf:
+        return x
+    if hidden(clean) <= 0:  # see _log_of_nonpositive
+        return _log_of_nonpositive(clean)
+    return result
+
+
+def log2_f32(x):  # type: ignore[no-untyped-def]
+    return np.float32(_scaled_log_f64(np.float64(x), 1.4426950408889634))
+
+
+def log10_f32(x):  # type: ignore[no-untyped-def]
+    return np.float32(_scaled_log_f64(np.float64(x), 0.4342944819032518))
+
+
+FUNCTIONS = (*FUNCTIONS, "exp2", "log2", "log10")
+
+
+# ------------------------------------------------------------------ sinh and cosh
+# Below 1 (sinh) and 1/2 (cosh) their Taylor series (truncation below 1e-17 of the
+# result); above, h +- 1/(4h) with h = exp(|x|)/2 computed with the halving in its power of
+# two, so sinh(710) and cosh(710) are finite though exp(710) is not, and h overflows
+# (raising the flag) exactly when the result does; past |x| = 22 the 1/(4h) term is below
+# half an ulp.
+
+
+def _expm1_f64_kernel(r):  # type: ignore[no-untyped-def]
+    """``exp(r) - 1`` for ``|r| <= ln(2) / 2``: its Taylor series to r**13 (as
+    ``_expm1_f64_reduced``'s), accurate relative to r."""
+    q = 2.755731922398589e-07 + r * (2.505210838544172e-08 + r * (
+        2.08767569878681e-09 + r * 1.6059043836821613e-10))
+    q = 0.001388888888888889 + r * (0.0001984126984126984 + r * (
+        2.48015873015873e-05 + r * (2.7557319223985893e-06 + r * q)))
+    q = 0.5 + r * (0.16666666666666666 + r * (0.041666666666666664 + r * (
+        0.008333333333333333 + r * q)))
+    return r + (r * r) * q
+
+
+def _half_exp_f64(x):  # type: ignore[no-untyped-def]
+    """``exp(x) / 2`` for a finite ``0 <= x <= 1000``, three ways: a power of two ``high``
+    and ``low`` whose exact sum it is for ``x < 22`` (``low`` carries the reduced
+    exponential's rounding error, not 1 + low's; their sum is at most 2**40 for any x),
+    and the rounded value, whose last multiplication overflows (raising the flag) exactly
+    when the value does."""
+    k, scale = _round_to_int(x * 1.4426950408889634)
+    r = (x - k * 0.6931471803691238) - k * 1.9082149292705877e-10
+    m = _expm1_f64_kernel(r)
+    high = _pow2_f64(min(scale, np.int64(40)) - 1)
+    scale = scale - 1
+    half = scale >> 1
+    return high, high * m, ((1.0 + m) * _pow2_f64(half)) * _pow2_f64(scale - half)
+
+
+def sinh_f64(x):  # type: ignore[no-untyped-def]
+    clean = x if x == x else 0.0
+    magnitude = abs(clean)
+    negligible = magnitude < 3.725290298461914e-09  # 2**-28: sinh(x) rounds to x
+    a = 0.0 if negligible else min(magnitude, 1.0)
+    z = a * a
+    q = 2.505210838544172e-08 + z * (1.6059043836821613e-10 + z * (
+        7.647163731819816e-13 + z * (2.8114572543455206e-15 + z * 8.22063524662433e-18)))
+    q = 0.16666666666666666 + z * (0.008333333333333333 + z * (
+        0.0001984126984126984 + z * (2.7557319223985893e-06 + z * q)))
+    small = a + a * (z * q)
+    # 0 or 2**-28 <= |x| <= 1000 (r * r must not underflow), infinities answered below.
+    # Tested on a hidden copy: LLVM saw that h is used only where |x| is finite, dropped
+    # the test and computed exp(1000) (overflow) for infinities.
+    high, low, h = _half_exp_f64(0.0 if (hidden(magnitude) == math.inf or negligible)
+                                 else min(magnitude, 1000.0))
+    moderate = high + (low - 0.25 / (high + low))  # (not / h: 1/h underflows)
+    result = math.copysign(small if magnitude < 1.0 else (
+        moderate if magnitude < 22.0 else h), clean)
+    if x != x or magnitude == math.inf:
+        return x
+    if negligible:
+        return x + _subnormal_underflow_f64(clean)
+    return result
+
+
+def cosh_f64(x):  # type: ignore[no-untyped-def]
+    clean = x if x == x else 0.0
+    magnitude = abs(clean)
+    # below 2**-28 the series is 1 (and z would underflow)
+    negligible = magnitude < 3.725290298461914e-09
+    a = 0.0 if negligible else min(magnitude, 0.5)
+    z = a * a
+    q = 2.755731922398589e-07 + z * (2.08767569878681e-09 + z * (
+        1.1470745597729725e-11 + z * 4.779477332387385e-14))
+    q = 0.5 + z * (0.041666666666666664 + z * (0.001388888888888889 + z * (
+        2.48015873015873e-05 + z * q)))
+    small = 1.0 + z * q
+    high, low, h = _half_exp_f64(0.0 if (hidden(magnitude) == math.inf or negligible)
+                                 else min(magnitude, 1000.0))  # see sinh_f64
+    moderate = high + (low + 0.25 / (high + low))  # (not / h: 1/h underflows)
+    if x != x:
+        return x
+    if magnitude == math.inf:
+        return magnitude
+    if magnitude < 0.5:
+        return small
+    if magnitude < 22.0:
+        return moderate
+    return h
+
+
+# float32 in float32 (eight lanes): the same forms, Taylor series to float32 accuracy,
+# exp(|x|)/2 from the float32 reduction, 1/(4h) negligible past |x| = 9, overflow past
+# 89.42.
+
+
+def _half_exp_f32(x):  # type: ignore[no-untyped-def]
+    """``_half_exp_f64`` in float32, for a finite ``0 <= x <= 100`` (``high`` at most
+    2**20)."""
+    r, scale = _reduce_ln2_f32(x)
+    m = _expm1_f32_kernel(r)
+    high = _pow2_f32(min(scale, np.int32(20)) - np.int32(1))
+    scale = scale - np.int32(1)
+    half = scale >> 1
+    return high, high * m, ((np.float32(1.0) + m) * _pow2_f32(half)) * _pow2_f32(scale - half)
+
+
+def _half_exp_argument_f32(magnitude, negligible):  # type: ignore[no-untyped-def]
+    """The argument of ``_half_exp_f32`` for ``|x|``: 0 for infinities (tested on a hidden
+    copy, see sinh_f64) and negligible ones, else clamped to 100."""
+    if hidden(magnitude) == math.inf or negligible:
+        return np.float32(0.0)
+    return min(magnitude, np.float32(100.0))
+
+
+def sinh_f32(x):  # type: ignore[no-untyped-def]
+    clean = x if x == x else np.float32(0.0)
+    magnitude = abs(clean)
+    negligible = magnitude < np.float32(0.000244140625)  # 2**-12: sinh(x) rounds to x
+    a = np.float32(0.0) if negligible else min(magnitude, np.float32(1.0))
+    z = a * a
+    q = np.float32(2.7557318844628753e-06) + z * (np.float32(2.5052107943679403e-08) + z * (
+        np.float32(1.6059044372074283e-10)))
+    q = np.float32(0.1666666716337204) + z * (np.float32(0.008333333767950535) + z * (
+        np.float32(0.00019841270113829523) + z * q))
+    small = a + a * (z * q)
+    high, low, h = _half_exp_f32(_half_exp_argument_f32(magnitude, negligible))
+    moderate = high + (low - np.float32(0.25) / (high + low))
+    result = np.copysign(small if magnitude < np.float32(1.0) else (
+        moderate if magnitude < np.float32(9.0) else h), clean)
+    if x != x or magnitude == math.inf:
+        return x
+    if negligible:
+        return x + _subnormal_underflow_f32(clean)
+    return result
+
+
+def cosh_f32(x):  # type: ignore[no-untyped-def]
+    clean = x if x == x else np.float32(0.0)
+    magnitude = abs(clean)
+    negligible = magnitude < np.float32(0.000244140625)  # 2**-12: cosh(x) rounds to 1
+    a = np.float32(0.0) if negligible else min(magnitude, np.float32(0.5))
+    z = a * a
+    q = np.float32(0.0013888889225199819) + z * (np.float32(2.4801587642286904e-05) + z * (
+        np.float32(2.755731998149713e-07)))
+    small = np.float32(1.0) + z * (np.float32(0.5) + z * (
+        np.float32(0.0416666679084301) + z * q))
+    high, low, h = _half_exp_f32(_half_exp_argument_f32(magnitude, negligible))
+    moderate = high + (low + np.float32(0.25) / (high + low))
+    if x != x:
+        return x
+    if magnitude == math.inf:
+        return magnitude
+    if magnitude < np.float32(0.5):
+        return small
+    if magnitude < np.float32(9.0):
+        return moderate
+    return h
+
+
+FUNCTIONS = (*FUNCTIONS, "sinh", "cosh")
+
+
+# ------------------------------------------------------------------ inverse hyperbolic
+# arcsinh and arccosh as log(w) with w = |x| + sqrt(x*x +- 1) = 1 + u, computed as
+# log1p(u) is (log(1 + u) plus the rounding of 1 + u); past 2**28, log(|x|) + ln 2, so
+# huge arguments do not overflow.  arctanh as log1p(2|x| / (1 - |x|)) / 2, the argument
+# written 2|x| + 2x*x / (1 - |x|) below 1/2 (as glibc does).  Arguments outside the
+# domain get their NaN or infinity (and flag) from _log_of_nonpositive or a square root
+# of a negative number.
+
+
+def _log1p_parts_f64(u, error, huge, short):  # type: ignore[no-untyped-def]
+    """``log(1 + u + error)`` for a finite ``u >= 0`` and a tiny ``error`` (u's own
+    rounding error, to first order), or ``log(huge) + ln 2`` where ``huge`` (a finite
+    number, or 0.0 to take the first form); ``short``: to float32 accuracy."""
+    w = 1.0 + u
+    correction = ((u - (w - 1.0)) + error) / w
+    return _log_f64_reduced(huge if huge > 0.0 else w, short) + (
+        0.6931471805599453 if huge > 0.0 else correction)
+
+
+def _sqrt_with_error_f64(v):  # type: ignore[no-untyped-def]
+    """``sqrt(v)`` for ``v`` 0 or ``2**-60 <= v < 2**60``, and its rounding error to first
+    order: ``(v - s*s) / 2s`` (0 for 0), with ``s*s`` exact as the sum of products of
+    s's 26-bit high part and its low part (Dekker's split; no fused multiply-add needed)."""
+    s = np.sqrt(v)
+    high = np.int64(np.float64(s).view(np.int64) & -134217728).view(np.float64)
+    low = s - high
+    residual = ((v - high * high) - (high + high) * low) - low * low
+    return s, residual / max(s + s, 1e-300)  # (no 0 / 0 for v = 0)
+
+
+def arcsinh_f64(x):  # type: ignore[no-untyped-def]
+    return _arcsinh_f64(x, False)
+
+
+def _arcsinh_f64(x, short):  # type: ignore[no-untyped-def]
+    """``arcsinh(x)``; ``short``: to float32 accuracy."""
+    clean = x if x == x else 0.0
+    magnitude = abs(clean)
+    negligible = magnitude < 3.725290298461914e-09  # 2**-28: arcsinh(x) rounds to x
+    a = 0.0 if negligible else min(magnitude, 268435456.0)
+    t = a * a
+    c = t / (1.0 + np.sqrt(1.0 + t))
+    u = a + c  # asinh(a) = log1p(a + sqrt(1 + a*a) - 1)
+    error = 0.0 if short else (a - u) + c  # u's rounding error (Fast2Sum: a >= c)
+    huge = min(magnitude, 1.7976931348623157e308) if magnitude > 268435456.0 else 0.0
+    result = math.copysign(_log1p_parts_f64(u, error, huge, short), clean)
+    if x != x or magnitude == math.inf:
+        return x
+    if negligible:
+        return x + _subnormal_underflow_f64(clean)  # as numpy's, see sinh_f64
+    return result
+
+
+def arccosh_f64(x):  # type: ignore[no-untyped-def]
+    return _arccosh_f64(x, False)
+
+
+def _arccosh_f64(x, short):  # type: ignore[no-untyped-def]
+    """``arccosh(x)``; ``short``: to float32 accuracy (without carrying the rounding
+    errors of the square root along)."""
+    clean = x if x == x else 1.0
+    argument = min(max(clean, 1.0), 268435456.0)
+    t = argument - 1.0  # exact
+    # acosh(x) = log1p(x - 1 + sqrt(x*x - 1)): near 1 the rounding errors of the square
+    # root and of its argument are most of the result's, so they are carried along.
+    square = t * t
+    radicand = (t + t) + square
+    radicand_error = ((t + t) - radicand) + square if t <= 2.0 else \
+        (square - radicand) + (t + t)  # the larger term first: exact (Fast2Sum)
+    root, root_error = _sqrt_with_error_f64(radicand)
+    u = t + root
+    u_error = ((root - u) + t) + (root_error + radicand_error / max(root + root, 1e-300))
+    if short:
+        u_error = 0.0
+    huge = min(clean, 1.7976931348623157e308) if clean > 268435456.0 else 0.0
+    result = _log1p_parts_f64(u, u_error, huge, short)
+    if x != x or clean == math.inf:
+        return x
+    seen = hidden(clean)
+    if seen < 1.0:
+        return np.sqrt(seen - 1.0)  # NaN, with numpy's "invalid"
+    return result
+
+
+def arctanh_f64(x):  # type: ignore[no-untyped-def]
+    return _arctanh_f64(x, False)
+
+
+def _arctanh_f64(x, short):  # type: ignore[no-untyped-def]
+    """``arctanh(x)``; ``short``: to float32 accuracy."""
+    clean = x if x == x else 0.0
+    magnitude = abs(clean)
+    negligible = magnitude < 3.725290298461914e-09  # 2**-28: arctanh(x) rounds to x
+    a = 0.0 if negligible else min(magnitude, 0.9999999999999999)
+    d = 1.0 - a
+    t = a + a
+    c = t * a / d
+    u = t / d if a >= 0.5 else t + c
+    # below 1/2, u's rounding error (Fast2Sum: t >= c there)
+    error = 0.0 if (short or a >= 0.5) else (t - u) + c
+    result = math.copysign(0.5 * _log1p_parts_f64(u, error, 0.0, short), clean)
+    if x != x:
+        return x
+    if negligible:
+        return x + _subnormal_underflow_f64(clean)  # as numpy's, see sinh_f64
+    seen = hidden(magnitude)
+    if seen >= 1.0:
+        # 1 - |x| <= 0: +inf with "divide by zero" at 1, NaN with "invalid" beyond
+        return math.copysign(-_log_of_nonpositive(1.0 - seen), clean)
+    return result
+
+
+def arcsinh_f32(x):  # type: ignore[no-untyped-def]
+    clean = x if x == x else np.float32(0.0)
+    return np.float32(_arcsinh_f64(np.float64(x), True)) + _subnormal_underflow_f32(clean)
+
+
+def arccosh_f32(x):  # type: ignore[no-untyped-def]
+    return np.float32(_arccosh_f64(np.float64(x), True))
+
+
+def arctanh_f32(x):  # type: ignore[no-untyped-def]
+    clean = x if x == x else np.float32(0.0)
+    return np.float32(_arctanh_f64(np.float64(x), True)) + _subnormal_underflow_f32(clean)
+
+
+FUNCTIONS = (*FUNCTIONS, "arcsinh", "arccosh", "arctanh")
+
+
 HELPERS = tuple(
     name for name, value in list(globals().items())
     if callable(value) and not name.startswith("__") and value.__module__ == __name__
@@ -1229,4 +1698,4 @@ HELPERS = tuple(
 # and the error recoveries around them are computed as written.
 CONTRACTED = frozenset(name for name in HELPERS if name.endswith("_f32")) | {
     "_exp_f64_reduced", "_expm1_f64_reduced", "_log_f64_reduced", "_sin_kernel",
-    "_cos_kernel"}
+    "_cos_kernel", "_exp2_f64_finite", "_expm1_f64_kernel", "_half_exp_f64", "_log_series_f64"}

@@ -1,5 +1,6 @@
-"""The vectorisable functions of numfuse.vector_math (exp, log, expm1, log1p, tanh, sin,
-cos, tan, arctan, arcsin, arccos, and arctan2 of two arguments), compiled into kernels.
+"""The vectorisable functions of numfuse.vector_math (its FUNCTIONS: exp, log, expm1,
+log1p, tanh, sin, cos, tan, arctan, arcsin, arccos, cbrt, exp2, log2, log10, sinh, cosh,
+arcsinh, arccosh, arctanh; and arctan2 and hypot of two arguments), compiled into kernels.
 
 Each function is compared with numpy over wide ranges (both signs, subnormals, values past
 the overflow and underflow thresholds) and on the special values, where the result must be
@@ -65,8 +66,28 @@ def wide_values(function: str, dtype: type) -> np.ndarray:
         parts.append(multiples * (1.0 + rng.uniform(-1e-9, 1e-9, 20_000)))
     if function == "arctan":  # around the reduction's boundaries 7/16 ... 39/16
         parts.append(rng.uniform(-2.6, 2.6, 20_000))
+    parts.extend(_more_values(function, dtype, rng))
     with np.errstate(over="ignore"):
         return np.concatenate(parts).astype(dtype)
+
+
+def _more_values(function: str, dtype: type, rng: np.random.Generator) -> list[np.ndarray]:
+    """The regions of exp2, sinh, cosh, arccosh and arctanh the wide values miss."""
+    wide = dtype == np.float64
+    if function == "exp2":  # past overflow and underflow, integers
+        limit = 1100.0 if wide else 160.0
+        return [rng.uniform(-limit, limit, 20_000), np.arange(-limit, limit)]
+    if function in ("sinh", "cosh"):  # the moderate range, around the overflow threshold
+        edge = 710.0 if wide else 89.0
+        return [rng.uniform(-25.0, 25.0, 20_000), rng.uniform(edge - 5.0, edge + 2.0, 5_000),
+                -rng.uniform(edge - 5.0, edge + 2.0, 5_000)]
+    if function == "arccosh":  # near 1, and everything above it
+        return [1.0 + 10.0 ** rng.uniform(-16, 1, 20_000),
+                10.0 ** rng.uniform(0, 308 if wide else 38, 20_000)]
+    if function == "arctanh":  # (-1, 1), near its ends
+        ends = 1.0 - 10.0 ** rng.uniform(-16, 0, 10_000)
+        return [rng.uniform(-1.0, 1.0, 20_000), ends, -ends]
+    return []
 
 
 @pytest.fixture(scope="module")
@@ -184,6 +205,41 @@ FLAG_CASES += [
 ]
 
 
+# exp2, log2, log10, sinh, cosh and the inverse hyperbolic functions.
+FLAG_CASES += [
+    ("exp2", [2000.0], "overflow"),
+    ("exp2", [-2000.0], "underflow"),
+    ("exp2", [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -100.0, 10.5, -126.0], None),
+    ("log2", [-1.0], "invalid"),
+    ("log2", [-np.inf], "invalid"),
+    ("log2", [0.0], "divide by zero"),
+    ("log2", [-0.0, 2.0], "divide by zero"),
+    ("log2", [np.nan, np.inf, 1.0, 1e-30, 1e30, 1024.0], None),
+    ("log10", [-1.0], "invalid"),
+    ("log10", [-np.inf], "invalid"),
+    ("log10", [0.0], "divide by zero"),
+    ("log10", [-0.0, 10.0], "divide by zero"),
+    ("log10", [np.nan, np.inf, 1.0, 1e-30, 1e30, 1000.0], None),
+    ("sinh", [1000.0], "overflow"),
+    ("sinh", [-1000.0, 1.0], "overflow"),
+    ("sinh", [np.nan, np.inf, -np.inf, -0.0, 1e-30, 3.0, -3.0, 30.0, -80.0], None),
+    ("cosh", [1000.0], "overflow"),
+    ("cosh", [-1000.0, 0.5], "overflow"),
+    ("cosh", [np.nan, np.inf, -np.inf, -0.0, 1e-30, 3.0, -3.0, 30.0, -80.0], None),
+    ("arcsinh", [np.nan, np.inf, -np.inf, -0.0, 1e-30, 1e30, -1e30, 3.0, -0.5], None),
+    ("arccosh", [0.5], "invalid"),
+    ("arccosh", [-np.inf], "invalid"),
+    ("arccosh", [0.0, 2.0], "invalid"),
+    ("arccosh", [np.nan, np.inf, 1.0, 2.0, 1e30], None),
+    ("arctanh", [2.0], "invalid"),
+    ("arctanh", [-np.inf], "invalid"),
+    ("arctanh", [np.inf, 0.5], "invalid"),
+    ("arctanh", [1.0], "divide by zero"),
+    ("arctanh", [-1.0, 0.25], "divide by zero"),
+    ("arctanh", [np.nan, -0.0, 0.5, -0.999, 1e-30, 0.75], None),
+]
+
+
 def _floating_point_error(call, x: np.ndarray) -> str | None:  # type: ignore[no-untyped-def]
     with np.errstate(all="raise"):
         try:
@@ -240,9 +296,12 @@ def test_plain_python_versions_agree_with_numpy(function: str) -> None:
         helper = getattr(vector_math, f"{function}_f{np.dtype(dtype).itemsize * 8}")
         for value in (0.3, 1.7, 0.05):
             x = dtype(value)
-            with np.errstate(invalid="ignore"):  # outside the domain (arcsin(1.7))
+            with np.errstate(invalid="ignore"):  # outside the domain (arcsin(1.7), arctanh(1.7))
                 result = helper(x)
                 expected = getattr(np, function)(x)
+            if np.isnan(expected):
+                assert np.isnan(result)
+                continue
             if not np.isfinite(expected):
                 continue
             assert abs(float(result) - float(expected)) <= 2 * abs(float(np.spacing(expected)))
@@ -677,3 +736,138 @@ def test_environment_switch_keeps_libm_cbrt_and_hypot(tmp_path) -> None:
     output = subprocess.run([sys.executable, "-c", script], env=environment, check=True,
                             capture_output=True, text=True, timeout=300).stdout.split("\n")
     assert output[:2] == ["True True False", "True"]
+
+
+# ----------------------------------------------------------------- exp2, log2, log10
+def test_exp2_of_integers_is_exact(kernels) -> None:
+    for dtype in DTYPES:
+        limit = 1100 if dtype == np.float64 else 160
+        x = np.arange(-limit, limit).astype(dtype)
+        with np.errstate(all="ignore"):
+            expected = np.exp2(x)
+            result = kernels["exp2"](x)
+        np.testing.assert_array_equal(result, expected)
+
+
+def test_log2_of_powers_of_two_is_exact(kernels) -> None:
+    for dtype in DTYPES:
+        info = np.finfo(dtype)
+        k = np.arange(info.minexp - info.nmant, info.maxexp)
+        x = np.ldexp(np.ones(k.size, dtype), k)  # subnormal ones too
+        result = kernels["log2"](x)
+        np.testing.assert_array_equal(result, k.astype(dtype))
+        np.testing.assert_array_equal(result, np.log2(x))
+
+
+def test_log10_of_powers_of_ten_is_numpys(kernels) -> None:
+    for dtype in DTYPES:
+        high = 308 if dtype == np.float64 else 38
+        k = np.arange(-high, high + 1)
+        x = np.array([f"1e{n}" for n in k]).astype(dtype)  # the nearest dtype to 10**n
+        x = x[x > 0]
+        np.testing.assert_array_equal(kernels["log10"](x), np.log10(x))
+        exact = np.abs(k) <= (22 if dtype == np.float64 else 10)
+        np.testing.assert_array_equal(kernels["log10"](x[exact[-x.size:]]),
+                                      k[-x.size:][exact[-x.size:]].astype(dtype))
+
+
+# ----------------------------------------------------------------- sinh, cosh
+@pytest.mark.parametrize("function", ["sinh", "cosh"])
+def test_hyperbolic_functions_near_overflow_are_numpys(kernels, function: str) -> None:
+    # exp(710) overflows, sinh(710) and cosh(710) do not; both overflow past 710.4758.
+    x = np.tile(np.array([709.0, 709.9, 710.0, 710.47, -710.0, -710.47]), 20)
+    assert _floating_point_error(kernels[function], x) is None
+    expected = getattr(np, function)(x)
+    assert ulps(kernels[function](x), expected, np.float64).max() <= 2.0
+    x = np.tile(np.array([710.0, 710.48, 88.0]), 20)
+    assert _floating_point_error(kernels[function], x) == "overflow"
+    with np.errstate(over="ignore"):
+        assert_same_classes(kernels[function](x), getattr(np, function)(x), x)
+
+
+# ----------------------------------------------------------------- inverse hyperbolic
+def test_inverse_hyperbolic_functions_of_extreme_arguments(kernels) -> None:
+    big = np.array([1e300, -1e300, 1.7976931348623157e308, 3e8, 2.0**28, 2.0**28 + 2.0])
+    tiny = np.array([1e-300, -1e-300, 3e-9, -3.7e-9, 1e-8])
+    assert ulps(kernels["arcsinh"](big), np.arcsinh(big), np.float64).max() <= 1.0
+    np.testing.assert_array_equal(kernels["arcsinh"](tiny[:4]), tiny[:4])
+    np.testing.assert_array_equal(kernels["arctanh"](tiny[:4]), tiny[:4])
+    positive = np.abs(big)
+    assert ulps(kernels["arccosh"](positive), np.arccosh(positive), np.float64).max() <= 1.0
+    edges = np.array([1.0, np.nextafter(1.0, 2.0), 1.0 + 1e-10, 2.0])
+    assert ulps(kernels["arccosh"](edges), np.arccosh(edges), np.float64).max() <= 2.0
+    ends = np.array([np.nextafter(1.0, 0.0), -np.nextafter(1.0, 0.0), 0.5, -0.5])
+    assert ulps(kernels["arctanh"](ends), np.arctanh(ends), np.float64).max() <= 2.0
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda dtype: np.dtype(dtype).name)
+@pytest.mark.parametrize("function", ["sinh", "arcsinh", "arctanh", "cosh", "exp2"])
+def test_subnormal_arguments_underflow_like_numpy(kernels, function: str, dtype: type) -> None:
+    # numpy's sinh, arcsinh and arctanh return a subnormal argument with "underflow".
+    info = np.finfo(dtype)
+    for values in ([info.smallest_subnormal], [-info.smallest_normal / 3, 0.5],
+                   [info.smallest_normal, -0.0, np.nan, 1e-30, 2.0]):
+        x = np.tile(np.array(values, dtype=dtype), 40)
+        expected = _floating_point_error(getattr(np, function), x)
+        assert _floating_point_error(kernels[function], x) == expected
+        with np.errstate(all="ignore"):
+            result, expected_values = kernels[function](x), getattr(np, function)(x)
+            assert_same_classes(result, expected_values, x)
+            tiny = np.abs(x) < 1e-20
+            np.testing.assert_array_equal(result[tiny], expected_values[tiny])
+
+
+NEW_FUNCTIONS = ("exp2", "log2", "log10", "sinh", "cosh", "arcsinh", "arccosh", "arctanh")
+
+
+def test_environment_switch_keeps_libm_calls_of_the_new_functions(tmp_path) -> None:
+    script = textwrap.dedent(f"""
+        import numpy as np
+        import numfuse
+
+        names = {NEW_FUNCTIONS!r}
+        def all_of_them(x, y):
+            return tuple(getattr(np, name)(x + 1.0 if name == "arccosh" else
+                                           y if name == "arctanh" else x) for name in names)
+        for dtype in (np.float32, np.float64):
+            x = np.linspace(0.1, 3.0, 101, dtype=dtype)
+            y = np.linspace(-0.9, 0.9, 101, dtype=dtype)
+            compiled = numfuse.compile(all_of_them, x, y)
+            source = "".join(kernel.source for kernel in compiled.kernels)
+            print(any(name + "_f" in source for name in names),
+                  all(np.array_equal(a, b) for a, b in zip(compiled(x, y), all_of_them(x, y))))
+    """)
+    environment = dict(os.environ, NUMFUSE_VECTOR_MATH="0", NUMFUSE_CACHE_DIR=str(tmp_path))
+    output = subprocess.run([sys.executable, "-c", script], env=environment, check=True,
+                            capture_output=True, text=True, timeout=300).stdout.split("\n")
+    assert output[:2] == ["False True", "False True"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("function", NEW_FUNCTIONS)
+def test_float32_functions_over_every_binade(kernels, function: str) -> None:
+    # One float32 in every 61 (by bit pattern), both signs: all exponents, dense mantissas.
+    bits = np.arange(0, 0x7F800000, 61, dtype=np.int32)
+    x = np.concatenate([bits.view(np.float32), -bits.view(np.float32)])
+    with np.errstate(all="ignore"):
+        expected = getattr(np, function)(x)
+        exact = getattr(np, function)(x.astype(np.float64))
+        result = kernels[function](x)
+        in_range = np.abs(exact) <= np.finfo(np.float32).max
+    assert_same_classes(result, expected, x)
+    assert ulps(result[in_range], exact[in_range], np.float32).max() <= ULP_VS_EXACT[np.float32]
+    assert ulps(result, expected, np.float32).max() <= ULP_VS_NUMPY[np.float32]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda dtype: np.dtype(dtype).name)
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_fastmath_kernels_keep_the_functions_accurate(function: str, dtype: type) -> None:
+    # The kernel's reassociation must not reach the functions: their reductions and error
+    # terms rely on each rounding (reassociated, float64 log was off by 1e20 ulp).
+    x = wide_values(function, dtype)[::7]
+    jitted = numfuse.jit(_calling(getattr(np, function)), fastmath=True)
+    with np.errstate(all="ignore"):
+        expected = getattr(np, function)(x)
+        result = jitted(x)
+    assert_same_classes(result, expected, x)
+    assert ulps(result, expected, dtype).max() <= ULP_VS_NUMPY[dtype]

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
-from .. import kernel_lib
+from .. import kernel_lib, vector_math
 from . import numpy_loops
 from . import types as T
 from .types import BOOL, COMPLEX128, FLOAT32, FLOAT64, INT64, UINT64
@@ -1350,12 +1350,20 @@ class HelperCompiler:
 
 
 def _helper_flags(name: str, flags: Flags) -> Flags:
-    """A helper's fast-math flags: its own where it has them, else the kernel's."""
+    """A helper's fast-math flags: its own where it has them, else the kernel's, except
+    for ``vector_math``'s, which never take the kernel's: their reductions and error terms
+    rely on each rounding (reassociated, float64 ``log`` was off by 1e20 ulp) and on
+    signed zeros."""
     if name in kernel_lib.CONTRACTED:
         return ("contract",)
     if name in kernel_lib.REASSOCIATED:
         return ("reassoc",)
+    if name in _VECTOR_MATH_HELPERS:
+        return ()
     return tuple(sorted(flags))
+
+
+_VECTOR_MATH_HELPERS = frozenset(vector_math.HELPERS)
 
 
 @cache
