@@ -1,5 +1,5 @@
-"""Vectorisable exponentials, logarithms, tanh, trigonometric functions, cbrt and hypot for
-fused kernels.
+"""Vectorisable exponentials, logarithms, trigonometric and hyperbolic functions, cbrt and
+hypot for fused kernels.
 
 Compiled kernels call libm's scalar ``exp``/``log``/... once per element, and such a call
 keeps LLVM from vectorising the loop around it (numba's llvmlite has no vector math
