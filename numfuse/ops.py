@@ -332,7 +332,8 @@ _row("logaddexp", np.logaddexp, 2, EXPONENTIAL,
      f="logaddexp_f{bits}({0}, {1})" if vector_math.ENABLED else "logaddexp_float({0}, {1})",
      vjp=lambda g, ans, x, y: (g * np.exp(_finite_above(x) - _finite_above(ans)),
                                g * np.exp(_finite_above(y) - _finite_above(ans))))
-_row("logaddexp2", np.logaddexp2, 2, EXPONENTIAL, f="logaddexp2_float({0}, {1})",
+_row("logaddexp2", np.logaddexp2, 2, EXPONENTIAL,
+     f="logaddexp2_f{bits}({0}, {1})" if vector_math.ENABLED else "logaddexp2_float({0}, {1})",
      vjp=lambda g, ans, x, y: (g * np.exp2(_finite_above(x) - _finite_above(ans)),
                                g * np.exp2(_finite_above(y) - _finite_above(ans))))
 

@@ -605,6 +605,39 @@ def logaddexp_f32(x, y):  # type: ignore[no-untyped-def]
 
 
 
+
+# logaddexp2(x, y) = log2(2**x + 2**y), as numpy's: max(x, y) + log1p(2**-|x - y|) / ln 2,
+# equal arguments x + 1; the same care as logaddexp's (defined with exp2 further down).
+
+
+def logaddexp2_f64(x, y):  # type: ignore[no-untyped-def]
+    same = x == y
+    a = 0.0 if same else x
+    b = (0.0 if same else y) + 0.0
+    tmp = a - b
+    larger = a if tmp > 0 else b
+    result = larger + log1p_f64(exp2_f64(-abs(tmp))) * 1.4426950408889634
+    if same:
+        return x + 1.0
+    if tmp != tmp:
+        return tmp
+    return result
+
+
+def logaddexp2_f32(x, y):  # type: ignore[no-untyped-def]
+    same = x == y
+    a = np.float32(0.0) if same else x
+    b = (np.float32(0.0) if same else y) + np.float32(0.0)
+    tmp = a - b
+    larger = a if tmp > 0 else b
+    result = larger + log1p_f32(exp2_f32(-abs(tmp))) * np.float32(1.4426950408889634)
+    if same:
+        return x + np.float32(1.0)
+    if tmp != tmp:
+        return tmp
+    return result
+
+
 # ------------------------------------------------------------------ tan
 # sin / cos of the argument reduced as for sin and cos: in the quadrants where tan is
 # -cot, -cos(r) / sin(r), so one division in every lane and a divisor never zero (r is 0

@@ -871,3 +871,36 @@ def test_fastmath_kernels_keep_the_functions_accurate(function: str, dtype: type
         result = jitted(x)
     assert_same_classes(result, expected, x)
     assert ulps(result, expected, dtype).max() <= ULP_VS_NUMPY[dtype]
+
+
+# ------------------------------------------------------------------ logaddexp2
+# numpy's formula, max(x, y) + log1p(2**-|x - y|) / ln 2, loses the relative accuracy of
+# results near 0 to cancellation (numpy's own are up to ~20 ulp from the exact value
+# there): compared within a few ulp of the larger argument.
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda dtype: np.dtype(dtype).name)
+def test_logaddexp2_is_numpys(dtype: type) -> None:
+    kernel = numfuse.jit(_calling_binary(np.logaddexp2))
+    grid_x, grid_y = special_pairs(dtype)
+    rng = np.random.default_rng(5)
+    random_x = (rng.standard_normal(50_000) * 60.0).astype(dtype)
+    random_y = (random_x + rng.standard_normal(50_000) * rng.choice([0.1, 3.0, 80.0],
+                                                                     50_000)).astype(dtype)
+    x, y = np.concatenate([grid_x, random_x]), np.concatenate([grid_y, random_y])
+    with np.errstate(all="ignore"):
+        expected = np.logaddexp2(x, y)
+        result = kernel(x, y)
+        finite_x = np.where(np.isfinite(x), np.abs(x), 0.0)
+        finite_y = np.where(np.isfinite(y), np.abs(y), 0.0)
+        scale = np.spacing(np.maximum(np.maximum(finite_x, finite_y), 1.0).astype(dtype))
+    assert result.dtype == expected.dtype
+    assert_same_classes(result, expected, np.stack([x, y], axis=1))
+    finite = np.isfinite(expected)
+    assert (np.abs(result[finite] - expected[finite]) <= 4 * scale[finite]).all()
+    assert "logaddexp2_f" in kernel.compiled[next(iter(kernel.compiled))].kernels[0].source
+    for values, error in (([1.0, np.nan], "invalid"), ([np.inf, -np.inf, 1e30, -3.0], None)):
+        tile = np.tile(np.array(values, dtype=dtype), 40)
+        assert _floating_point_error(lambda t: np.logaddexp2(t, t[::-1].copy()), tile) == error
+        assert _floating_point_error(lambda t: kernel(t, t[::-1].copy()), tile) == error
+
