@@ -1350,16 +1350,18 @@ class HelperCompiler:
 
 
 def _helper_flags(name: str, flags: Flags) -> Flags:
-    """A helper's fast-math flags: its own where it has them, else the kernel's, except
-    for ``vector_math``'s, which never take the kernel's: their reductions and error terms
-    rely on each rounding (reassociated, float64 ``log`` was off by 1e20 ulp) and on
-    signed zeros."""
+    """A helper's fast-math flags: its own where it has them, else its caller's (the
+    kernel's, or the helper calling it), except for ``vector_math``'s, which take only
+    contraction from their caller: their reductions and error terms rely on each rounding
+    (reassociated, float64 ``log`` was off by 1e20 ulp) and on signed zeros."""
     if name in kernel_lib.CONTRACTED:
         return ("contract",)
     if name in kernel_lib.REASSOCIATED:
         return ("reassoc",)
     if name in _VECTOR_MATH_HELPERS:
-        return ()
+        # contraction alone passes on, from a contracted caller (the float32 functions'
+        # polynomials are fused multiply-adds); a fast-math kernel's flags never do
+        return ("contract",) if tuple(flags) == ("contract",) else ()
     return tuple(sorted(flags))
 
 
