@@ -12,6 +12,7 @@ against a more precise reference (float64 for float32, long double for float64).
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -380,6 +381,18 @@ def test_cube_roots_of_cubes_are_exact(kernels, dtype: type) -> None:
     cubes = scaled * scaled * scaled
     assert np.array_equal(kernels["cbrt"](cubes), scaled)
     assert np.array_equal(kernels["cbrt"](-cubes), -scaled)
+
+
+@pytest.mark.parametrize("function", ["tanh", "exp", "log1p"])
+def test_float32_polynomials_are_contracted(function: str) -> None:
+    """The float32 functions and every helper they call compile with contraction (fused
+    multiply-adds), float64 ones only in their polynomial kernels: the helpers a
+    contracted function calls take it on."""
+    x = np.linspace(0.5, 2.0, 64).astype(np.float32)
+    (kernel,) = numfuse.compile(_calling(getattr(np, function)), x).kernels
+    row = kernel.llvm_ir().split(".row(")[1].split("\n}\n")[0]
+    products = re.findall(r"= fmul( contract)? <8 x float>", row)
+    assert products and all(products), products  # every vector product may fuse
 
 
 def test_fused_float32_gelu_matches_numpy() -> None:
