@@ -576,66 +576,59 @@ def cos_f32(x):  # type: ignore[no-untyped-def]
 # the log1p term is never -0.0).
 
 
-def logaddexp_f64(x, y):  # type: ignore[no-untyped-def]
+def _logaddexp_f64(x, y, base2):  # type: ignore[no-untyped-def]
+    """logaddexp (natural, or base 2 when ``base2``: the branch is decided when inlined)."""
     same = x == y
     a = 0.0 if same else x
     b = (0.0 if same else y) + 0.0
     tmp = a - b
     larger = a if tmp > 0 else b
-    result = larger + log1p_f64(exp_f64(-abs(tmp)))
+    if base2:
+        result = larger + log1p_f64(exp2_f64(-abs(tmp))) * 1.4426950408889634
+    else:
+        result = larger + log1p_f64(exp_f64(-abs(tmp)))
     if same:
-        return x + 0.6931471805599453
+        return x + (1.0 if base2 else 0.6931471805599453)
     if tmp != tmp:
         return tmp
     return result
+
+
+def _logaddexp_f32(x, y, base2):  # type: ignore[no-untyped-def]
+    same = x == y
+    a = np.float32(0.0) if same else x
+    b = (np.float32(0.0) if same else y) + np.float32(0.0)
+    tmp = a - b
+    larger = a if tmp > 0 else b
+    if base2:
+        result = larger + log1p_f32(exp2_f32(-abs(tmp))) * np.float32(1.4426950408889634)
+    else:
+        result = larger + log1p_f32(exp_f32(-abs(tmp)))
+    if same:
+        return x + (np.float32(1.0) if base2 else np.float32(0.6931471805599453))
+    if tmp != tmp:
+        return tmp
+    return result
+
+
+def logaddexp_f64(x, y):  # type: ignore[no-untyped-def]
+    return _logaddexp_f64(x, y, False)
 
 
 def logaddexp_f32(x, y):  # type: ignore[no-untyped-def]
-    same = x == y
-    a = np.float32(0.0) if same else x
-    b = (np.float32(0.0) if same else y) + np.float32(0.0)
-    tmp = a - b
-    larger = a if tmp > 0 else b
-    result = larger + log1p_f32(exp_f32(-abs(tmp)))
-    if same:
-        return x + np.float32(0.6931471805599453)
-    if tmp != tmp:
-        return tmp
-    return result
-
-
+    return _logaddexp_f32(x, y, False)
 
 
 # logaddexp2(x, y) = log2(2**x + 2**y), as numpy's: max(x, y) + log1p(2**-|x - y|) / ln 2,
-# equal arguments x + 1; the same care as logaddexp's (defined with exp2 further down).
+# equal arguments x + 1 (exp2 is defined further down).
 
 
 def logaddexp2_f64(x, y):  # type: ignore[no-untyped-def]
-    same = x == y
-    a = 0.0 if same else x
-    b = (0.0 if same else y) + 0.0
-    tmp = a - b
-    larger = a if tmp > 0 else b
-    result = larger + log1p_f64(exp2_f64(-abs(tmp))) * 1.4426950408889634
-    if same:
-        return x + 1.0
-    if tmp != tmp:
-        return tmp
-    return result
+    return _logaddexp_f64(x, y, True)
 
 
 def logaddexp2_f32(x, y):  # type: ignore[no-untyped-def]
-    same = x == y
-    a = np.float32(0.0) if same else x
-    b = (np.float32(0.0) if same else y) + np.float32(0.0)
-    tmp = a - b
-    larger = a if tmp > 0 else b
-    result = larger + log1p_f32(exp2_f32(-abs(tmp))) * np.float32(1.4426950408889634)
-    if same:
-        return x + np.float32(1.0)
-    if tmp != tmp:
-        return tmp
-    return result
+    return _logaddexp_f32(x, y, True)
 
 
 # ------------------------------------------------------------------ tan
