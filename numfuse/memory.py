@@ -6,21 +6,24 @@ first touch: glibc's malloc returns large freed blocks to the operating system a
 logp/grad: 2.4 ms into fresh arrays, 0.36 ms into reused ones.
 
 **The pool** (on by default) keeps the blocks of large kernel outputs for reuse, as the
-caching allocators of JAX and PyTorch do.  ``empty`` hands out an ordinary ndarray whose
-``.base`` is a ``_Lease`` holding its block; views keep their base alive, so the block
-comes back to the pool only when the array and every view of it are gone (the lease's
-``__del__``), and is never handed out while anything references it.  Blocks are
-anonymous memory mappings (page-aligned) in size classes (at most 1/8 larger than asked);
-arrays smaller than ``min_bytes`` come from numpy's allocator as usual (glibc reuses
-freed memory of that size without new page faults).  The pool keeps at most ``limit``
-bytes of free blocks (default: 1/8 of the RAM, at most 2 GiB), releases free blocks
-unused for ``idle_seconds`` or passed over by ``idle_allocations`` allocations (a daemon
-thread watches while the pool holds blocks), releases them all before retrying a mapping
-that failed, and gives free blocks back first when a new one would take its footprint
-over the limit.  ``pool()`` reads and changes the settings (``NUMFUSE_MEMORY_POOL=0``
-turns it off, ``NUMFUSE_MEMORY_POOL_LIMIT=512M`` bounds it, both read at import);
-``pool_stats()`` reports it; ``release_pool()`` empties it.  A pickled result unpickles
-to an ordinary array; a forked child keeps its parent's blocks.
+caching allocators of JAX and PyTorch do.  ``empty`` hands out an ordinary ndarray made
+on a block's memory mapping, its ``.base``; views reference it or the array, so the
+mapping has more references than the block's own exactly while an array on it lives.
+The pool looks (``_Block.lent``) instead of being told: an allocation takes a free block
+of its size class, else the oldest lent block of the class whose arrays are gone (a
+reference count, no finaliser), else maps a new one — so a block is never handed out
+while anything references it.  Blocks are private anonymous memory mappings
+(page-aligned; a forked child's are its own copies) in size classes (at most 1/8 larger
+than asked); arrays smaller than ``min_bytes`` come from numpy's allocator as usual.
+The pool keeps at most ``limit`` bytes of free blocks (default: 1/8 of the RAM, at most
+2 GiB), releases free blocks unused for ``idle_seconds`` or passed over by
+``idle_allocations`` allocations (a daemon thread watches while the pool holds blocks),
+releases them all before retrying a mapping that failed, and gives free blocks back
+first when a new one would take its footprint over the limit.  ``pool()`` reads and
+changes the settings (``NUMFUSE_MEMORY_POOL=0`` turns it off,
+``NUMFUSE_MEMORY_POOL_LIMIT=512M`` bounds it, both read at import); ``pool_stats()``
+reports it; ``release_pool()`` empties it.  A pickled result unpickles to an ordinary
+array.
 
 **``retain_freed_memory()``** instead asks glibc to keep freed blocks: allocations up to
 ``limit`` bytes come from the heap and freed memory is not trimmed back to the system.  It
@@ -32,7 +35,6 @@ numfuse.  Elsewhere than glibc it does nothing and returns False.
 from __future__ import annotations
 
 import collections
-import contextlib
 import ctypes
 import ctypes.util
 import dataclasses
@@ -40,6 +42,7 @@ import gc
 import math
 import mmap
 import os
+import sys
 import threading
 import time
 import warnings
@@ -53,6 +56,8 @@ _M_MMAP_THRESHOLD = -3
 
 _HUGE_PAGES_FROM = 4 << 20  # bytes: blocks this large ask for transparent huge pages
 _EXPIRY_EVERY = 16  # allocations between checks for blocks left unused too long
+_RECLAIM_SCAN = 8  # lent blocks an allocation looks at, at most, before it maps a new one
+_PRIVATE = {"flags": mmap.MAP_PRIVATE} if hasattr(mmap, "MAP_PRIVATE") else {}
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
@@ -83,11 +88,12 @@ class PoolSettings:
 
     enabled: bool = True
     limit: int = 2 << 30  # bytes of free blocks kept at most
-    # Smaller arrays come from numpy's allocator: glibc reuses freed blocks up to 32 MiB
-    # (its mmap threshold rises to the size of the largest block freed), and pooled blocks,
-    # all page-aligned, ran slower than glibc's at 1e5-1e6 elements in the benchmark suite
-    # (probably inputs and outputs at equal page offsets aliasing in the store buffer).
-    min_bytes: int = 32 << 20
+    # Smaller arrays come from numpy's allocator: glibc serves blocks this small from its
+    # heap, and a lease costs a few hundred nanoseconds more than its allocation.  From
+    # 256 KiB glibc maps and unmaps blocks (or trims its heap) on every call unless a
+    # larger block was freed before: a 1e5-element logp/grad took 4-8x as long into
+    # glibc's memory as into the pool's, in a process that had not freed a larger block.
+    min_bytes: int = 256 << 10
     idle_seconds: float = 10.0  # a free block unused this long is released
     idle_allocations: int = 256  # ... or passed over by this many pool allocations
 
@@ -119,47 +125,40 @@ def size_class(nbytes: int) -> int:
 
 class _Block:
     """A block of memory: an anonymous private mapping of ``size`` bytes (page-aligned,
-    so 64-byte-aligned; not an ndarray, so arrays made on it keep their lease as their
-    base); ``returned`` and ``tick`` are when it last came back to the pool (time and
-    allocation count)."""
+    so 64-byte-aligned; private, so a forked child's copy never shares its pages with the
+    parent's); ``returned`` and ``tick`` are when the pool last found it free (time and
+    allocation count).  Every array on the block references the mapping, directly (the
+    one made on it) or through other arrays (its views), so the block is lent exactly
+    while the mapping has more references than the block's own (``lent``)."""
 
     __slots__ = ("mapping", "returned", "size", "tick")
 
     def __init__(self, size: int) -> None:
-        self.mapping = mmap.mmap(-1, size)
+        self.mapping = mmap.mmap(-1, size, **_PRIVATE)
         if size >= _HUGE_PAGES_FROM and hasattr(mmap, "MADV_HUGEPAGE"):
             self.mapping.madvise(mmap.MADV_HUGEPAGE)  # as numpy does for large arrays
         self.size = size
         self.returned = 0.0
         self.tick = 0
 
-
-class _Lease(np.ndarray):
-    """The array an array handed out by the pool is a view of (its ``base``), holding
-    the block lent to it: collected once that array and all its views are gone, it gives
-    the block back (``__del__``).  Its own base is the block's mapping, not an ndarray,
-    so numpy never skips it when it links a view to the memory's owner."""
-
-    __slots__ = ("block",)
-    block: _Block
-
-    def __del__(self) -> None:
-        # at interpreter shutdown there may be no pool left to give the block back to
-        with contextlib.suppress(Exception):
-            _pool.give_back(self.block)
+    def lent(self) -> bool:
+        return sys.getrefcount(self.mapping) > _UNREFERENCED
 
 
 class _Pool:
-    """Free blocks by size class and in the order they came back (oldest first), under
-    one lock.  A block coming back while the lock is taken (by another thread, or by
-    this one when the garbage collector runs a lease's ``__del__`` inside the pool)
-    waits in ``pending`` until the next holder of the lock takes it in."""
+    """Blocks by size class: free ones (``free``, and all of them in the order the pool
+    found them free, oldest first, in ``order``) and lent ones (``lent``, oldest lease
+    first), under one lock.  A lent block is found free again by looking (``_reclaim``):
+    when an allocation of its size class finds no free block, at a miss (every class),
+    and when the pool reports or trims itself.  No finaliser runs when an array goes, so
+    nothing ever runs inside the pool behind its lock's back."""
 
     def __init__(self, settings: PoolSettings) -> None:
         self.settings = settings
         self._reset_locks()
         self.free: dict[int, list[_Block]] = {}
         self.order: dict[_Block, None] = {}
+        self.lent: dict[int, collections.deque[_Block]] = {}
         self.cached = 0
         self.leased = 0
         self.leased_blocks = 0
@@ -170,44 +169,27 @@ class _Pool:
 
     def _reset_locks(self) -> None:
         self.lock = threading.Lock()
-        self.pending: collections.deque[_Block] = collections.deque()
         self.wake = threading.Event()
         self.trimmer: threading.Thread | None = None
-
-    def lease(self, shape: tuple[int, ...], dtype: np.dtype, nbytes: int) -> np.ndarray:
-        with self.lock:
-            block = self._take(size_class(nbytes))
-        lease = np.ndarray.__new__(_Lease, shape, dtype, block.mapping)
-        lease.block = block
-        return lease.view(np.ndarray)
-
-    def give_back(self, block: _Block) -> None:
-        if not self.lock.acquire(blocking=False):
-            self.pending.append(block)
-            return
-        try:
-            self._put(block)
-        finally:
-            self.lock.release()
 
     def configure(self, settings: PoolSettings) -> None:
         with self.lock:
             self.settings = settings
-            self._take_pending()
+            self._reclaim_all()
             self._shrink(settings.limit if settings.enabled else 0)
             self._expire(time.monotonic())
         self.wake.set()
 
     def release(self) -> int:
         with self.lock:
-            self._take_pending()
+            self._reclaim_all()
             before = self.released
             self._shrink(0)
             return self.released - before
 
     def stats(self) -> PoolStats:
         with self.lock:
-            self._take_pending()
+            self._reclaim_all()
             return PoolStats(self.settings.enabled, self.settings.limit, self.cached,
                              len(self.order), self.leased, self.leased_blocks, self.hits,
                              self.misses, self.released)
@@ -215,28 +197,67 @@ class _Pool:
     # everything below runs under the lock
 
     def _take(self, size: int) -> _Block:
-        if self.pending:
-            self._take_pending()
         self.ticks += 1
-        blocks = self.free.get(size)
-        if blocks:
-            block = blocks.pop()  # the most recently returned: likeliest still in cache
-            del self.order[block]
-            self.cached -= size
+        if not self.ticks % _EXPIRY_EVERY:
+            self._expire(time.monotonic())
+        lent = self.lent.get(size)
+        if lent is None:
+            lent = self.lent[size] = collections.deque()
+        elif lent and not self.free.get(size) and not lent[0].lent():
+            # the common case, a block whose arrays are gone since its last lease: lent
+            # again at once (the oldest lease of the class, likeliest to be gone)
+            self.hits += 1
+            block = lent.popleft()
+            lent.append(block)
+            return block
+        block = self._free_block(size)
+        if block is not None:
             self.hits += 1
         else:
             self.misses += 1
+            self._reclaim_all()
             self._expire(time.monotonic())
             # the pool's footprint stays within its limit as far as free blocks allow
             self._shrink(self.settings.limit - self.leased - size)
             block = self._new_block(size)
-        if not self.ticks % _EXPIRY_EVERY:
-            self._expire(time.monotonic())
         self.leased += size
         self.leased_blocks += 1
+        lent.append(block)
         if self.trimmer is None:
             self._start_trimmer()
         return block
+
+    def _free_block(self, size: int) -> _Block | None:
+        """A free block of ``size`` bytes taken out of the free blocks — the most recently
+        found free (likeliest still in cache) —, looking among the oldest
+        ``_RECLAIM_SCAN`` lent ones of the class when none is known to be free."""
+        blocks = self.free.get(size)
+        if not blocks:
+            self._reclaim(size, _RECLAIM_SCAN)
+            blocks = self.free.get(size)
+            if not blocks:
+                return None
+        block = blocks.pop()
+        del self.order[block]
+        self.cached -= size
+        return block
+
+    def _reclaim(self, size: int, most: int) -> None:
+        """Look at up to ``most`` of the lent blocks of ``size`` bytes, oldest first,
+        taking back those no array references any more."""
+        lent = self.lent.get(size)
+        if not lent:
+            return
+        for _ in range(min(most, len(lent))):
+            block = lent.popleft()
+            if block.lent():
+                lent.append(block)
+            else:
+                self._put(block)
+
+    def _reclaim_all(self) -> None:
+        for size, lent in list(self.lent.items()):
+            self._reclaim(size, len(lent))
 
     def _new_block(self, size: int) -> _Block:
         try:
@@ -244,7 +265,7 @@ class _Pool:
         except (MemoryError, OSError):
             self._shrink(0)
             gc.collect()  # arrays in reference cycles may hold blocks
-            self._take_pending()
+            self._reclaim_all()
             self._shrink(0)
         try:
             return _Block(size)
@@ -253,6 +274,8 @@ class _Pool:
                               f"result ({error}); free memory, or use out= arrays") from None
 
     def _put(self, block: _Block) -> None:
+        """A block no array references any more: free (or released, if the pool is off
+        or the block larger than its limit)."""
         self.leased -= block.size
         self.leased_blocks -= 1
         settings = self.settings
@@ -266,10 +289,6 @@ class _Pool:
         self.cached += block.size
         if self.cached > settings.limit:
             self._shrink(settings.limit)
-
-    def _take_pending(self) -> None:
-        while self.pending:
-            self._put(self.pending.popleft())
 
     def _shrink(self, cached: int) -> None:
         """Release free blocks, oldest first, until at most ``cached`` bytes are free."""
@@ -294,7 +313,8 @@ class _Pool:
 
     def _start_trimmer(self) -> None:
         """Free blocks must go even when no call comes: a daemon thread runs while the
-        pool holds any block, releasing them once idle."""
+        pool holds any block, taking back the blocks of arrays gone and releasing free
+        ones once idle."""
         self.trimmer = threading.Thread(target=self._trim, name="numfuse-pool-trimmer",
                                         daemon=True)
         self.trimmer.start()
@@ -305,7 +325,7 @@ class _Pool:
             self.wake.wait(wait)
             self.wake.clear()
             with self.lock:
-                self._take_pending()
+                self._reclaim_all()
                 now = time.monotonic()
                 self._expire(now)
                 if not self.order and not self.leased_blocks:
@@ -318,10 +338,7 @@ class _Pool:
 
     def after_fork(self) -> None:
         """In a forked child: fresh locks and no trimmer thread (it was not copied)."""
-        blocks = list(self.pending)
         self._reset_locks()
-        for block in blocks:
-            self._put(block)
 
 
 def _default_settings() -> PoolSettings:
@@ -332,15 +349,26 @@ def _default_settings() -> PoolSettings:
     return PoolSettings(limit=min(memory // 8, 2 << 30))
 
 
+
+
+def _references_unlent() -> int:
+    """The references of a block's mapping when no array is on it (the block's, and
+    ``sys.getrefcount``'s argument's), counted as ``_Block.lent`` counts them."""
+    block = _Block(1 << 12)
+    return sys.getrefcount(block.mapping)
+
+
+_UNREFERENCED = _references_unlent()
 _pool = _Pool(_default_settings())
-# The fewest elements of an array ``empty`` may take from the pool (none when it is off):
-# ``min_bytes`` over the widest element (complex128), a cheap test callers make on a
-# loop's length before working out exact shapes and dtypes.
-_WIDEST_ELEMENT = 16
+# The fewest elements of the arrays callers take from ``empty`` (a cheap test on a loop's
+# length, made before working out exact shapes and dtypes; none when the pool is off):
+# ``min_bytes`` over float64's 8 bytes.  Shorter arrays of wider elements (complex128)
+# come from numpy's allocator.
+_POOLED_ELEMENT = 8
 
 
 def _elements_floor(settings: PoolSettings) -> int:
-    return -(-settings.min_bytes // _WIDEST_ELEMENT) if settings.enabled else 1 << 62
+    return -(-settings.min_bytes // _POOLED_ELEMENT) if settings.enabled else 1 << 62
 
 
 pooled_from = _elements_floor(_pool.settings)
@@ -351,14 +379,36 @@ if hasattr(os, "register_at_fork"):
 def empty(shape: Sequence[int], dtype: Any) -> np.ndarray:
     """A new uninitialised C-contiguous array: from the pool when it is on and the array
     is large enough (``PoolSettings.min_bytes``), else from numpy's allocator."""
-    dtype = np.dtype(dtype)
-    shape = tuple(shape)
+    try:
+        size = _sizes[shape, dtype]  # type: ignore[index]
+    except (KeyError, TypeError):  # a new shape and dtype, or a shape given as a list
+        shape, dtype = tuple(shape), np.dtype(dtype)
+        size = _size_of(shape, dtype, _pool.settings)
+        if len(_sizes) >= _SIZES_KEPT:
+            _sizes.clear()
+        _sizes[shape, dtype] = size
+    if not size:
+        return np.empty(shape, dtype)
+    with _pool.lock:
+        block = _pool._take(size)
+    return np.ndarray(shape, dtype, block.mapping)
+
+
+def _size_of(shape: tuple[int, ...], dtype: np.dtype, settings: PoolSettings) -> int:
+    """The size class of the block an array of ``shape`` and ``dtype`` takes from the
+    pool, or 0 when it comes from numpy's allocator."""
     nbytes = math.prod(shape) * dtype.itemsize
-    settings = _pool.settings
     if not settings.enabled or nbytes < settings.min_bytes or nbytes > settings.limit or \
             dtype.kind not in "biufc":
-        return np.empty(shape, dtype)
-    return _pool.lease(shape, dtype, nbytes)
+        return 0
+    return size_class(nbytes)
+
+
+# ``_size_of`` for the (shape, dtype) of the arrays ``empty`` made lately (their calls
+# repeat: the cost of working it out was a third of a lease); emptied when the settings
+# change.
+_sizes: dict[tuple[Any, Any], int] = {}
+_SIZES_KEPT = 1024
 
 
 def pool(*, enabled: bool | None = None, limit: int | None = None,
@@ -395,6 +445,7 @@ def pool(*, enabled: bool | None = None, limit: int | None = None,
     if changes:
         settings = dataclasses.replace(_pool.settings, **changes)
         _pool.configure(settings)
+        _sizes.clear()
         pooled_from = _elements_floor(settings)
     return _pool.settings
 

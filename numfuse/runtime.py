@@ -498,18 +498,34 @@ def _pooled_outputs(step: KernelStep, operands: Sequence[Any]) -> tuple[Any, ...
     allocates them in the call) when they are too small for it.  Only ``(n)`` outputs are
     made here: per-row partials are left to numpy (None in the tuple)."""
     layout = step.operands
-    if not operands or not layout.operands[layout.core][2]:
+    if not operands or (layout.loop_bound(operands) if layout.rows
+                        else operands[layout.core].size) < memory.pooled_from:
         return None
-    core = operands[layout.core]
-    if (layout.loop_bound(operands) if layout.rows else core.size) < memory.pooled_from or \
-            step.placeholder:
+    specs = _output_specs(step, operands)
+    return None if specs is None else _outputs_of(specs)
+
+
+OutputSpec = tuple[tuple[int, ...], np.dtype] | None  # an output's shape and dtype
+
+
+def _output_specs(step: KernelStep, operands: Sequence[Any]) -> tuple[OutputSpec, ...] | None:
+    """The shape and dtype of each ``(n)`` output of a call on ``operands`` (None for
+    the others: per-row partials), or None when the kernel has none or is a
+    placeholder."""
+    layout = step.operands
+    if not operands or not layout.operands[layout.core][2] or step.placeholder or \
+            not any(step.kernel.generated.core_outputs):
         return None
     loops = {value.shape[:value.ndim - rank] for value, rank
              in zip(operands, layout.ranks, strict=True) if isinstance(value, np.ndarray)}
     shape = (*(loops.pop() if len(loops) == 1 else np.broadcast_shapes(*loops)),
-             core.shape[-1])
-    return tuple(memory.empty(shape, dtype) if is_core else None for dtype, is_core
+             operands[layout.core].shape[-1])
+    return tuple((shape, np.dtype(dtype)) if is_core else None for dtype, is_core
                  in zip(step.out_dtypes, step.kernel.generated.core_outputs, strict=True))
+
+
+def _outputs_of(specs: tuple[OutputSpec, ...]) -> tuple[Any, ...]:
+    return tuple(None if spec is None else memory.empty(*spec) for spec in specs)
 
 
 class Runner(Protocol):
@@ -1104,20 +1120,24 @@ def _call_plan(program: Program, args: Sequence[Any]) -> CallPlan | None:
     loop = max(np.size(core), layout.loop_bound(presented)) if layout.rows else np.size(core)
     slots = tuple(slot for slot, _prepare, _core in layout.operands)
     operands = _operands_of(slots, shapes, len(args))
+    specs = _output_specs(step, presented)
     if operands is None and not step.completions and _structured(program) is None:
-        return CallPlan(step.ufunc, policy, int(loop), program.interpret)
-    run = _shaped_run(program, step, policy, slots, operands, presented, int(loop))
+        return CallPlan(step.ufunc, policy, int(loop),
+                        program.fast or program.interpret if specs is None else
+                        _pooled_run(program, step, policy, slots, specs, int(loop)))
+    run = _shaped_run(program, step, policy, slots, operands, presented, specs, int(loop))
     return CallPlan(run, _NO_SHORTCUT, int(loop), run)
 
 
 def _shaped_run(program: Program, step: KernelStep, policy: threads.ThreadPolicy,
                 slots: tuple[int, ...],
                 operands: Callable[[Sequence[Any]], Sequence[Any]] | None,
-                presented: Sequence[Any], loop: int) -> Callable[[Sequence[Any]], Any]:
+                presented: Sequence[Any], specs: tuple[OutputSpec, ...] | None,
+                loop: int) -> Callable[[Sequence[Any]], Any]:
     """``run(args)`` of a ``CallPlan`` whose kernel reads reshaped or reordered
     arguments (``operands``; None: the arguments) or completes fused reductions;
-    ``presented`` are the operands of the arguments the plan was made for, ``loop`` its
-    loop's size."""
+    ``presented`` are the operands of the arguments the plan was made for, ``specs``
+    their ``(n)`` outputs (``_output_specs``), ``loop`` its loop's size."""
     layout = step.operands
     core = presented[layout.core]
     length = np.shape(core)[-1] if np.ndim(core) else 1
@@ -1138,14 +1158,15 @@ def _shaped_run(program: Program, step: KernelStep, policy: threads.ThreadPolicy
                        and np.ndim(value))
 
     def shaped(args: Sequence[Any]) -> Any:
-        if loop >= policy.small or loop >= memory.pooled_from:  # split, or pooled outputs
-            return general(args)
+        if loop >= policy.small:  # a call the thread policy may split
+            return fast(args)
         values = args if operands is None else operands(args)
         for position, itemsize in contiguous:
             if values[position].strides[-1] != itemsize:
                 return fast(args)
         try:
-            results = ufunc(*values)
+            results = ufunc(*values) if specs is None or loop < memory.pooled_from else \
+                ufunc(*values, out=_outputs_of(specs))
         except ValueError:
             _raise_broadcast_error([args[slot] for slot in slots])
             raise
@@ -1155,7 +1176,7 @@ def _shaped_run(program: Program, step: KernelStep, policy: threads.ThreadPolicy
             return results.reshape(())[()] if isinstance(results, np.ndarray) else results
         if whole is not None:
             return whole.complete(results, length, False)
-        if as_they_come:
+        if as_they_come and (specs is None or loop < memory.pooled_from):
             # a whole 1-d reduction's one partial, a 0-d output of a call without out=,
             # comes back as a numpy scalar: the value
             completed = results
@@ -1166,6 +1187,29 @@ def _shaped_run(program: Program, step: KernelStep, policy: threads.ThreadPolicy
         return completed if structured is None else structured(completed)
 
     return shaped
+
+
+def _pooled_run(program: Program, step: KernelStep, policy: threads.ThreadPolicy,
+                slots: tuple[int, ...], specs: tuple[OutputSpec, ...],
+                loop: int) -> Callable[[Sequence[Any]], Any]:
+    """``run(args)`` of a ``CallPlan`` whose kernel reads the arguments as they are and
+    makes ``(n)`` outputs (``specs``, see ``_output_specs``), for loops too large for its
+    ``gufunc`` shortcut: the kernel alone, its outputs from the memory pool, unless the
+    thread policy may split the call."""
+    ufunc, large = step.ufunc, program.fast or program.interpret
+    single = len(specs) == 1
+
+    def pooled(args: Sequence[Any]) -> Any:
+        if loop >= policy.small:
+            return large(args)
+        try:
+            results = ufunc(*args, out=_outputs_of(specs))
+        except ValueError:
+            _raise_broadcast_error([args[slot] for slot in slots])
+            raise
+        return results[0] if single and isinstance(results, tuple) else results
+
+    return pooled
 
 
 def _passes_partial(completion: ReductionCompletion, length: int) -> bool:
