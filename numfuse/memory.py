@@ -207,9 +207,9 @@ class _Pool:
             # the common case, a block whose arrays are gone since its last lease: lent
             # again at once (the oldest lease of the class, likeliest to be gone)
             self.hits += 1
-            block = lent.popleft()
-            lent.append(block)
-            return block
+            again = lent.popleft()
+            lent.append(again)
+            return again
         block = self._free_block(size)
         if block is not None:
             self.hits += 1
