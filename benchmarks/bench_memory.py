@@ -141,7 +141,7 @@ def speed_report(sizes: list[int], repeats: int) -> str:
         "Time per call, each call's results kept until the next call replaces them; in "
         "brackets the speed-up over numpy measured in the same process (numpy's median ÷ "
         "the implementation's). *pool*: numfuse's default (outputs of "
-        f"{DEFAULT_MIN_BYTES >> 20} MiB and more "
+        f"{DEFAULT_MIN_BYTES >> 10} KiB and more "
         "from its pool); *fresh*: numfuse with outputs from numpy's allocator; *retain*: "
         "numfuse with fresh outputs in a process started with `NUMFUSE_RETAIN_MEMORY=1` "
         "(glibc keeps freed blocks for every allocation, numpy's included: its numpy "

@@ -1158,16 +1158,20 @@ def _shaped_run(program: Program, step: KernelStep, policy: threads.ThreadPolicy
                        and np.ndim(value))
 
     def shaped(args: Sequence[Any]) -> Any:
-        if loop >= policy.small:  # a call the thread policy may split
-            return fast(args)
         values = args if operands is None else operands(args)
         for position, itemsize in contiguous:
             if values[position].strides[-1] != itemsize:
                 return fast(args)
+        large = loop >= policy.small  # a call the thread policy may split
+        outs = None if specs is None or loop < memory.pooled_from else _outputs_of(specs)
         try:
-            results = ufunc(*values) if specs is None or loop < memory.pooled_from else \
-                ufunc(*values, out=_outputs_of(specs))
+            if large:
+                results = policy.call(list(values), outs)
+            else:
+                results = ufunc(*values) if outs is None else ufunc(*values, out=outs)
         except ValueError:
+            if large:  # as in ``_fast_path``
+                return general(args)
             _raise_broadcast_error([args[slot] for slot in slots])
             raise
         if not completions:
@@ -1176,7 +1180,7 @@ def _shaped_run(program: Program, step: KernelStep, policy: threads.ThreadPolicy
             return results.reshape(())[()] if isinstance(results, np.ndarray) else results
         if whole is not None:
             return whole.complete(results, length, False)
-        if as_they_come and (specs is None or loop < memory.pooled_from):
+        if as_they_come and outs is None and not large:
             # a whole 1-d reduction's one partial, a 0-d output of a call without out=,
             # comes back as a numpy scalar: the value
             completed = results
@@ -1194,17 +1198,19 @@ def _pooled_run(program: Program, step: KernelStep, policy: threads.ThreadPolicy
                 loop: int) -> Callable[[Sequence[Any]], Any]:
     """``run(args)`` of a ``CallPlan`` whose kernel reads the arguments as they are and
     makes ``(n)`` outputs (``specs``, see ``_output_specs``), for loops too large for its
-    ``gufunc`` shortcut: the kernel alone, its outputs from the memory pool, unless the
-    thread policy may split the call."""
-    ufunc, large = step.ufunc, program.fast or program.interpret
+    ``gufunc`` shortcut: the kernel, its outputs from the memory pool, called alone or
+    through the thread policy."""
+    ufunc, general = step.ufunc, program.interpret
     single = len(specs) == 1
 
     def pooled(args: Sequence[Any]) -> Any:
-        if loop >= policy.small:
-            return large(args)
+        outs = _outputs_of(specs)
+        large = loop >= policy.small  # a call the thread policy may split
         try:
-            results = ufunc(*args, out=_outputs_of(specs))
+            results = policy.call(list(args), outs) if large else ufunc(*args, out=outs)
         except ValueError:
+            if large:  # as in ``_fast_path``
+                return general(args)
             _raise_broadcast_error([args[slot] for slot in slots])
             raise
         return results[0] if single and isinstance(results, tuple) else results
