@@ -79,6 +79,9 @@ MIN_PASS_COLUMNS = 256
 # Splitting continues while (one-thread estimate) / (split time) stays at least this.
 MIN_GAIN = 1.2
 RETRY_EVERY = 16
+# A split this much faster per thread than the single-thread estimate shows the estimate
+# wrong (caches shared by more threads gain some tens of percent, not this).
+IMPOSSIBLE_GAIN = 1.25
 MAX_RETRY_EVERY = 512
 # A single-threaded call of at least this many elements measures the kernel's cost.
 CALIBRATE_ELEMENTS = 16384
@@ -374,12 +377,12 @@ class ThreadPolicy:
         due = known.large % (RETRY_EVERY if paying else known.retry) == 0
         split = count > 1 and known.measured and paying != due
         if split and chunked:
-            return self._timed_split(known, expected, self._chunked, operands, rows, length,
-                                     outs, count)
+            return self._timed_split(known, expected, threads, self._chunked, operands,
+                                     rows, length, outs, count)
         if split:
             plan = split_plan(length, rows, count, depth, cut_core=not self.folds)
             if plan is not None:
-                return self._timed_split(known, expected, self._split, operands, ranks,
+                return self._timed_split(known, expected, threads, self._split, operands, ranks,
                                          rows, length, outs, *plan)
         start = time.perf_counter()
         if chunked:
@@ -396,13 +399,20 @@ class ThreadPolicy:
         return results
 
     @staticmethod
-    def _timed_split(known: SizeClass, expected: float, run: Callable[..., Any],
-                     *arguments: Any) -> Any:
-        """``run(*arguments)``, a split call, updating ``known.gain`` with its speed-up
-        over the single-thread estimate ``expected``."""
+    def _timed_split(known: SizeClass, expected: float, threads: int,
+                     run: Callable[..., Any], *arguments: Any) -> Any:
+        """``run(*arguments)``, a split call on up to ``threads`` threads, updating
+        ``known.gain`` with its speed-up over the single-thread estimate ``expected``.
+        A speed-up beyond the thread count means the estimate is wrong — measured on a
+        call slowed by the first touch of its memory —: the class measures its cost
+        again, on one thread, at its next call (else it would go on splitting calls
+        that one thread runs faster, until its next due single-threaded call)."""
         start = time.perf_counter()
         results = run(*arguments)
         observed = expected / max(time.perf_counter() - start, 1e-9)
+        if observed > threads * IMPOSSIBLE_GAIN:
+            known.measured = False
+            return results
         known.gain = 0.7 * known.gain + 0.3 * observed
         known.retry = next_retry(known.retry, known.gain)
         return results

@@ -267,6 +267,22 @@ def test_the_single_thread_cost_is_the_least_measured_not_a_mean(chunk_calls):
     assert known.cost < measured * 10
 
 
+def test_a_split_faster_than_its_threads_can_be_measures_the_cost_again(chunk_calls):
+    """A first call slowed by faulting in its memory leaves an estimate no thread count
+    can beat fairly: the split that 'gains' beyond its threads makes the next call run on
+    one thread and measure again, instead of splitting calls one thread runs faster."""
+    x = RNG.standard_normal(600_000)
+    compiled = numfuse.compile(logp_and_sums, x, 0.25, threads=2)
+    compiled(x, 0.25)
+    (known,) = compiled.program.runners[0].calls.classes.values()
+    measured = known.cost
+    known.cost = measured * 100  # as if the first call had been slowed 100-fold; paying
+    compiled(x, 0.25)
+    assert len(chunk_calls) == 1 and not known.measured
+    assert_same(compiled(x, 0.25), logp_and_sums(x, 0.25))  # one thread, measuring
+    assert len(chunk_calls) == 1 and known.measured and known.cost < measured * 10
+
+
 # ------------------------------------------- fused reductions: the same bits on any thread count
 
 CHUNK, FROM = threads.REDUCTION_CHUNK, threads.CHUNKED_FROM
