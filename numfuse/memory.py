@@ -18,8 +18,10 @@ than asked); arrays smaller than ``min_bytes`` come from numpy's allocator as us
 The pool keeps at most ``limit`` bytes of free blocks (default: 1/8 of the RAM, at most
 2 GiB), releases free blocks unused for ``idle_seconds`` or passed over by
 ``idle_allocations`` allocations (a daemon thread watches while the pool holds blocks),
-releases them all before retrying a mapping that failed, and gives free blocks back
-first when a new one would take its footprint over the limit.  ``pool()`` reads and
+releases them all before retrying a mapping that failed (failing again, the array comes
+from numpy's allocator, as do those of the next few hundred allocations: the system
+bounds the number of mappings), and gives free blocks back first when a new one would
+take its footprint over the limit.  ``pool()`` reads and
 changes the settings (``NUMFUSE_MEMORY_POOL=0`` turns it off,
 ``NUMFUSE_MEMORY_POOL_LIMIT=512M`` bounds it, both read at import); ``pool_stats()``
 reports it; ``release_pool()`` empties it.  A pickled result unpickles to an ordinary
@@ -57,6 +59,7 @@ _M_MMAP_THRESHOLD = -3
 _HUGE_PAGES_FROM = 4 << 20  # bytes: blocks this large ask for transparent huge pages
 _EXPIRY_EVERY = 16  # allocations between checks for blocks left unused too long
 _RECLAIM_SCAN = 8  # lent blocks an allocation looks at, at most, before it maps a new one
+_UNMAPPABLE_FOR = 256  # allocations from numpy's allocator after a mapping failed twice
 _PRIVATE = {"flags": mmap.MAP_PRIVATE} if hasattr(mmap, "MAP_PRIVATE") else {}
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
@@ -166,6 +169,7 @@ class _Pool:
         self.misses = 0
         self.released = 0
         self.ticks = 0
+        self.unmappable_until = 0  # no block is mapped before this allocation count
 
     def _reset_locks(self) -> None:
         self.lock = threading.Lock()
@@ -196,7 +200,7 @@ class _Pool:
 
     # everything below runs under the lock
 
-    def _take(self, size: int) -> _Block:
+    def _take(self, size: int) -> _Block | None:
         self.ticks += 1
         if not self.ticks % _EXPIRY_EVERY:
             self._expire(time.monotonic())
@@ -220,6 +224,8 @@ class _Pool:
             # the pool's footprint stays within its limit as far as free blocks allow
             self._shrink(self.settings.limit - self.leased - size)
             block = self._new_block(size)
+            if block is None:
+                return None
         self.leased += size
         self.leased_blocks += 1
         lent.append(block)
@@ -259,7 +265,13 @@ class _Pool:
         for size, lent in list(self.lent.items()):
             self._reclaim(size, len(lent))
 
-    def _new_block(self, size: int) -> _Block:
+    def _new_block(self, size: int) -> _Block | None:
+        """A new block, or None when mapping one fails twice (out of memory, or of
+        mappings: the system bounds their number, ``vm.max_map_count``); the pool then
+        maps none for its next ``_UNMAPPABLE_FOR`` allocations, which come from numpy's
+        allocator."""
+        if self.ticks < self.unmappable_until:
+            return None
         try:
             return _Block(size)
         except (MemoryError, OSError):
@@ -269,9 +281,9 @@ class _Pool:
             self._shrink(0)
         try:
             return _Block(size)
-        except (MemoryError, OSError) as error:
-            raise MemoryError(f"numfuse's memory pool could not map {size} bytes for a "
-                              f"result ({error}); free memory, or use out= arrays") from None
+        except (MemoryError, OSError):
+            self.unmappable_until = self.ticks + _UNMAPPABLE_FOR
+            return None
 
     def _put(self, block: _Block) -> None:
         """A block no array references any more: free (or released, if the pool is off
@@ -391,6 +403,8 @@ def empty(shape: Sequence[int], dtype: Any) -> np.ndarray:
         return np.empty(shape, dtype)
     with _pool.lock:
         block = _pool._take(size)
+    if block is None:  # no block could be mapped
+        return np.empty(shape, dtype)
     return np.ndarray(shape, dtype, block.mapping)
 
 
