@@ -296,6 +296,11 @@ class Jitted:
         # kernels read strided operands); an array's shape comes first, and a type never
         # equals a shape, so a dtype is only compared with a dtype (dtype("f8") == float).
         self._calls: dict[tuple[Any, ...], CallPlan] = {}
+        # The plan of the latest call through the call cache, with its guard (``_guard``:
+        # whether arguments are of its kind, tested without building their key) and the
+        # generation it belongs to; the guards of the plans kept, by key.
+        self._last: tuple[Callable[..., bool], CallPlan, int] | None = None
+        self._guards: dict[tuple[Any, ...], Callable[..., bool]] = {}
         # Counts the changes of how arguments are specialised (static, per shape), each of
         # which empties _by_key and _calls: a runner made before one is not kept.
         self._generation = 0
@@ -353,6 +358,8 @@ class Jitted:
         self._generation += 1
         self._by_key.clear()
         self._calls.clear()
+        self._guards.clear()
+        self._last = None
 
     def _static_key(self, index: int, value: Any) -> Any:
         """What identifies a static argument's value among compilations."""
@@ -490,18 +497,28 @@ class Jitted:
         if not kwargs:
             # The hot path: arguments of exactly these kinds ran before (the call cache,
             # see ``_calls``); their plan has everything decided.  Written out here, as
-            # each function call would cost a few percent of a small call.
+            # each function call would cost a few percent of a small call.  Arguments of
+            # the latest call's kind pass its guard; others are looked up by their key.
+            last = self._last
             key: tuple[Any, ...] | None = ()
-            for value in args:
-                kind = type(value)
-                if kind is _ndarray:
-                    key += (value.shape, value.dtype)  # type: ignore[operator]
-                elif kind is float or kind is int or kind is complex:
-                    key += (kind,)  # type: ignore[operator]
-                else:
-                    key = None  # not a plain array or Python number: no plan kept
-                    break
-            plan = self._calls.get(key) if key is not None else None
+            plan: CallPlan | None
+            if last is not None and last[0](*args) and last[2] == self._generation:
+                plan = last[1]
+            else:
+                for value in args:
+                    kind = type(value)
+                    if kind is _ndarray:
+                        key += (value.shape, value.dtype)  # type: ignore[operator]
+                    elif kind is float or kind is int or kind is complex:
+                        key += (kind,)  # type: ignore[operator]
+                    else:
+                        key = None  # not a plain array or Python number: no plan kept
+                        break
+                plan = self._calls.get(key) if key is not None else None
+                if plan is not None:
+                    guard = self._guards.get(key)  # type: ignore[arg-type]
+                    if guard is not None:
+                        self._last = (guard, plan, self._generation)
             if plan is not None:
                 gufunc, policy, loop, run = plan
                 # the kernel alone, on the arguments as they are, making outputs too
@@ -551,9 +568,11 @@ class Jitted:
                 self._by_key[key] = compiled = found
             if exact is not None and len(self._calls) < CALL_CACHE_SIZE:
                 plan = compiled.program.call_plan(args)
+                guard = _guard(exact)
                 with self._lock:
                     if generation == self._generation:
                         self._calls[exact] = plan
+                        self._guards[exact] = guard
             return compiled.run(args)
         except CallShapeError as error:
             return self._per_shape(args, {}, error)
@@ -721,6 +740,35 @@ class _Identity:
 
 
 _ndarray = np.ndarray
+_MISSING = object()
+
+
+def _guard(key: tuple[Any, ...]) -> Callable[..., bool]:
+    """A function of a call's arguments telling whether they are of exactly the kinds
+    ``key`` (a key of ``Jitted._calls``) describes — as many, each plain ndarray of its
+    shape and dtype (the same dtype object: an equal one fails the guard and is looked up
+    by its key), each Python number of its type —, without building their key: the
+    test written out as one expression (``exec``), about a third of the key's cost."""
+    tests: list[str] = []
+    constants: dict[str, Any] = {"ndarray": _ndarray, "MISSING": _MISSING}
+    parts = iter(key)
+    count = 0
+    for part in parts:
+        name = f"a{count}"
+        if isinstance(part, tuple):  # an array's shape, then its dtype
+            constants[f"s{count}"], constants[f"d{count}"] = part, next(parts)
+            tests.append(f"type({name}) is ndarray and {name}.shape == s{count} "
+                         f"and {name}.dtype is d{count}")
+        else:  # a Python number's type
+            constants[f"k{count}"] = part
+            tests.append(f"type({name}) is k{count}")
+        count += 1
+    parameters = "".join(f"a{index}=MISSING, " for index in range(count))
+    body = " and ".join(["not rest", *tests])
+    exec(f"def guard({parameters}*rest):\n    return {body}\n", constants)
+    return constants["guard"]  # type: ignore[no-any-return]
+
+
 _GENERAL: Any = object()  # Jitted._signature_call's "take the general path"
 
 

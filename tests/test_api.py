@@ -993,6 +993,30 @@ def test_nested_results_of_one_kernel_take_the_kernels_shortcut():
         assert plan.run.__name__ == "shaped"  # the kernel's shortcut, not Program.interpret
 
 
+class Subclass(np.ndarray):
+    pass
+
+
+def test_the_latest_kind_of_arguments_is_recognised_by_its_guard():
+    jitted = numfuse.jit(lambda x, mu: (x - mu) * 2.0)
+    x, y = np.arange(5.0), np.arange(6.0)
+    for args in [(x, 0.5), (x, 0.5), (y, 0.5), (x, 1), (x, 1)]:  # kept from its 2nd call
+        assert_same(jitted(*args), (args[0] - args[1]) * 2.0)
+    guard, plan, _generation = jitted._last
+    assert plan is jitted._calls[((5,), np.dtype("float64"), int)]
+    assert guard(x, 2)
+    assert not guard(x, 2.0) and not guard(y, 2) and not guard(x.astype(np.float32), 2)
+    assert not guard(x) and not guard(x, 2, 3) and not guard(x.view(Subclass), 2)
+    assert not guard(x, True)  # a bool is not an int here, as in the key
+    # an equal dtype that is another object: looked up by its key instead
+    same = x.view(np.dtype(np.float64, metadata={"unit": "m"}))
+    assert not guard(same, 2)
+    assert_same(jitted(same, 1), (x - 1) * 2.0)
+    assert_same(jitted(x.astype(">f8"), 1), (x - 1) * 2.0)
+    with pytest.raises(TypeError):
+        jitted(x)  # one argument missing: numpy's own error, no plan
+
+
 def test_the_call_cache_leaves_large_calls_to_the_thread_policy():
     x = np.random.default_rng(8).standard_normal(300_000)
     jitted = numfuse.jit(logp_and_grad)
