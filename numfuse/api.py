@@ -296,11 +296,13 @@ class Jitted:
         # kernels read strided operands); an array's shape comes first, and a type never
         # equals a shape, so a dtype is only compared with a dtype (dtype("f8") == float).
         self._calls: dict[tuple[Any, ...], CallPlan] = {}
-        # The plan of the latest call through the call cache, with its guard (``_guard``:
-        # whether arguments are of its kind, tested without building their key) and the
-        # generation it belongs to; the guards of the plans kept, by key.
-        self._last: tuple[Callable[..., bool], CallPlan, int] | None = None
-        self._guards: dict[tuple[Any, ...], Callable[..., bool]] = {}
+        # The plan of the latest call through the call cache with its guards (``_guard``:
+        # whether arguments are of its kind, tested without building their key, and that
+        # test fused with the plan's direct gufunc call); the guards of the plans kept, by
+        # key.  Set only under _lock by a call that saw the current generation.
+        self._last: tuple[Callable[..., bool], CallPlan, Callable[..., Any]] | None = None
+        self._guards: dict[tuple[Any, ...],
+                           tuple[Callable[..., bool], CallPlan, Callable[..., Any]]] = {}
         # Counts the changes of how arguments are specialised (static, per shape), each of
         # which empties _by_key and _calls: a runner made before one is not kept.
         self._generation = 0
@@ -501,10 +503,22 @@ class Jitted:
             # the latest call's kind pass its guard; others are looked up by their key.
             last = self._last
             key: tuple[Any, ...] | None = ()
-            plan: CallPlan | None
-            if last is not None and last[0](*args) and last[2] == self._generation:
-                plan = last[1]
-            else:
+            plan: CallPlan | None = None
+            if last is not None:
+                try:
+                    result = last[2](*args)  # the plan's gufunc, if the arguments are its kind
+                except ValueError as error:
+                    self._raise_numpys_error(args, kwargs, error)
+                    raise_broadcast_error(args)
+                    raise
+                except OverflowError:  # a Python int beyond 64 bits: _numpy_runs
+                    return self._general_call(args, kwargs)
+                if result is not _MISS:
+                    return result
+                if last[0](*args):
+                    plan = last[1]
+            if plan is None:
+                generation = self._generation
                 for value in args:
                     kind = type(value)
                     if kind is _ndarray:
@@ -516,9 +530,11 @@ class Jitted:
                         break
                 plan = self._calls.get(key) if key is not None else None
                 if plan is not None:
-                    guard = self._guards.get(key)  # type: ignore[arg-type]
-                    if guard is not None:
-                        self._last = (guard, plan, self._generation)
+                    guards = self._guards.get(key)  # type: ignore[arg-type]
+                    if guards is not None:
+                        with self._lock:
+                            if generation == self._generation:
+                                self._last = guards
             if plan is not None:
                 gufunc, policy, loop, run = plan
                 # the kernel alone, on the arguments as they are, making outputs too
@@ -568,11 +584,11 @@ class Jitted:
                 self._by_key[key] = compiled = found
             if exact is not None and len(self._calls) < CALL_CACHE_SIZE:
                 plan = compiled.program.call_plan(args)
-                guard = _guard(exact)
+                guards = _guard(exact, plan)
                 with self._lock:
                     if generation == self._generation:
                         self._calls[exact] = plan
-                        self._guards[exact] = guard
+                        self._guards[exact] = guards
             return compiled.run(args)
         except CallShapeError as error:
             return self._per_shape(args, {}, error)
@@ -741,16 +757,24 @@ class _Identity:
 
 _ndarray = np.ndarray
 _MISSING = object()
+_MISS = object()  # a direct guard's "not these arguments, or not a direct call"
 
 
-def _guard(key: tuple[Any, ...]) -> Callable[..., bool]:
-    """A function of a call's arguments telling whether they are of exactly the kinds
-    ``key`` (a key of ``Jitted._calls``) describes — as many, each plain ndarray of its
-    shape and dtype (the same dtype object: an equal one fails the guard and is looked up
-    by its key), each Python number of its type —, without building their key: the
-    test written out as one expression (``exec``), about a third of the key's cost."""
+def _guard(key: tuple[Any, ...], plan: CallPlan
+           ) -> tuple[Callable[..., bool], CallPlan, Callable[..., Any]]:
+    """``(guard, plan, direct)`` for the plan of arguments of the kind ``key`` (a key of
+    ``Jitted._calls``) describes: ``guard(*args)`` tells whether arguments are of exactly
+    that kind — as many, each plain ndarray of its shape and dtype (the same dtype
+    object: an equal one fails the guard and is looked up by its key), each Python number
+    of its type —, without building their key; ``direct(*args)`` is, for such arguments
+    when the plan's loop is one the thread policy does not split and the memory pool does
+    not serve, ``plan.gufunc(*args)`` (the small call's whole work), and ``_MISS``
+    otherwise.  Both are written out as one expression (``exec``): about a third of the
+    key's cost, and one Python call for a small call's dispatch."""
     tests: list[str] = []
-    constants: dict[str, Any] = {"ndarray": _ndarray, "MISSING": _MISSING}
+    constants: dict[str, Any] = {"ndarray": _ndarray, "MISSING": _MISSING, "MISS": _MISS,
+                                 "gufunc": plan.gufunc, "policy": plan.policy,
+                                 "memory": memory, "LOOP": plan.loop}
     parts = iter(key)
     count = 0
     for part in parts:
@@ -764,9 +788,15 @@ def _guard(key: tuple[Any, ...]) -> Callable[..., bool]:
             tests.append(f"type({name}) is k{count}")
         count += 1
     parameters = "".join(f"a{index}=MISSING, " for index in range(count))
-    body = " and ".join(["not rest", *tests])
-    exec(f"def guard({parameters}*rest):\n    return {body}\n", constants)
-    return constants["guard"]  # type: ignore[no-any-return]
+    arguments = ", ".join(f"a{index}" for index in range(count))
+    test = " and ".join(["not rest", *tests])
+    exec(f"def guard({parameters}*rest):\n"
+         f"    return {test}\n"
+         f"def direct({parameters}*rest):\n"
+         f"    if {test} and LOOP < policy.small and LOOP < memory.pooled_from:\n"
+         f"        return gufunc({arguments})\n"
+         f"    return MISS\n", constants)
+    return constants["guard"], plan, constants["direct"]
 
 
 _GENERAL: Any = object()  # Jitted._signature_call's "take the general path"

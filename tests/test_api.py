@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import dataclasses
+import mmap
 import warnings
 
 import numpy as np
@@ -13,6 +14,8 @@ from conftest import assert_like_numpy, assert_same, check, line_of, numpy_resul
 
 import numfuse
 import numfuse.api
+from numfuse import memory
+from numfuse.api import _MISS as MISS
 
 X = np.linspace(-2.0, 3.0, 7)
 M = np.arange(12.0).reshape(3, 4) - 4.5
@@ -1002,9 +1005,12 @@ def test_the_latest_kind_of_arguments_is_recognised_by_its_guard():
     x, y = np.arange(5.0), np.arange(6.0)
     for args in [(x, 0.5), (x, 0.5), (y, 0.5), (x, 1), (x, 1)]:  # kept from its 2nd call
         assert_same(jitted(*args), (args[0] - args[1]) * 2.0)
-    guard, plan, _generation = jitted._last
+    guard, plan, direct = jitted._last
     assert plan is jitted._calls[((5,), np.dtype("float64"), int)]
     assert guard(x, 2)
+    # the small call's whole work: its gufunc, for arguments of the kind only
+    assert_same(direct(x, 2), (x - 2) * 2.0)
+    assert direct(x, 2.0) is MISS and direct(y, 2) is MISS and direct(x, 2, 3) is MISS
     assert not guard(x, 2.0) and not guard(y, 2) and not guard(x.astype(np.float32), 2)
     assert not guard(x) and not guard(x, 2, 3) and not guard(x.view(Subclass), 2)
     assert not guard(x, True)  # a bool is not an int here, as in the key
@@ -1024,6 +1030,26 @@ def test_the_call_cache_leaves_large_calls_to_the_thread_policy():
         assert_same(jitted(x, 0.5), logp_and_grad(x, 0.5))
     (plan,) = jitted._calls.values()
     assert plan.loop == x.size and plan.loop >= plan.policy.small  # each call asks the policy
+    _guard, _plan, direct = jitted._last
+    assert direct(x, 0.5) is MISS  # never the gufunc alone
+
+
+def test_a_small_call_stops_going_straight_to_its_gufunc_when_the_pool_takes_it():
+    x = np.random.default_rng(9).standard_normal(4096)
+    jitted = numfuse.jit(logp_and_grad)
+    for _ in range(2):
+        assert_same(jitted(x, 0.5), logp_and_grad(x, 0.5))
+    _guard, _plan, direct = jitted._last
+    assert direct(x, 0.5) is not MISS
+    settings = memory.pool()
+    memory.pool(min_bytes=x.nbytes)
+    try:
+        assert direct(x, 0.5) is MISS  # read at each call, not when the guard was made
+        logp, grad = jitted(x, 0.5)
+        assert_same((logp, grad), logp_and_grad(x, 0.5))
+        assert isinstance(logp.base, mmap.mmap)  # the pool's memory
+    finally:
+        memory.pool(**dataclasses.asdict(settings))
 
 
 # ------------------------------------------------------------------ the retry policy
