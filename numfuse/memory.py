@@ -10,8 +10,9 @@ caching allocators of JAX and PyTorch do.  ``empty`` hands out an ordinary ndarr
 on a block's memory mapping, its ``.base``; views reference it or the array, so the
 mapping has more references than the block's own exactly while an array on it lives.
 The pool looks (``_Block.lent``) instead of being told: an allocation takes a free block
-of its size class, else the oldest lent block of the class whose arrays are gone (a
-reference count, no finaliser), else maps a new one — so a block is never handed out
+of its size class, else a lent block of the class whose arrays are gone (a reference
+count, no finaliser; the newest such lease first: the memory last written, still in the
+caches), else maps a new one — so a block is never handed out
 while anything references it.  Blocks are private anonymous memory mappings
 (page-aligned; a forked child's are its own copies) in size classes (at most 1/8 larger
 than asked); arrays smaller than ``min_bytes`` come from numpy's allocator as usual.
@@ -59,6 +60,7 @@ _M_MMAP_THRESHOLD = -3
 _HUGE_PAGES_FROM = 4 << 20  # bytes: blocks this large ask for transparent huge pages
 _EXPIRY_EVERY = 16  # allocations between checks for blocks left unused too long
 _RECLAIM_SCAN = 8  # lent blocks an allocation looks at, at most, before it maps a new one
+_RECENT_SCAN = 4  # newest lent blocks an allocation looks at first for one to lend again
 _UNMAPPABLE_FOR = 256  # allocations from numpy's allocator after a mapping failed twice
 _PRIVATE = {"flags": mmap.MAP_PRIVATE} if hasattr(mmap, "MAP_PRIVATE") else {}
 _TRUE = ("1", "true", "yes", "on")
@@ -148,6 +150,26 @@ class _Block:
         return sys.getrefcount(self.mapping) > _UNREFERENCED
 
 
+def _again(lent: collections.deque[_Block]) -> _Block | None:
+    """A block of ``lent`` (a class's leases, oldest first) whose arrays are gone, moved to
+    the newest end: the newest such lease among the ``_RECENT_SCAN`` newest — the memory
+    last written, likeliest still in the caches (the results of a call dropped before the
+    next one, or those of the call before when each call's results live until the next
+    has returned) —, else the oldest lease if it is gone; None when neither is."""
+    for index in range(-1, -1 - min(_RECENT_SCAN, len(lent)), -1):
+        block = lent[index]
+        if not block.lent():
+            if index != -1:
+                del lent[index]
+                lent.append(block)
+            return block
+    block = lent[0]
+    if block.lent():
+        return None
+    lent.rotate(-1)
+    return block
+
+
 class _Pool:
     """Blocks by size class: free ones (``free``, and all of them in the order the pool
     found them free, oldest first, in ``order``) and lent ones (``lent``, oldest lease
@@ -207,13 +229,13 @@ class _Pool:
         lent = self.lent.get(size)
         if lent is None:
             lent = self.lent[size] = collections.deque()
-        elif lent and not self.free.get(size) and not lent[0].lent():
+        elif lent and not self.free.get(size):
             # the common case, a block whose arrays are gone since its last lease: lent
-            # again at once (the oldest lease of the class, likeliest to be gone)
-            self.hits += 1
-            again = lent.popleft()
-            lent.append(again)
-            return again
+            # again at once
+            again = _again(lent)
+            if again is not None:
+                self.hits += 1
+                return again
         block = self._free_block(size)
         if block is not None:
             self.hits += 1

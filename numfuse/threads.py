@@ -352,14 +352,16 @@ class ThreadPolicy:
         call, which measures the cost.  A fused reduction along long rows is chunked
         either way (``_chunked``), on one thread or several."""
         step = self.step
+        threads = self._threads()
+        if threads == 1 and not self.folds:  # nothing to decide, nor to measure
+            return step.ufunc(*operands) if outs is None else step.ufunc(*operands, out=outs)
         ranks = step.operands.ranks
         rows = self._rows(operands)
         core = operands[step.operands.core]
         length = np.shape(core)[-1]
         chunked = self.folds and length >= self.chunk_from and self._aligned(operands,
                                                                               length)
-        threads = self._threads()
-        if threads == 1:  # nothing to decide, nor to measure
+        if threads == 1:
             if chunked:
                 return self._chunked(operands, rows, length, outs, 1)
             return step.ufunc(*operands) if outs is None else step.ufunc(*operands, out=outs)

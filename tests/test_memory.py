@@ -149,6 +149,29 @@ def test_a_dropped_result_gives_its_block_to_the_next_call(x):
     assert_same((logp, grad), logp_and_grad(x, 0.5))
 
 
+def test_the_blocks_written_last_are_lent_again_first(x):
+    """Results dropped at once reuse the same two blocks (the memory last written, still
+    in the caches), however many blocks of the class the pool holds; results kept until
+    the next call has returned cycle through four."""
+    jitted = single_threaded(logp_and_grad)
+    held = [jitted(x, mu) for mu in (0.0, 1.0, 2.0, 3.0)]  # eight blocks of the class
+    del held
+    def addresses(results):
+        return {result.ctypes.data for result in results}
+
+    last = addresses(jitted(x, 0.25))
+    for mu in (0.5, 0.75, 1.0):
+        assert addresses(jitted(x, mu)) == last
+    seen = []
+    results = jitted(x, 0.0)
+    for mu in (1.0, 2.0, 3.0, 4.0):
+        results = jitted(x, mu)  # the previous results live until this call returns
+        seen.append(addresses(results))
+        assert_same(results, logp_and_grad(x, mu))
+    assert seen[0] == seen[2] and seen[1] == seen[3] and not seen[0] & seen[1]
+    assert memory.pool_stats().cached_blocks + memory.pool_stats().leased_blocks == 8
+
+
 def test_a_block_is_never_reused_while_a_view_of_it_lives(x):
     jitted = single_threaded(logp_and_grad)
     logp, grad = jitted(x, 0.25)
