@@ -151,11 +151,11 @@ class _Block:
 
 
 def _again(lent: collections.deque[_Block]) -> _Block | None:
-    """A block of ``lent`` (a class's leases, oldest first) whose arrays are gone, moved to
-    the newest end: the newest such lease among the ``_RECENT_SCAN`` newest — the memory
-    last written, likeliest still in the caches (the results of a call dropped before the
-    next one, or those of the call before when each call's results live until the next
-    has returned) —, else the oldest lease if it is gone; None when neither is."""
+    """The newest of the ``_RECENT_SCAN`` newest leases of ``lent`` (a class's leases,
+    oldest first) whose arrays are gone, moved to the newest end, or None: the memory last
+    written, likeliest still in the caches (the results of a call dropped before the next
+    one, or those of the call before when each call's results live until the next has
+    returned), preferred to the blocks found free earlier."""
     for index in range(-1, -1 - min(_RECENT_SCAN, len(lent)), -1):
         block = lent[index]
         if not block.lent():
@@ -163,11 +163,7 @@ def _again(lent: collections.deque[_Block]) -> _Block | None:
                 del lent[index]
                 lent.append(block)
             return block
-    block = lent[0]
-    if block.lent():
-        return None
-    lent.rotate(-1)
-    return block
+    return None
 
 
 class _Pool:
@@ -229,9 +225,8 @@ class _Pool:
         lent = self.lent.get(size)
         if lent is None:
             lent = self.lent[size] = collections.deque()
-        elif lent and not self.free.get(size):
-            # the common case, a block whose arrays are gone since its last lease: lent
-            # again at once
+        else:
+            # the common case, a recent lease whose arrays are gone: lent again at once
             again = _again(lent)
             if again is not None:
                 self.hits += 1
