@@ -34,15 +34,16 @@ float32 results in the subnormal range may raise "underflow" where numpy's SIMD 
 not (or the reverse), and numpy's float32 sin and cos of tiny arguments raise it where
 these do not; underflow is ignored by default (``np.errstate``).
 
-float32 tan, arctan, arctan2, arcsin and arccos compute in float32 (see their sections;
-float32 tan takes the float64 C library's value, rounded once, where sin and cos do).
-Largest errors against the exact value (float32 / float64): tan 0.61 / 1.11 (float32: over
-every float32 up to 1e5), arctan 0.73 / 0.82, arcsin 0.84 / 0.83, arccos 0.87 / 0.88,
-arctan2 0.79 / 1.0 (numpy's own float32 arctan2 is up to 1.38 ulp off, numpy 2.4's float32
-tan 3.6).  Like the C library's, tan, arctan and arcsin raise "underflow" for subnormal
-arguments, arctan2 for subnormal angles.  Known difference: numpy's float32 arctan2
-(``atan2f``) is an ulp off the correctly rounded angle where x < 0 and |y/x| >= 2**23;
-these return the correctly rounded one.
+float32 arctan, arctan2, arcsin and arccos compute in float32 (see their sections);
+float32 tan computes sin / cos in float64 and rounds once (in float32, with the reduction
+of sin and cos and a quotient exact enough for 0.61 ulp, it was slower: its error-free
+products cost more than the lanes gained).  Largest errors against the exact value
+(float32 / float64): tan 0.5 / 1.11, arctan 0.73 / 0.82, arcsin 0.84 / 0.83, arccos 0.87
+/ 0.88, arctan2 0.79 / 1.0 (numpy's own float32 arctan2 is up to 1.38 ulp off, numpy
+2.4's float32 tan 3.6).  Like the C library's, tan, arctan and arcsin raise "underflow"
+for subnormal arguments, arctan2 for subnormal angles.  Known difference: numpy's float32
+arctan2 (``atan2f``) is an ulp off the correctly rounded angle where x < 0 and
+|y/x| >= 2**23; these return the correctly rounded one.
 
 cbrt and hypot (float32 computed in float64 and rounded once), largest errors (float32 /
 float64): cbrt 0.5 / 0.67 and hypot 0.5 / 0.5 ulp in the normal range, 1 ulp for float64
@@ -565,9 +566,8 @@ def cos_f64(x):  # type: ignore[no-untyped-def]
 # first three subtractions; the fourth keeps its rounding (a two-sum) and the last part,
 # n * 6.08e-11, is added to that tail.  head + tail is then within |n| * 3e-18 of
 # x - n pi/2, a relative error below 2**-31 except where x - n pi/2 is below |n| * 2**-27:
-# there (where sin, cos or tan is near a zero, or tan near a pole) and beyond 1e5, lanes
-# take the float64 C library function's value rounded once (``rare_sin``: a call made only
-# by those lanes).
+# there and beyond 1e5, lanes take the float64 C library function's value rounded once
+# (``rare_sin``: a call made only by those lanes).
 
 
 def _reduce_pio2_f32(x):  # type: ignore[no-untyped-def]
@@ -594,46 +594,15 @@ def _halves_f32(x):  # type: ignore[no-untyped-def]
     return high, x - high
 
 
-def _sin_series_f32(z):  # type: ignore[no-untyped-def]
-    """S1 + S2 z + S3 z**2 of ``sin(r) = r + r**3 (S0 + z (S1 + S2 z + S3 z**2))``,
-    ``z = r**2``, with ``S0 = float32(-1/6)``: fitted (rounded coefficient by coefficient)
-    to within 2e-10 of sin relatively for ``|r| <= pi/4 * 1.01``."""
-    return np.float32(0.008333378471434116) + z * (
-        np.float32(-1.9852562400046736e-04) + z * np.float32(2.8263450531085255e-06))
-
-
 def _sin_parts_f32(head, tail):  # type: ignore[no-untyped-def]
     """``sin(head + tail)`` for ``|head| <= pi/4 * 1.01`` (``|tail|`` within half an ulp
-    of it) as an unrounded sum head + correction (``tail cos(head)`` to first order)."""
+    of it) as an unrounded sum head + correction: ``head + head**3 S(head**2)`` with S
+    fitted to within 2e-10 of sin relatively (its first coefficient float32(-1/6), each
+    next one fitted after rounding the previous), and ``tail cos(head)`` to first order."""
     z = head * head
-    s = np.float32(-0.1666666716337204) + z * _sin_series_f32(z)
+    s = np.float32(-1.9852562400046736e-04) + z * np.float32(2.8263450531085255e-06)
+    s = np.float32(-0.1666666716337204) + z * (np.float32(0.008333378471434116) + z * s)
     return head, head * (z * s) + tail * (np.float32(1.0) - np.float32(0.5) * z)
-
-
-def _sin_parts_exact_f32(head, tail):  # type: ignore[no-untyped-def]
-    """``_sin_parts_f32`` with the large term ``head**3 S0`` (up to a tenth of the result)
-    formed without error (products of 12-bit halves, Dekker's product by S0), so that only
-    roundings far below an ulp remain: (sum, its tail within about an ulp)."""
-    high, low = _halves_f32(head)
-    square = high * high  # exact; head**2 = square + square_rest
-    square_rest = (high + high) * low + low * low
-    z = square + square_rest
-    square_high, square_low = _halves_f32(square)
-    cube = high * square_high  # exact; head**3 = cube + cube_rest
-    cube_rest = ((high * square_low + low * square_high) + low * square_low) + head * square_rest
-    # cube * S0 = term + term_error exactly (S0 in halves: -0.1666259765625 + -4.0695e-05);
-    # hidden, so that no contraction fuses the rounded product into one of its uses only
-    term = hidden(cube * np.float32(-0.1666666716337204))
-    cube_high, cube_low = _halves_f32(cube)
-    term_error = (((cube_high * np.float32(-0.1666259765625) - term)
-                   + cube_high * np.float32(-4.069507122039795e-05))
-                  + cube_low * np.float32(-0.1666259765625)) + \
-        cube_low * np.float32(-4.069507122039795e-05)
-    rest = term_error + (cube_rest * np.float32(-0.1666666716337204)
-                         + (head * z) * (z * _sin_series_f32(z)))
-    rest = rest + tail * (np.float32(1.0) - np.float32(0.5) * z)
-    total = head + term  # |term| < |head| / 9: the rounding is recovered exactly
-    return total, (term - (total - head)) + rest
 
 
 def _cos_parts_f32(head, tail):  # type: ignore[no-untyped-def]
@@ -887,51 +856,28 @@ def tan_f64(x):  # type: ignore[no-untyped-def]
     return result
 
 
-def _tan_f32_reduced(head, tail, odd):  # type: ignore[no-untyped-def]
-    """``tan(head + tail)`` (``-cot`` if ``odd``) for the float32 reduction's head and tail:
-    the quotient of sine and cosine as unrounded sums, refined by one Newton step whose
-    residual is computed exactly where it cancels (products of 12-bit halves, the
-    subtraction exact by Sterbenz), so the one rounding that matters is the last."""
-    sine, sine_correction = _sin_parts_exact_f32(head, tail)
-    cosine, cosine_correction = _cos_parts_f32(head, tail)
-    top = -cosine if odd else sine
-    top_correction = -cosine_correction if odd else sine_correction
-    bottom = sine if odd else cosine
-    bottom_correction = sine_correction if odd else cosine_correction
-    # renormalised: each tail within half an ulp of its head
-    numerator = top + top_correction
-    numerator_tail = top_correction - (numerator - top)
-    denominator = bottom + bottom_correction
-    denominator_tail = bottom_correction - (denominator - bottom)
-    inverse = np.float32(1.0) / denominator
-    # hidden, so that no contraction fuses the rounded quotient's product into some uses
-    q = hidden(numerator * inverse)
-    q_high, q_low = _halves_f32(q)
-    d_high, d_low = _halves_f32(denominator)
-    residual = (((numerator - q_high * d_high) - (q_high * d_low + q_low * d_high))
-                - q_low * d_low) + (numerator_tail - q * denominator_tail)
-    return q + residual * inverse
-
-
 def tan_f32(x):  # type: ignore[no-untyped-def]
-    clean = x if x == x else np.float32(0.0)
+    """In float64, rounded once (four lanes, not eight): sin / cos of the plainly reduced
+    argument, a few float64 ulp from tan, is far within half a float32 ulp."""
+    wide = np.float64(x)
+    clean = wide if x == x else 0.0
     magnitude = abs(clean)
-    negligible = magnitude < np.float32(2.44140625e-04)  # 2**-12: tan(x) rounds to x
-    huge = magnitude > np.float32(1e5)
-    head, tail, n, quadrant = _reduce_pio2_f32(
-        np.float32(0.0) if (negligible or huge) else clean)
-    # near a zero or a pole alike: see _sin_or_cos_f32
-    rare = abs(head) < abs(n) * np.float32(7.450580596923828e-09)
-    result = _tan_f32_reduced(np.float32(0.5) if rare else head, tail, (quadrant & 1) == 1)
+    negligible = magnitude < 1e-9  # keeps r * r from underflowing
+    huge = magnitude > 1.6e6
+    r, n = _reduce_pio2(0.0 if (negligible or huge) else clean)
+    sine = _sin_kernel(r)
+    cosine = _cos_kernel(r)
+    odd = (n & 1) == 1
+    result = np.float32((-cosine if odd else sine) / (sine if odd else cosine))
     if _is_nan(x):
         return x
     if negligible:
         return x + _subnormal_underflow_f32(x)
     seen = hidden(clean)
     if abs(seen) == math.inf:
-        return seen - clean  # NaN, with numpy's "invalid" (see sin_f64)
-    if huge or rare:
-        return np.float32(rare_tan(np.float64(clean)))
+        return np.float32(seen - clean)  # NaN, with numpy's "invalid" (see sin_f64)
+    if huge:
+        return np.float32(rare_tan(clean))
     return result
 
 

@@ -468,14 +468,13 @@ def test_float32_tan_near_multiples_of_pi_over_2(kernels) -> None:
     n = np.arange(1, 2**20, 97, dtype=np.float64)
     x = np.concatenate([n * (np.pi / 2), n * (np.pi / 4)]).astype(np.float32)
     x = np.concatenate([x, np.nextafter(x, np.float32(0)), np.nextafter(x, np.float32(np.inf))])
-    limit = FLOAT32_TRIGONOMETRIC_ULP["tan"]
-    assert ulps(kernels["tan"](x), np.tan(x.astype(np.float64)), np.float32).max() <= limit
+    assert ulps(kernels["tan"](x), np.tan(x.astype(np.float64)), np.float32).max() <= 0.51
 
 
-# float32 sin, cos and tan compute in float32.  Largest errors against the exact value
-# measured over every float32 in [2**-13, 1e5] (below, sin and tan return x and cos 1;
-# beyond, and very near multiples of pi/2, lanes take the float64 C library's value).
-FLOAT32_TRIGONOMETRIC_ULP = {"sin": 0.79, "cos": 0.79, "tan": 0.62}
+# float32 sin and cos compute in float32, tan in float64.  Largest errors against the exact
+# value measured over every float32 in [2**-13, 1e5] (below, sin and tan return x and cos
+# 1; beyond, and very near multiples of pi/2, lanes take the float64 C library's value).
+FLOAT32_TRIGONOMETRIC_ULP = {"sin": 0.79, "cos": 0.79, "tan": 0.51}
 
 
 def float32_trigonometric_values() -> np.ndarray:
@@ -520,7 +519,7 @@ def test_float32_trigonometric_functions_of_every_float32(kernels, function: str
     assert worst <= FLOAT32_TRIGONOMETRIC_ULP[function]
 
 
-@pytest.mark.parametrize("function", ["sin", "cos", "tan"])
+@pytest.mark.parametrize("function", ["sin", "cos"])
 def test_float32_trigonometric_functions_compute_in_float32(function: str) -> None:
     # float arithmetic only: doubles appear only as the C library call's argument and value
     x = np.linspace(0.5, 2.0, 64).astype(np.float32)
