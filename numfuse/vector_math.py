@@ -579,10 +579,10 @@ def _reduce_pio2_f32(x):  # type: ignore[no-untyped-def]
     r = r - n * np.float32(0.00048828125)
     r = r - n * np.float32(-4.410743713378906e-06)
     part = n * np.float32(-4.377216100692749e-08)
-    # r - part and its rounding (two-sum: either operand may be the larger)
+    # r - part and its rounding (fast two-sum): where |r| < |part| <= 2**-8.4 the
+    # subtraction is exact (both are multiples of 2**-30), and the rounding found is 0
     head = r - part
-    behind = head - r
-    tail = ((r - (head - behind)) - (part + behind)) - n * np.float32(6.07710062827671e-11)
+    tail = ((r - head) - part) - n * np.float32(6.07710062827671e-11)
     total = head + tail  # |tail| < |head| wherever the result is used (see the callers)
     return total, tail - (total - head), n, quadrant
 
