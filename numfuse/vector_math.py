@@ -23,23 +23,27 @@ branch (LLVM turns the ``if``s into selects):
 
 Accuracy: the float64 functions use range reduction by ln 2 (by pi/2 for sin and cos)
 with constants split in parts and polynomials long enough that truncation is far below an
-ulp.  The float32 exp, expm1, log, log1p and tanh compute in float32 (see their section);
-float32 sin and cos compute in float64 and round once.  Largest errors measured over wide
-random ranges, in ulp against the exact value (float32 / float64): exp 0.94 / 1, expm1
-1.31 / 2, log 0.77 / 1, log1p 1.39 / 1, tanh 1.47 / 2, sin 0.5 / 1, cos 0.5 / 1 (numpy's
-own float32 exp and log are up to 2.1 and 2.2 ulp off).  Known difference from numpy:
+ulp.  The float32 exp, expm1, log, log1p, tanh, sin and cos compute in float32 (see their
+sections; float32 sin and cos take the float64 C library's value, rounded once, beyond 1e5
+and very near multiples of pi/2).  Largest errors measured over wide random ranges (float32
+sin and cos: over every float32 up to 1e5), in ulp against the exact value (float32 /
+float64): exp 0.94 / 1, expm1 1.31 / 2, log 0.77 / 1, log1p 1.39 / 1, tanh 1.47 / 2, sin
+0.78 / 1, cos 0.78 / 1 (numpy's own float32 exp and log are up to 2.1 and 2.2 ulp off,
+its float32 sin and cos 1.5).  Known difference from numpy:
 float32 results in the subnormal range may raise "underflow" where numpy's SIMD loop does
 not (or the reverse), and numpy's float32 sin and cos of tiny arguments raise it where
 these do not; underflow is ignored by default (``np.errstate``).
 
 float32 arctan, arctan2, arcsin and arccos compute in float32 (see their sections);
-float32 tan computes sin / cos in float64 and rounds once.  Largest errors against the exact value
+float32 tan computes sin / cos in float64 and rounds once (in float32, with the reduction
+of sin and cos and a quotient exact enough for 0.61 ulp, it was slower: its error-free
+products cost more than the lanes gained).  Largest errors against the exact value
 (float32 / float64): tan 0.5 / 1.11, arctan 0.73 / 0.82, arcsin 0.84 / 0.83, arccos 0.87
-/ 0.88, arctan2 0.79 / 1.0 (numpy's own float32 arctan2 is up to 1.38 ulp off).  Like
-the C library's, tan, arctan and arcsin raise "underflow" for subnormal arguments, arctan2
-for subnormal angles.  Known difference: numpy's float32 arctan2 (``atan2f``) is an ulp off
-the correctly rounded angle where x < 0 and |y/x| >= 2**23; these return the correctly
-rounded one.
+/ 0.88, arctan2 0.79 / 1.0 (numpy's own float32 arctan2 is up to 1.38 ulp off, numpy
+2.4's float32 tan 3.6).  Like the C library's, tan, arctan and arcsin raise "underflow"
+for subnormal arguments, arctan2 for subnormal angles.  Known difference: numpy's float32
+arctan2 (``atan2f``) is an ulp off the correctly rounded angle where x < 0 and
+|y/x| >= 2**23; these return the correctly rounded one.
 
 cbrt and hypot (float32 computed in float64 and rounded once), largest errors (float32 /
 float64): cbrt 0.5 / 0.67 and hypot 0.5 / 0.5 ulp in the normal range, 1 ulp for float64
@@ -555,16 +559,113 @@ def cos_f64(x):  # type: ignore[no-untyped-def]
     return result
 
 
-# float32: the float64 functions' values rounded once (four lanes, not eight; within half
-# an ulp and a rounding of the exact value).
+# float32, eight lanes (of AVX2), not four: the same reduction by pi/2 in float32
+# arithmetic, then polynomials fitted to float32 accuracy.  pi/2 is split in five: the
+# first four parts have at most 8 significant bits, on the grids 2**-7, 2**-15, 2**-23 and
+# 2**-31, so for |x| <= 1e5 (|n| < 2**16) every product n * part is exact and so are the
+# first three subtractions; the fourth keeps its rounding (a two-sum) and the last part,
+# n * 6.08e-11, is added to that tail.  head + tail is then within |n| * 3e-18 of
+# x - n pi/2, a relative error below 2**-31 except where x - n pi/2 is below |n| * 2**-27:
+# there and beyond 1e5, lanes take the float64 C library function's value rounded once
+# (``rare_sin``: a call made only by those lanes).
+
+
+def _reduce_pio2_f32(x):  # type: ignore[no-untyped-def]
+    """``x = n pi/2 + head + tail`` for a float32 ``|x| <= 1e5`` with ``|tail|`` at most
+    half an ulp of ``head``: (head, tail, n as float32, n as int32).  Every product is
+    exact, so contraction changes nothing."""
+    n, quadrant = _round_to_int_f32(x * np.float32(0.6366197723675814))
+    r = x - n * np.float32(1.5703125)
+    r = r - n * np.float32(0.00048828125)
+    r = r - n * np.float32(-4.410743713378906e-06)
+    part = n * np.float32(-4.377216100692749e-08)
+    # r - part and its rounding (fast two-sum): where |r| < |part| <= 2**-8.4 the
+    # subtraction is exact (both are multiples of 2**-30), and the rounding found is 0
+    head = r - part
+    tail = ((r - head) - part) - n * np.float32(6.07710062827671e-11)
+    total = head + tail  # |tail| < |head| wherever the result is used (see the callers)
+    return total, tail - (total - head), n, quadrant
+
+
+def _halves_f32(x):  # type: ignore[no-untyped-def]
+    """``x`` as high + low, each of at most 12 significant bits (the high one by masking
+    the last 12 bits): the product of two such halves is exact in float32."""
+    high = np.int32(x.view(np.int32) & -4096).view(np.float32)
+    return high, x - high
+
+
+def _sin_parts_f32(head, tail):  # type: ignore[no-untyped-def]
+    """``sin(head + tail)`` for ``|head| <= pi/4 * 1.01`` (``|tail|`` within half an ulp
+    of it) as an unrounded sum head + correction: ``head + head**3 S(head**2)`` with S
+    fitted to within 2e-10 of sin relatively (its first coefficient float32(-1/6), each
+    next one fitted after rounding the previous), and ``tail cos(head)`` to first order."""
+    z = head * head
+    s = np.float32(-1.9852562400046736e-04) + z * np.float32(2.8263450531085255e-06)
+    s = np.float32(-0.1666666716337204) + z * (np.float32(0.008333378471434116) + z * s)
+    return head, head * (z * s) + tail * (np.float32(1.0) - np.float32(0.5) * z)
+
+
+def _cos_parts_f32(head, tail):  # type: ignore[no-untyped-def]
+    """``cos(head + tail)`` as in ``_sin_parts_f32``: ``1 - head**2/2 + head**4 C(head**2)``
+    with C fitted to within 4e-10 of cos relatively; ``head**2 / 2`` is taken exactly
+    (its high part from 12-bit halves of head) and ``1 - `` it rounds once, recovered."""
+    high, low = _halves_f32(head)
+    half = np.float32(0.5) * (high * high)  # exact
+    w = np.float32(1.0) - half
+    rest = (np.float32(1.0) - w) - half  # exact
+    rest = rest - (high * low + np.float32(0.5) * (low * low))  # the rest of head**2 / 2
+    z = head * head
+    c = np.float32(-0.0013888203538954258) + z * np.float32(2.4518740247003734e-05)
+    c = np.float32(0.0416666679084301) + z * c
+    return w, rest + ((z * z) * c - tail * head)
+
+
+def _sin_or_cos_f32(x, offset):  # type: ignore[no-untyped-def]
+    """``sin(x)`` (``offset`` 0) or ``cos(x)`` (``offset`` 1) for a float32 ``|x| <= 1e5``,
+    and whether the lane must take the C library's value instead: its argument is too
+    close to a multiple of pi/2 for the reduction's precision (for a cosine of it, too
+    small for the polynomials' products not to underflow)."""
+    head, tail, n, quadrant = _reduce_pio2_f32(x)
+    rare = abs(head) < abs(n) * np.float32(7.450580596923828e-09)  # |n| * 2**-27
+    if rare:  # the reduced argument of a lane that takes the C library's value
+        head = np.float32(0.5)
+    odd = ((quadrant + offset) & 1) == 1
+    sine, sine_correction = _sin_parts_f32(head, tail)
+    cosine, cosine_correction = _cos_parts_f32(head, tail)
+    value = (cosine + cosine_correction) if odd else (sine + sine_correction)
+    return (-value if ((quadrant + offset) & 2) == 2 else value), rare
 
 
 def sin_f32(x):  # type: ignore[no-untyped-def]
-    return np.float32(sin_f64(np.float64(x)))
+    clean = x if x == x else np.float32(0.0)
+    magnitude = abs(clean)
+    negligible = magnitude < np.float32(2.44140625e-04)  # 2**-12: sin(x) rounds to x
+    huge = magnitude > np.float32(1e5)
+    result, rare = _sin_or_cos_f32(np.float32(0.0) if (negligible or huge) else clean, 0)
+    if x != x or negligible:
+        return x
+    seen = hidden(clean)
+    if abs(seen) == math.inf:
+        return seen - clean  # NaN, with numpy's "invalid" (see sin_f64)
+    if huge or rare:
+        return np.float32(rare_sin(np.float64(clean)))
+    return result
 
 
 def cos_f32(x):  # type: ignore[no-untyped-def]
-    return np.float32(cos_f64(np.float64(x)))
+    clean = x if x == x else np.float32(0.0)
+    magnitude = abs(clean)
+    negligible = magnitude < np.float32(2.44140625e-04)  # cos(x) rounds to 1
+    huge = magnitude > np.float32(1e5)
+    result, rare = _sin_or_cos_f32(np.float32(0.0) if (negligible or huge) else clean, 1)
+    if x != x:
+        return x
+    seen = hidden(clean)
+    if abs(seen) == math.inf:
+        return seen - clean  # NaN, with numpy's "invalid" (see sin_f64)
+    if huge or rare:
+        return np.float32(rare_cos(np.float64(clean)))
+    return result
 
 
 # ------------------------------------------------------------------ logaddexp
