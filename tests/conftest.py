@@ -113,10 +113,12 @@ def observe(fn: Any, *args: Any, **errstate: str) -> tuple[Any, list[tuple[str, 
                     for warning in caught]
 
 
-def assert_like_numpy(fn: Any, *args: Any, jitted: Any = None) -> Any:
+def assert_like_numpy(fn: Any, *args: Any, jitted: Any = None, rtol: float = 0.0) -> Any:
     """``jitted`` (default: a new ``numfuse.jit(fn)``) behaves as numpy running ``fn``:
-    the same result (type, dtype, shape, values) and the same warnings by default, and
-    under ``np.errstate(all="raise")`` the same result or the same exception."""
+    the same result (type, dtype, shape, values; within ``rtol`` where given, for
+    functions numpy computes differently on different CPUs) and the same warnings by
+    default, and under ``np.errstate(all="raise")`` the same result or the same
+    exception."""
     jitted = numfuse.jit(fn) if jitted is None else jitted
     results = []
     for errstate in ({}, {"all": "raise"}):
@@ -128,6 +130,6 @@ def assert_like_numpy(fn: Any, *args: Any, jitted: Any = None) -> Any:
             assert str(actual).split(" encountered")[0] == str(expected).split(" encountered")[0]
         else:
             assert not isinstance(actual, Exception), f"numfuse raised {actual!r}"
-            assert_same(actual, expected)
+            assert_same(actual, expected, rtol=rtol)
         results.append(expected)
     return results[0]

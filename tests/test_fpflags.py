@@ -467,7 +467,8 @@ def test_logarithms_of_extreme_values_raise_only_numpys_flags(name, dtype):
             x[::3] = 1.5
             if name == "log1p" and 0 < abs(value) < info.smallest_normal:
                 continue  # numpy's own loops disagree (its SIMD loop raises "underflow")
-            assert_like_numpy(lambda x: ufunc(x), x)
+            # values within 2 ulp: numpy's AVX-512 float32 log10 is an ulp off (1.5)
+            assert_like_numpy(lambda x: ufunc(x), x, rtol=2 * info.eps)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
