@@ -206,11 +206,6 @@ def _chosen_vjp(first: Callable[[Any, Any], Any]) -> VJP:
     return lambda g, ans, x, y: (np.where(first(x, y), g, 0.0), np.where(first(x, y), 0.0, g))
 
 
-def _finite_above(value: Any) -> Any:
-    """``value`` with +inf replaced by 0 (JAX's logaddexp derivative does this)."""
-    return np.where(value == np.inf, 0.0, value)
-
-
 def _power_vjp(g: Any, ans: Any, x: Any, y: Any) -> tuple[Any, Any]:
     """d/dx: y x^(y-1) (0 for an integer exponent 0); d/dy: log(x) x^y, taking log(0) as 0
     there as JAX does."""
