@@ -741,8 +741,9 @@ def less_ui(a, b):  # type: ignore[no-untyped-def]
 # The derivatives of logaddexp and logaddexp2: the share of exp(x) (2**x) in
 # exp(x) + exp(y), the logistic weight 1 / (1 + e**(y - x)), with one exponential of
 # -|x - y| in every lane.  Special values are JAX's (its rule is exp(x - ans) with +inf
-# taken as 0 on both sides): 1 where x is +inf, exp(x) where only y is, NaN for two -inf
-# and for a NaN operand.  The difference is taken of halves (x - y overflows where the
+# taken as 0 on both sides): 1 where x is +inf, exp(x) where only y is (the same
+# exponential, its argument chosen per lane), NaN with "invalid" for two -inf, NaN for a
+# NaN operand.  The difference is taken of halves (x - y overflows where the
 # weight is exactly 0 or 1) and of zeros where an operand is +inf (no inf - inf); NaN
 # never reaches the ordered comparison (it would signal "invalid").  ``vector`` chooses
 # ``vector_math``'s exponentials or the C library's, ``base2`` the base: both are decided
