@@ -16,7 +16,7 @@ import threading
 
 import numpy as np
 
-from .vector_math import hidden
+from .vector_math import exp2_f64, exp_f64, hidden
 
 # ------------------------------------------------------------------ floating-point flags
 #
@@ -736,6 +736,67 @@ def less_iu(a, b):  # type: ignore[no-untyped-def]
 
 def less_ui(a, b):  # type: ignore[no-untyped-def]
     return b >= 0 and a < np.uint64(b)
+
+
+# The derivatives of logaddexp and logaddexp2: the share of exp(x) (2**x) in
+# exp(x) + exp(y), the logistic weight 1 / (1 + e**(y - x)), with one exponential of
+# -|x - y| in every lane.  Special values are JAX's (its rule is exp(x - ans) with +inf
+# taken as 0 on both sides): 1 where x is +inf, exp(x) where only y is (the same
+# exponential, its argument chosen per lane), NaN with "invalid" for two -inf, NaN for a
+# NaN operand.  The difference is taken of halves (x - y overflows where the
+# weight is exactly 0 or 1) and of zeros where an operand is +inf (no inf - inf); NaN
+# never reaches the ordered comparison (it would signal "invalid").  ``vector`` chooses
+# ``vector_math``'s exponentials or the C library's, ``base2`` the base: both are decided
+# when the function is inlined.  float32 computes in float64 and rounds once.
+
+
+def _logistic_weight(x, y, base2, vector):  # type: ignore[no-untyped-def]
+    above = (x == math.inf) | (y == math.inf)
+    # hidden: LLVM would move the choices after the subtraction (inf - inf in every lane)
+    half = (0.0 if above else x) * 0.5 - hidden(0.0 if above else y) * 0.5
+    clean = half if half == half else 0.0
+    magnitude = min(abs(clean), 1000.0)
+    argument = (0.0 if x == math.inf else x) if above else -(magnitude + magnitude)
+    if vector:
+        power = exp2_f64(argument) if base2 else exp_f64(argument)
+    else:
+        power = np.exp2(argument) if base2 else np.exp(argument)
+    tail = 0.0 if above else power  # at most 1: no inf * 0 where exp(x) overflowed
+    share = 1.0 / (1.0 + tail)
+    weight = share if clean >= 0.0 else tail * share
+    if y != y:
+        return y
+    if above:
+        return power
+    if half != half:
+        return half
+    return weight
+
+
+def logaddexp_weight_f64(x, y):  # type: ignore[no-untyped-def]
+    return _logistic_weight(x, y, False, True)
+
+
+def logaddexp_weight_f32(x, y):  # type: ignore[no-untyped-def]
+    return np.float32(_logistic_weight(np.float64(x), np.float64(y), False, True))
+
+
+def logaddexp2_weight_f64(x, y):  # type: ignore[no-untyped-def]
+    return _logistic_weight(x, y, True, True)
+
+
+def logaddexp2_weight_f32(x, y):  # type: ignore[no-untyped-def]
+    return np.float32(_logistic_weight(np.float64(x), np.float64(y), True, True))
+
+
+def logaddexp_weight_float(x, y):  # type: ignore[no-untyped-def]
+    """With the C library's exp (``NUMFUSE_VECTOR_MATH=0``); the result is cast to the
+    loop's dtype."""
+    return _logistic_weight(np.float64(x), np.float64(y), False, False)
+
+
+def logaddexp2_weight_float(x, y):  # type: ignore[no-untyped-def]
+    return _logistic_weight(np.float64(x), np.float64(y), True, False)
 
 
 def equal_iu(a, b):  # type: ignore[no-untyped-def]

@@ -206,11 +206,6 @@ def _chosen_vjp(first: Callable[[Any, Any], Any]) -> VJP:
     return lambda g, ans, x, y: (np.where(first(x, y), g, 0.0), np.where(first(x, y), 0.0, g))
 
 
-def _finite_above(value: Any) -> Any:
-    """``value`` with +inf replaced by 0 (JAX's logaddexp derivative does this)."""
-    return np.where(value == np.inf, 0.0, value)
-
-
 def _power_vjp(g: Any, ans: Any, x: Any, y: Any) -> tuple[Any, Any]:
     """d/dx: y x^(y-1) (0 for an integer exponent 0); d/dy: log(x) x^y, taking log(0) as 0
     there as JAX does."""
@@ -327,15 +322,16 @@ _row("exp2", np.exp2, 1, EXPONENTIAL, f=_float_math("exp2", libm="np.exp2(np.flo
      vjp=lambda g, ans, x: (g * (ans * _LN2),))
 _row("cbrt", np.cbrt, 1, EXPONENTIAL, f=_float_math("cbrt"),
      vjp=lambda g, ans, x: (g * (1.0 / 3.0) / (ans * ans),))
-# log(exp(x) + exp(y)): exp(x - ans), +inf taken as 0 on both sides (as JAX does)
+# log(exp(x) + exp(y)): d/dx is the share of exp(x) in the sum, computed by the internal
+# rows below with one exponential (JAX's special values: its exp(x - ans), +inf taken as 0)
 _row("logaddexp", np.logaddexp, 2, EXPONENTIAL,
      f="logaddexp_f{bits}({0}, {1})" if vector_math.ENABLED else "logaddexp_float({0}, {1})",
-     vjp=lambda g, ans, x, y: (g * np.exp(_finite_above(x) - _finite_above(ans)),
-                               g * np.exp(_finite_above(y) - _finite_above(ans))))
+     vjp=lambda g, ans, x, y: (g * _internal("logaddexp_dx", x, y),
+                               g * _internal("logaddexp_dy", x, y)))
 _row("logaddexp2", np.logaddexp2, 2, EXPONENTIAL,
      f="logaddexp2_f{bits}({0}, {1})" if vector_math.ENABLED else "logaddexp2_float({0}, {1})",
-     vjp=lambda g, ans, x, y: (g * np.exp2(_finite_above(x) - _finite_above(ans)),
-                               g * np.exp2(_finite_above(y) - _finite_above(ans))))
+     vjp=lambda g, ans, x, y: (g * _internal("logaddexp2_dx", x, y),
+                               g * _internal("logaddexp2_dy", x, y)))
 
 # --- trigonometric and hyperbolic ---------------------------------------------------------
 _unary_math(np.sin, TRIGONOMETRIC, vjp=lambda g, ans, x: (g * np.cos(x),))
@@ -451,6 +447,89 @@ _row("real", np.real, 1, CONVERSION, resolve=lambda operands: _real_part(operand
      c="{0}.real", star="{0}", vjp=lambda g, ans, x: (g,))
 _row("imag", np.imag, 1, CONVERSION, resolve=lambda operands: _real_part(operands[0]),
      c="{0}.imag", star="{L}(0)", vjp=_no_derivative)
+
+
+# --- internal rows: operations no numpy function names, emitted by derivative rules -------
+# Their reference is an ``Internal``: numpy's formula on arrays, the row itself on traced
+# values.  Operands promote as numpy's ``logaddexp`` promotes them.
+def _as_logaddexp(operands: Sequence[DtypeOrWeak]) -> tuple[tuple[np.dtype, ...], np.dtype]:
+    resolved = np.logaddexp.resolve_dtypes((*operands, None))
+    return tuple(resolved[:2]), resolved[2]
+
+
+def _logistic_weight(x: Any, y: Any, base2: bool) -> Any:
+    """numpy's formula for the share of ``exp(x)`` in ``exp(x) + exp(y)`` (base 2 with
+    ``base2``) with JAX's special values (see ``kernel_lib.logaddexp_weight_f64``),
+    computed in float64: 1 where x is +inf, exp(x) where only y is, NaN for two -inf and
+    for a NaN operand, else the logistic function of x - y."""
+    out = _as_logaddexp([_weak_or_dtype(x), _weak_or_dtype(y)])[1]
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    above = (x == np.inf) | (y == np.inf)
+    half = np.subtract(x * 0.5, y * 0.5, out=np.zeros(np.broadcast(x, y).shape),
+                       where=~above)
+    magnitude = np.minimum(np.abs(half), 1000.0)
+    argument = np.where(above, np.where(x == np.inf, 0.0, x), -2.0 * magnitude)
+    power = np.exp2(argument) if base2 else np.exp(argument)
+    weight = np.where(above, power, np.where(half >= 0, 1.0, power) / (1.0 + power))
+    weight = np.where(np.isnan(y), y, np.where(np.isnan(half), half, weight))
+    return np.asarray(weight).astype(out)[()]
+
+
+def _weak_or_dtype(value: Any) -> DtypeOrWeak:
+    return type(value) if type(value) in (bool, int, float) else np.asarray(value).dtype
+
+
+class Internal:
+    """The callable of an internal row: on arrays and numbers its numpy ``formula``, on
+    traced values the row itself (an operand's type provides ``apply_op``)."""
+
+    def __init__(self, name: str, formula: Callable[..., Any]) -> None:
+        self.name = name
+        self.formula = formula
+        self.__name__ = name
+
+    def __call__(self, *operands: Any) -> Any:
+        for operand in operands:
+            apply = getattr(type(operand), "apply_op", None)
+            if apply is not None:
+                return apply(OPS[self.name], operands)
+        return self.formula(*operands)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _internal_reference, (self.name,)
+
+
+def _internal_reference(name: str) -> Any:
+    return OPS[name].reference
+
+
+def _internal(name: str, *operands: Any) -> Any:
+    """Internal row ``name`` applied to ``operands`` (arrays, numbers or traced values)."""
+    return OPS[name].reference(*operands)
+
+
+def _weight_vjp(other: str, scale: float, wrt_x: bool) -> VJP:
+    """The rule of a logistic weight ``w`` of ``x`` (of ``y`` when not ``wrt_x``):
+    dw/dx = scale w (1 - w), with 1 - w the ``other`` weight (exact where w is near 1),
+    and dw/dy = -dw/dx."""
+    def vjp(g: Any, ans: Any, x: Any, y: Any) -> tuple[Any, Any]:
+        slope = g * (ans * _internal(other, x, y) * scale)
+        return (slope, -slope) if wrt_x else (-slope, slope)
+    return vjp
+
+
+for _base, _scale in (("logaddexp", 1.0), ("logaddexp2", _LN2)):
+    _helper = f"{_base}_weight_f{{bits}}" if vector_math.ENABLED else f"{_base}_weight_float"
+    _base2 = _base == "logaddexp2"
+    _row(f"{_base}_dx", Internal(f"{_base}_dx", functools.partial(_logistic_weight,
+                                                                   base2=_base2)),
+         2, EXPONENTIAL, resolve=_as_logaddexp, f=_helper + "({0}, {1})",
+         vjp=_weight_vjp(f"{_base}_dy", _scale, True))
+    _row(f"{_base}_dy", Internal(f"{_base}_dy", lambda x, y, base2=_base2: _logistic_weight(
+        y, x, base2)), 2, EXPONENTIAL, resolve=_as_logaddexp, f=_helper + "({1}, {0})",
+         vjp=_weight_vjp(f"{_base}_dx", _scale, False))
+INTERNAL: frozenset[str] = frozenset(row.name for row in _ROWS
+                                     if isinstance(row.reference, Internal))
 
 
 def _by_target() -> tuple[tuple[np.dtype, ...], np.dtype]:

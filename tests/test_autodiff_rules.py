@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import numfuse
-from numfuse.ops import OPS
+from numfuse.ops import INTERNAL, OPS
 
 # ---------------------------------------------------------------------- domains
 
@@ -96,7 +96,7 @@ def _float_rows() -> list[str]:
     """Rows that compute on floats and return floats (the ones gradients flow through)."""
     names = []
     for name, row in OPS.items():
-        if name in ("astype", "real", "imag", "where", "clip"):
+        if name in ("astype", "real", "imag", "where", "clip") or name in INTERNAL:
             names.append(name)
             continue
         ufunc = row.reference
@@ -305,6 +305,16 @@ SPECIAL = [
     ('logaddexp', (-INF, -INF), (NAN, NAN)),
     ('logaddexp', (INF, 1.0), (1.0, 2.7182818284590455)),
     ('logaddexp2', (-INF, -INF), (NAN, NAN)),
+    ('logaddexp', (1.0, INF), (2.7182818284590455, 1.0)),
+    ('logaddexp', (-INF, 1.0), (0.0, 1.0)),
+    ('logaddexp', (INF, -INF), (1.0, 0.0)),
+    ('logaddexp', (1.0, 1.0), (0.49999999999999994, 0.49999999999999994)),
+    ('logaddexp', (NAN, 1.0), (NAN, NAN)),
+    ('logaddexp', (INF, NAN), (NAN, NAN)),
+    ('logaddexp', (1e308, -1e308), (1.0, 0.0)),
+    ('logaddexp2', (INF, INF), (1.0, 1.0)),
+    ('logaddexp2', (INF, 1.0), (1.0, 2.0)),
+    ('logaddexp2', (1.0, NAN), (NAN, NAN)),
     ('copysign', (2.0, -1.0), (-1.0, 0.0)),
     ('copysign', (0.0, 1.0), (1.0, 0.0)),
     ('arctan2', (0.0, 0.0), (NAN, NAN)),
@@ -361,3 +371,51 @@ def test_special_value_table_is_jaxs():
         found = [float(jax.grad(function, argnums=index)(*map(np.float64, point)))
                  for index in range(len(point))]
         np.testing.assert_array_equal(found, expected, err_msg=f"{name}{point}")
+
+
+# ------------------------------------------ logaddexp's derivative: one fused weight
+
+
+def test_logaddexp_derivative_is_one_weight_with_one_exponential():
+    """The backward pass of ``logaddexp`` computes the logistic weight by the internal
+    rows (one exponential per element), not as exp(x - ans)."""
+    def loss(z):
+        return np.sum(np.logaddexp(0.0, z) + np.logaddexp2(z, 0.5 * z))
+
+    z = np.linspace(-30.0, 30.0, 101)
+    compiled = numfuse.compile(numfuse.grad(loss), z)
+    source = "".join(kernel.source for kernel in compiled.kernels)
+    assert "logaddexp_weight" in source and "logaddexp2_weight" in source
+    assert "exp_f64(" not in source and "np.exp(" not in source
+    weight, weight2 = 1.0 / (1.0 + np.exp(-z)), 1.0 / (1.0 + np.exp2(-0.5 * z))
+    np.testing.assert_allclose(compiled(z), weight + weight2 + 0.5 * (1.0 - weight2),
+                               rtol=1e-14)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_logaddexp_gradient_at_infinities_raises_no_flag(dtype):
+    """(inf, inf), (inf, x) and (x, -inf): JAX's values, computed without forming
+    inf - inf (no "invalid value" under np.errstate(all="raise"))."""
+    x = np.array([INF, INF, 2.0, -INF, 3.0, 0.0], dtype)
+    y = np.array([INF, 2.0, -INF, 1.0, 3.0, 0.0], dtype)
+    for function in (np.logaddexp, np.logaddexp2):
+        grad = numfuse.grad(lambda a, b, f=function: np.sum(f(a, b)), argnums=(0, 1))
+        with np.errstate(all="raise", under="ignore"):  # numfuse does not track underflow
+            dx, dy = grad(x, y)
+        base = 2.0 if function is np.logaddexp2 else np.e
+        np.testing.assert_array_equal(dx, np.array([1, 1, 1, 0, 0.5, 0.5], dtype))
+        np.testing.assert_allclose(dy, np.array([1, base ** 2, 0, 1, 0.5, 0.5], dtype),
+                                   rtol=1e-6)
+        assert dx.dtype == dtype and dy.dtype == dtype
+
+
+def test_internal_rows_apply_to_arrays_and_traced_values():
+    """An internal row is numpy's formula on arrays and one node when traced."""
+    x, y = np.array([0.0, 2.0, -40.0]), np.array([0.0, -1.0, 3.0])
+    row = OPS["logaddexp_dx"]
+    np.testing.assert_allclose(row.reference(x, y), 1.0 / (1.0 + np.exp(y - x)), rtol=1e-15)
+    compiled = numfuse.compile(lambda a, b: row.reference(a, b) + OPS["logaddexp_dy"]
+                               .reference(a, b), x, y)
+    assert [node.op for node in compiled.graph.nodes if node.op.startswith("logaddexp")] == \
+        ["logaddexp_dx", "logaddexp_dy"]
+    np.testing.assert_allclose(compiled(x, y), np.ones(3), rtol=1e-15)

@@ -26,9 +26,9 @@ from ..graph import (
     Node,
     toposort,
 )
-from ..ops import OPS
+from ..ops import OPS, OpDef
 from ..registry import METHODS, Kind, lookup, numpy_name
-from .nodes import _advice_for, elementwise
+from .nodes import _advice_for, const_node, elementwise
 
 
 class Tracer:
@@ -187,6 +187,14 @@ class Tracer:
                 f"np.{name} is not supported by numfuse",
                 f"{record.refused}; compute this part outside the jitted function.")
         return record_call(func, name, args, kwargs, unlisted=True)
+
+    @staticmethod
+    def apply_op(op: OpDef, operands: Sequence[Any]) -> Tracer:
+        """``op``, a row of the op table no numpy function names (``ops.Internal``),
+        applied to ``operands`` (traced values, arrays or numbers): one elementwise node."""
+        nodes = [operand.node if isinstance(operand, Tracer) else const_node(operand)
+                 for operand in operands]
+        return Tracer(elementwise(op, nodes), owned=True)
 
     # --- operators -------------------------------------------------------------
     def __add__(self, other: Any) -> Any:
