@@ -160,14 +160,17 @@ def cast(expression: str, source: np.dtype, target: np.dtype) -> str:
 
 def _float_to_int(expression: str, target: np.dtype) -> str:
     # numpy's C casts go through a 32-bit conversion for small types and through int64 for
-    # uint32; out-of-range values then wrap the way numpy's do on x86-64.
+    # uint32; out-of-range values then wrap the way numpy's do on x86-64.  The converted
+    # value is hidden from LLVM: with AVX-512 it would otherwise fold a choice made after
+    # the conversion (``np.where(m, x.astype(int), 0)``) into a masked conversion, which
+    # raises no "invalid value" in the lanes left out, where numpy's cast raises it.
     if target.itemsize <= 2:
-        return f"{constructor(target)}(np.int32({expression}))"
+        return f"{constructor(target)}(hidden(np.int32({expression})))"
     if target == np.uint32:
-        return f"np.uint32(np.int64({expression}))"
+        return f"np.uint32(hidden(np.int64({expression})))"
     if target == np.uint64:
         return f"float_to_uint64({expression})"
-    return f"{constructor(target)}({expression})"
+    return f"hidden({constructor(target)}({expression}))"
 
 
 def _operand(node: Node, names: dict[Node, str], loop_dtype: np.dtype) -> str:
