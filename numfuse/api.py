@@ -536,20 +536,9 @@ class Jitted:
                             if generation == self._generation:
                                 self._last = guards
             if plan is not None:
-                gufunc, policy, loop, run = plan
-                # the kernel alone, on the arguments as they are, making outputs too
-                # small for the memory pool (see runtime._pooled_outputs)
-                if loop < policy.small and loop < memory.pooled_from:
-                    try:
-                        return gufunc(*args)
-                    except ValueError as error:
-                        self._raise_numpys_error(args, kwargs, error)
-                        raise_broadcast_error(args)
-                        raise
-                    except OverflowError:  # a Python int beyond 64 bits: _numpy_runs
-                        return self._general_call(args, kwargs)
+                # (a small call of the latest kind went straight to its gufunc above)
                 try:
-                    return run(args)
+                    return plan.run(args)
                 except CallShapeError as error:
                     return self._per_shape(args, kwargs, error)
                 except BroadcastError as error:

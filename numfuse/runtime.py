@@ -1061,10 +1061,11 @@ def _fast_path(program: Program, arity: int) -> Callable[..., Any] | None:
 
 
 class CallPlan(NamedTuple):
-    """How a program runs on arguments of one exact kind (``Program.call_plan``): while
-    ``loop < policy.small`` (a loop the thread policy never splits) the whole call is
-    ``gufunc(*args)``, the arguments being the kernel's operands as they are and its
-    outputs the results; otherwise it is ``run(args)``."""
+    """How a program runs on arguments of one exact kind (``Program.call_plan``):
+    ``run(args)`` runs any call; while ``loop < policy.small`` (a loop the thread policy
+    never splits) and the outputs are too small for the memory pool, the whole call may
+    be ``gufunc(*args)`` instead, the arguments being the kernel's operands as they are
+    and its outputs the results (the call cache's direct call, ``api._guard``)."""
 
     gufunc: Callable[..., Any]  # ``run`` when there is no such shortcut (never called)
     policy: Any  # what holds ``small``: a ``threads.ThreadPolicy`` or ``_NO_SHORTCUT``
