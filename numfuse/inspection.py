@@ -30,6 +30,7 @@ import numpy as np
 
 from .graph import CONST, ELEMENTWISE, INPUT, Graph, Node, equation, node_names
 from .kernel import ir_function
+from .lowering import RARE_PREFIX
 from .partition import Reason, Refusal, Region, schedule
 
 if TYPE_CHECKING:
@@ -153,7 +154,9 @@ def vector_report(ir: str, symbol: str, kernel: str = "") -> VectorReport:
         for name in _CALL.findall(line):
             intrinsic = _split_intrinsic(name)
             if intrinsic is None:
-                if not _VECTOR_LIBRARY.match(name):
+                # a rare library call inside a vector loop is its lanes' masked cold path
+                rare = name.startswith(RARE_PREFIX) and widest[0] > 1
+                if not (_VECTOR_LIBRARY.match(name) or rare):
                     external.add(name)
                 continue
             base, is_vector = intrinsic

@@ -10,7 +10,7 @@ imports numba: the backend optimises, links and loads the IR.
 from __future__ import annotations
 
 from .loops import GRANULE, LoweredKernel, lower, row_symbol
-from .scalars import HELPERS, Fallback, LoweringError
+from .scalars import HELPERS, RARE_PREFIX, VECTOR_VARIANT_PREFIX, Fallback, LoweringError
 
-__all__ = ["GRANULE", "HELPERS", "Fallback", "LoweredKernel", "LoweringError", "lower",
-           "row_symbol"]
+__all__ = ["GRANULE", "HELPERS", "RARE_PREFIX", "VECTOR_VARIANT_PREFIX", "Fallback",
+           "LoweredKernel", "LoweringError", "lower", "row_symbol"]

@@ -1052,11 +1052,15 @@ class _VariantAttribute:
         return [f'"vector-function-abi-variant"="{self.variants}"']
 
 
+VECTOR_VARIANT_PREFIX = "_ZGV_LLVM_M"  # how a masked vector variant's name starts
+RARE_PREFIX = "numfuse_rare_"  # how a rare library call's wrapper's name starts
+
+
 def _rare_wrapper(module: ir.Module, name: str, dtype: np.dtype) -> ir.Function:
     """``numfuse_rare_<C name>``: calls the C library function (never inlined, so the
     vectoriser sees one call it has vector versions of)."""
     symbol = f"{name}f" if dtype == FLOAT32 else name
-    wrapper_name = f"numfuse_rare_{symbol}"
+    wrapper_name = f"{RARE_PREFIX}{symbol}"
     with contextlib.suppress(KeyError):
         existing: ir.Function = module.get_global(wrapper_name)
         return existing
@@ -1081,7 +1085,7 @@ def _rare_variants(module: ir.Module, wrapper: ir.Function) -> str:
     names = []
     for width in _RARE_WIDTHS:
         # named by its own mangled name, as vector math libraries name theirs
-        variant_name = f"_ZGV_LLVM_M{width}v_{wrapper.name}"
+        variant_name = f"{VECTOR_VARIANT_PREFIX}{width}v_{wrapper.name}"
         names.append(f"{variant_name}({variant_name})")
         with contextlib.suppress(KeyError):
             module.get_global(variant_name)
@@ -1093,9 +1097,15 @@ def _rare_variants(module: ir.Module, wrapper: ir.Function) -> str:
         # linkonce function before the vectoriser looks for it
         variant.linkage = "weak_odr"
         variant.attributes.add("nounwind")
+        # inlined after vectorisation (``backend.compile_object``): the test of the mask
+        # stays in the loop, the calls in a branch its ordinary iterations never take
+        variant.attributes.add("alwaysinline")
         builder = ir.IRBuilder(variant.append_basic_block("entry"))
         values, mask = variant.args
-        result: ir.Value = ir.Constant(vector, ir.Undefined)
+        # lanes left out are zeros, not undefined: inlined, an undefined lane is whatever
+        # a register holds, which a conversion after the call (float32's rounding of the
+        # float64 result) can find tiny or huge, raising "underflow" or "overflow"
+        result: ir.Value = ir.Constant(vector, None)
         lanes = builder.append_basic_block("lanes")
         nothing = builder.append_basic_block("nothing")
         bits = builder.bitcast(mask, ir.IntType(width))
