@@ -402,7 +402,12 @@ def _signed_overflow(step: Step, operands: Sequence[Any]) -> bool:
         return False
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = np.asarray(_renumbered(step, operands))
+        try:
+            result = np.asarray(_renumbered(step, operands))
+        except (OverflowError, TypeError, ValueError):
+            # numpy refuses these operands as they are (a Python int beyond the dtype
+            # of the array beside it); the step itself saw other ones (guarded)
+            return False
         if result.dtype.kind != "i":
             return False
         if step.name in ("power", "**"):
