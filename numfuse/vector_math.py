@@ -30,9 +30,10 @@ sin and cos: over every float32 up to 1e5), in ulp against the exact value (floa
 float64): exp 0.94 / 1, expm1 1.31 / 2, log 0.77 / 1, log1p 1.39 / 1, tanh 1.47 / 2, sin
 0.78 / 1, cos 0.78 / 1 (numpy's own float32 exp and log are up to 2.1 and 2.2 ulp off,
 its float32 sin and cos 1.5).  Known difference from numpy:
-float32 results in the subnormal range may raise "underflow" where numpy's SIMD loop does
-not (or the reverse), and numpy's float32 sin and cos of tiny arguments raise it where
-these do not; underflow is ignored by default (``np.errstate``).
+results in the subnormal range (float32; float64 too where numpy's AVX-512 loops run) may
+raise "underflow" where numpy's SIMD loop does not (or the reverse), and numpy's float32
+sin and cos of tiny arguments raise it where these do not; underflow is ignored by
+default (``np.errstate``).
 
 float32 arctan, arctan2, arcsin and arccos compute in float32 (see their sections);
 float32 tan computes sin / cos in float64 and rounds once (in float32, with the reduction
@@ -41,9 +42,9 @@ products cost more than the lanes gained).  Largest errors against the exact val
 (float32 / float64): tan 0.5 / 1.11, arctan 0.73 / 0.82, arcsin 0.84 / 0.83, arccos 0.87
 / 0.88, arctan2 0.79 / 1.0 (numpy's own float32 arctan2 is up to 1.38 ulp off, numpy
 2.4's float32 tan 3.6).  Like the C library's, tan, arctan and arcsin raise "underflow"
-for subnormal arguments, arctan2 for subnormal angles.  Known difference: numpy's float32
-arctan2 (``atan2f``) is an ulp off the correctly rounded angle where x < 0 and
-|y/x| >= 2**23; these return the correctly rounded one.
+for subnormal arguments, arctan2 for subnormal angles (numpy's AVX-512 loops do not).
+Known difference: numpy's float32 arctan2 (``atan2f``) is an ulp off the correctly
+rounded angle where x < 0 and |y/x| >= 2**23; these return the correctly rounded one.
 
 cbrt and hypot (float32 computed in float64 and rounded once), largest errors (float32 /
 float64): cbrt 0.5 / 0.67 and hypot 0.5 / 0.5 ulp in the normal range, 1 ulp for float64
@@ -59,7 +60,8 @@ power of ten is numpy's, sinh and cosh stay finite up to their own overflow thre
 Largest errors measured as above (float32 / float64): exp2 0.76 / 1, log2 0.5 / 1, log10
 0.5 / 1, sinh 1.08 / 1, cosh 1.14 / 1, arcsinh 0.5 / 2, arccosh 0.5 / 1, arctanh 0.5 / 1
 (numpy's own sinh, cosh and log10 are up to 2 ulp off, its float64 arccosh 2).  Like
-numpy's, sinh, arcsinh and arctanh of subnormal arguments raise "underflow".
+numpy's (but for its AVX-512 loops), sinh, arcsinh and arctanh of subnormal arguments
+raise "underflow".
 
 Like ``kernel_lib``, these are plain Python (they run unchanged on numpy scalars) and the
 backend compiles them with numba.  They refer only to ``np``, ``math`` and each other

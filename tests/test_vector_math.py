@@ -110,12 +110,33 @@ def ulps(result: np.ndarray, reference: np.ndarray, dtype: type) -> np.ndarray:
     return difference / spacing  # type: ignore[no-any-return]
 
 
-def assert_same_classes(result: np.ndarray, expected: np.ndarray, x: np.ndarray) -> None:
-    """NaN, infinities and signed zeros exactly where numpy has them."""
+def correctly_rounded(function: str, dtype: type, *args: np.ndarray) -> np.ndarray | None:
+    """numpy's ``function`` of ``args`` computed in a wider type (float64 for float32, long
+    double for float64) and rounded to ``dtype``: the correctly rounded value but for rare
+    double roundings; None for float64 where no long double is wider than float64."""
+    if dtype == np.float64 and not PRECISE_LONG_DOUBLE:
+        return None
+    wider = np.float64 if dtype == np.float32 else np.longdouble
+    with np.errstate(all="ignore"):
+        return getattr(np, function)(*(arg.astype(wider) for arg in args)).astype(dtype)
+
+
+def assert_same_classes(result: np.ndarray, expected: np.ndarray, x: np.ndarray,
+                        exact: np.ndarray | None = None) -> None:
+    """NaN, infinities and signed zeros exactly where numpy has them.  Where numpy's loop
+    flushes to zero a result whose correctly rounded value ``exact`` is not zero (numpy's
+    AVX-512 float32 exp2 just above -150), the result is within ULP_VS_EXACT of ``exact``
+    and of its sign instead."""
     for test in (np.isnan, np.isposinf, np.isneginf):
         mismatch = test(result) != test(expected)
         assert not mismatch.any(), f"{test.__name__} differs at x = {x[mismatch][:5]}"
     zeros = expected == 0
+    if exact is not None:
+        flushed = zeros & (exact != 0)
+        zeros &= ~flushed
+        dtype = result.dtype.type
+        assert ulps(result[flushed], exact[flushed], dtype).max(initial=0.0) <= ULP_VS_EXACT[dtype]
+        assert (np.signbit(result[flushed]) == np.signbit(exact[flushed])).all()
     assert np.array_equal(result[zeros], expected[zeros])
     signs = np.signbit(result[zeros]) != np.signbit(expected[zeros])
     assert not signs.any(), f"sign of zero differs at x = {x[zeros][signs]}"
@@ -143,7 +164,7 @@ def test_wide_ranges_are_within_a_few_ulp_of_numpy(kernels, function: str, dtype
         expected = getattr(np, function)(x)
         result = kernels[function](x)
     assert result.dtype == expected.dtype
-    assert_same_classes(result, expected, x)
+    assert_same_classes(result, expected, x, correctly_rounded(function, dtype, x))
     errors = ulps(result, expected, dtype)
     worst = x[np.isfinite(result) & np.isfinite(expected)][np.argmax(errors)]
     assert errors.max() <= ULP_VS_NUMPY[dtype], f"{errors.max()} ulp from numpy at x = {worst!r}"
@@ -251,6 +272,17 @@ def _floating_point_error(call, x: np.ndarray) -> str | None:  # type: ignore[no
         except FloatingPointError as error:
             return str(error).split(" encountered")[0].replace(" value", "")
     return None
+
+
+def _known_underflow_difference(expected: str | None, actual: str | None,
+                                results: np.ndarray) -> bool:
+    """The documented difference: numfuse raises "underflow" for results in the subnormal
+    range, as the C library does, where numpy's loop raised nothing (its own AVX-512 code
+    for tan, arctan, arcsin, sinh, arcsinh, arctanh and float64 arctan2 returns them
+    silently).  Decided by what numpy's loop did, not by the machine."""
+    tiny = np.finfo(results.dtype).smallest_normal
+    subnormal = (results != 0) & (np.abs(results) < tiny)
+    return expected is None and actual == "underflow" and bool(subnormal.any())
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda dtype: np.dtype(dtype).name)
@@ -394,7 +426,8 @@ def test_float32_polynomials_are_contracted(function: str) -> None:
     x = np.linspace(0.5, 2.0, 64).astype(np.float32)
     (kernel,) = numfuse.compile(_calling(getattr(np, function)), x).kernels
     row = kernel.llvm_ir().split(".row(")[1].split("\n}\n")[0]
-    products = re.findall(r"= fmul( contract)? <8 x float>", row)
+    # 8 float32 lanes with AVX2, 16 with AVX-512
+    products = re.findall(r"= fmul( contract)? <(?:8|16) x float>", row)
     assert products and all(products), products  # every vector product may fuse
 
 
@@ -442,12 +475,17 @@ def test_domain_edges_are_numpys_exactly(kernels, function: str, dtype: type) ->
 @pytest.mark.parametrize("function", ["tan", "arctan", "arcsin"])
 def test_subnormal_arguments_raise_underflow_like_numpy(kernels, function: str,
                                                         dtype: type) -> None:
-    # The C library's tan, atan and asin return a subnormal argument with "underflow".
+    # The C library's tan, atan and asin return a subnormal argument with "underflow", and
+    # so do numfuse's; numpy's AVX-512 loops return it without (a known difference).
     info = np.finfo(dtype)
     for value in (info.smallest_subnormal, -3 * info.smallest_subnormal):
         x = np.full(40, value, dtype=dtype)
-        assert _floating_point_error(getattr(np, function), x) == "underflow"
-        assert _floating_point_error(kernels[function], x) == "underflow"
+        expected = _floating_point_error(getattr(np, function), x)
+        actual = _floating_point_error(kernels[function], x)
+        with np.errstate(all="ignore"):
+            result = kernels[function](x)
+        assert actual == "underflow"
+        assert actual == expected or _known_underflow_difference(expected, actual, result)
     x = np.full(40, info.smallest_normal, dtype=dtype)
     assert _floating_point_error(kernels[function], x) is None
 
@@ -530,13 +568,22 @@ def test_float32_trigonometric_functions_compute_in_float32(function: str) -> No
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda dtype: np.dtype(dtype).name)
-def test_tan_of_huge_arguments_is_numpys(kernels, dtype: type) -> None:
-    # Beyond the vectorised reduction lanes call the C library's tan (see sin and cos).
+def test_tan_of_huge_arguments_is_accurate(kernels, dtype: type) -> None:
+    # Beyond the vectorised reduction lanes call the C library's tan (see sin and cos):
+    # as accurate as the ordinary lanes, within an ulp of numpy's float64 tan and within
+    # ULP_VS_NUMPY of its float32 one (with AVX-512 numpy's own code, up to 3.6 ulp off).
     rng = np.random.default_rng(12)
     huge = 10.0 ** rng.uniform(6.0, np.log10(float(np.finfo(dtype).max)), 500)
     x = np.stack([huge * rng.choice([-1.0, 1.0], 500), rng.uniform(-10.0, 10.0, 500)],
                  axis=1).ravel().astype(dtype)
-    assert ulps(kernels["tan"](x), np.tan(x), dtype).max() <= 1.0
+    result = kernels["tan"](x)
+    if dtype == np.float32:
+        exact = np.tan(x.astype(np.float64))
+        assert ulps(result, exact, dtype).max() <= FLOAT32_TRIGONOMETRIC_ULP["tan"]
+    elif PRECISE_LONG_DOUBLE:
+        assert ulps(result, np.tan(x.astype(np.longdouble)), dtype).max() <= 1.5
+    bound = ULP_VS_NUMPY[dtype] if dtype == np.float32 else 1.0
+    assert ulps(result, np.tan(x), dtype).max() <= bound
 
 
 # ------------------------------------------------------------------ arctan2
@@ -558,26 +605,21 @@ def grid_pairs(dtype: type) -> tuple[np.ndarray, np.ndarray]:
     return y.ravel(), x.ravel()
 
 
-def _numpys_float32_rounding(y: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Pairs where numpy's float32 arctan2 (the C library's atan2f) is an ulp from the
-    correctly rounded angle, which numfuse returns: x < 0 finite and |y/x| >= 2**23."""
-    with np.errstate(all="ignore"):
-        return (x < 0) & np.isfinite(x) & np.isfinite(y) & (np.abs(y) >= 2.0**23 * np.abs(x))
-
-
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda dtype: np.dtype(dtype).name)
-def test_arctan2_special_values_are_numpys_exactly(arctan2, dtype: type) -> None:
+def test_arctan2_special_values_are_correctly_rounded(arctan2, dtype: type) -> None:
+    # numpy's float32 arctan2 is an ulp off the correctly rounded angle at some of these:
+    # with AVX2 (the C library's atan2f) where x < 0 and |y/x| >= 2**23, with AVX-512 (its
+    # own loop) at arctan2(1, 1) and arctan2(1e20, 1e20).  numfuse returns the correctly
+    # rounded angle at every pair, numpy's classes and signed zeros.
     y, x = grid_pairs(dtype)
     with np.errstate(all="ignore"):
         expected = np.arctan2(y, x)
         result = arctan2(y, x)
     assert result.dtype == expected.dtype
     assert_same_classes(result, expected, np.stack([y, x], axis=1))
-    exact = np.ones(y.size, bool)
-    if dtype == np.float32:
-        exact = ~_numpys_float32_rounding(y, x)
-        assert ulps(result[~exact], expected[~exact], dtype).max() <= 1.0
-    np.testing.assert_array_equal(result[exact], expected[exact])
+    exact = correctly_rounded("arctan2", dtype, y, x)
+    np.testing.assert_array_equal(result, expected if exact is None else exact)
+    assert ulps(result, expected, dtype).max() <= 1.0
 
 
 def wide_pairs(dtype: type) -> tuple[np.ndarray, np.ndarray]:
@@ -636,7 +678,9 @@ def test_arctan2_floating_point_errors_are_numpys(arctan2, dtype: type) -> None:
         tile_y, tile_x = np.full(40, y_value, dtype), np.full(40, x_value, dtype)
         expected = _pair_error(np.arctan2, tile_y, tile_x)
         actual = _pair_error(arctan2, tile_y, tile_x)
-        if actual != expected:
+        with np.errstate(all="ignore"):
+            angles = arctan2(tile_y, tile_x)
+        if actual != expected and not _known_underflow_difference(expected, actual, angles):
             mismatches.append((y_value, x_value, expected, actual))
     assert not mismatches
 
@@ -795,32 +839,50 @@ def test_binary_plain_python_versions_agree_with_numpy(function: str) -> None:
             assert abs(float(result) - float(expected)) <= abs(float(np.spacing(expected)))
 
 
+# The libm kernels (NUMFUSE_VECTOR_MATH=0) are compared with numpy within a couple of ulp:
+# numpy's AVX-512 loops are its own code, not the C library's.
+LIBM_ULP_VS_NUMPY = 2.0
+_ULPS_SOURCE = textwrap.dedent("""
+    import numpy as np
+
+    def ulps(result, expected):
+        return float((abs(result - expected) / np.spacing(abs(expected))).max())
+""")
+
+
 def test_environment_switch_keeps_libm_cbrt_and_hypot(tmp_path) -> None:
-    script = textwrap.dedent("""
+    script = _ULPS_SOURCE + textwrap.dedent("""
         import numpy as np
         import numfuse
 
+        def both(x):
+            return np.cbrt(x), np.hypot(x, 2.0)
+
         x = np.linspace(-3.0, 3.0, 101)
-        compiled = numfuse.compile(lambda x: np.cbrt(x) + np.hypot(x, 2.0), x)
+        compiled = numfuse.compile(both, x)
         source = compiled.kernels[0].source
         print("np.cbrt(" in source, "math.hypot(" in source, "_f64(" in source)
-        print(np.array_equal(compiled(x), np.cbrt(x) + np.hypot(x, 2.0)))
+        print(max(ulps(a, b) for a, b in zip(compiled(x), both(x))))
     """)
     environment = dict(os.environ, NUMFUSE_VECTOR_MATH="0", NUMFUSE_CACHE_DIR=str(tmp_path))
     output = subprocess.run([sys.executable, "-c", script], env=environment, check=True,
                             capture_output=True, text=True, timeout=300).stdout.split("\n")
-    assert output[:2] == ["True True False", "True"]
+    assert output[0] == "True True False"
+    assert float(output[1]) <= LIBM_ULP_VS_NUMPY
 
 
 # ----------------------------------------------------------------- exp2, log2, log10
 def test_exp2_of_integers_is_exact(kernels) -> None:
     for dtype in DTYPES:
         limit = 1100 if dtype == np.float64 else 160
-        x = np.arange(-limit, limit).astype(dtype)
+        k = np.arange(-limit, limit)
         with np.errstate(all="ignore"):
-            expected = np.exp2(x)
-            result = kernels["exp2"](x)
-        np.testing.assert_array_equal(result, expected)
+            exact = np.ldexp(np.ones(k.size, dtype), k)  # 0 and inf beyond the range
+            expected = np.exp2(k.astype(dtype))
+            result = kernels["exp2"](k.astype(dtype))
+        np.testing.assert_array_equal(result, exact)
+        # (numpy's AVX-512 float32 exp2 is an ulp off at 127)
+        assert ulps(result, expected, dtype).max() <= 1.0
 
 
 def test_log2_of_powers_of_two_is_exact(kernels) -> None:
@@ -833,13 +895,17 @@ def test_log2_of_powers_of_two_is_exact(kernels) -> None:
         np.testing.assert_array_equal(result, np.log2(x))
 
 
-def test_log10_of_powers_of_ten_is_numpys(kernels) -> None:
+def test_log10_of_powers_of_ten_is_correctly_rounded(kernels) -> None:
+    # (numpy's AVX-512 float32 log10 is an ulp off at many: log10(1e-38) is -38.000004)
     for dtype in DTYPES:
         high = 308 if dtype == np.float64 else 38
         k = np.arange(-high, high + 1)
         x = np.array([f"1e{n}" for n in k]).astype(dtype)  # the nearest dtype to 10**n
         x = x[x > 0]
-        np.testing.assert_array_equal(kernels["log10"](x), np.log10(x))
+        result, expected = kernels["log10"](x), np.log10(x)
+        rounded = correctly_rounded("log10", dtype, x)
+        np.testing.assert_array_equal(result, expected if rounded is None else rounded)
+        assert ulps(result, expected, dtype).max() <= 1.0
         exact = np.abs(k) <= (22 if dtype == np.float64 else 10)
         np.testing.assert_array_equal(kernels["log10"](x[exact[-x.size:]]),
                                       k[-x.size:][exact[-x.size:]].astype(dtype))
@@ -877,15 +943,17 @@ def test_inverse_hyperbolic_functions_of_extreme_arguments(kernels) -> None:
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda dtype: np.dtype(dtype).name)
 @pytest.mark.parametrize("function", ["sinh", "arcsinh", "arctanh", "cosh", "exp2"])
 def test_subnormal_arguments_underflow_like_numpy(kernels, function: str, dtype: type) -> None:
-    # numpy's sinh, arcsinh and arctanh return a subnormal argument with "underflow".
+    # numpy's sinh, arcsinh and arctanh return a subnormal argument with "underflow" (its
+    # AVX-512 loops without: a known difference), numfuse's with it.
     info = np.finfo(dtype)
     for values in ([info.smallest_subnormal], [-info.smallest_normal / 3, 0.5],
                    [info.smallest_normal, -0.0, np.nan, 1e-30, 2.0]):
         x = np.tile(np.array(values, dtype=dtype), 40)
         expected = _floating_point_error(getattr(np, function), x)
-        assert _floating_point_error(kernels[function], x) == expected
+        actual = _floating_point_error(kernels[function], x)
         with np.errstate(all="ignore"):
             result, expected_values = kernels[function](x), getattr(np, function)(x)
+            assert actual == expected or _known_underflow_difference(expected, actual, result)
             assert_same_classes(result, expected_values, x)
             tiny = np.abs(x) < 1e-20
             np.testing.assert_array_equal(result[tiny], expected_values[tiny])
@@ -895,7 +963,7 @@ NEW_FUNCTIONS = ("exp2", "log2", "log10", "sinh", "cosh", "arcsinh", "arccosh", 
 
 
 def test_environment_switch_keeps_libm_calls_of_the_new_functions(tmp_path) -> None:
-    script = textwrap.dedent(f"""
+    script = _ULPS_SOURCE + textwrap.dedent(f"""
         import numpy as np
         import numfuse
 
@@ -909,12 +977,15 @@ def test_environment_switch_keeps_libm_calls_of_the_new_functions(tmp_path) -> N
             compiled = numfuse.compile(all_of_them, x, y)
             source = "".join(kernel.source for kernel in compiled.kernels)
             print(any(name + "_f" in source for name in names),
-                  all(np.array_equal(a, b) for a, b in zip(compiled(x, y), all_of_them(x, y))))
+                  max(ulps(a, b) for a, b in zip(compiled(x, y), all_of_them(x, y))))
     """)
     environment = dict(os.environ, NUMFUSE_VECTOR_MATH="0", NUMFUSE_CACHE_DIR=str(tmp_path))
     output = subprocess.run([sys.executable, "-c", script], env=environment, check=True,
                             capture_output=True, text=True, timeout=300).stdout.split("\n")
-    assert output[:2] == ["False True", "False True"]
+    for line in output[:2]:  # float32, float64
+        calls_vector_math, worst = line.split()
+        assert calls_vector_math == "False"
+        assert float(worst) <= LIBM_ULP_VS_NUMPY
 
 
 @pytest.mark.slow
@@ -928,7 +999,7 @@ def test_float32_functions_over_every_binade(kernels, function: str) -> None:
         exact = getattr(np, function)(x.astype(np.float64))
         result = kernels[function](x)
         in_range = np.abs(exact) <= np.finfo(np.float32).max
-    assert_same_classes(result, expected, x)
+        assert_same_classes(result, expected, x, exact.astype(np.float32))
     assert ulps(result[in_range], exact[in_range], np.float32).max() <= ULP_VS_EXACT[np.float32]
     assert ulps(result, expected, np.float32).max() <= ULP_VS_NUMPY[np.float32]
 
@@ -943,7 +1014,7 @@ def test_fastmath_kernels_keep_the_functions_accurate(function: str, dtype: type
     with np.errstate(all="ignore"):
         expected = getattr(np, function)(x)
         result = jitted(x)
-    assert_same_classes(result, expected, x)
+    assert_same_classes(result, expected, x, correctly_rounded(function, dtype, x))
     assert ulps(result, expected, dtype).max() <= ULP_VS_NUMPY[dtype]
 
 
