@@ -55,7 +55,7 @@ exp2, log2, log10, sinh, cosh, arcsinh, arccosh and arctanh build on the same re
 (float32 exp2, sinh and cosh compute in float32, eight lanes; float32 log2, log10 and the
 inverse hyperbolic functions in float64, four lanes, rounding once):
 exp2 of an integer is exact, log2 of a power of two is its exponent exactly, log10 of a
-power of ten is numpy's, sinh and cosh stay finite up to their own overflow threshold
+power of ten is correctly rounded, sinh and cosh stay finite up to their own overflow threshold
 (710.47, past exp's), arcsinh and arccosh of huge arguments take log(|x|) + ln 2.
 Largest errors measured as above (float32 / float64): exp2 0.76 / 1, log2 0.5 / 1, log10
 0.5 / 1, sinh 1.08 / 1, cosh 1.14 / 1, arcsinh 0.5 / 2, arccosh 0.5 / 1, arctanh 0.5 / 1
