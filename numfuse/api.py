@@ -757,9 +757,10 @@ def _guard(key: tuple[Any, ...], plan: CallPlan
     object: an equal one fails the guard and is looked up by its key), each Python number
     of its type —, without building their key; ``direct(*args)`` is, for such arguments
     when the plan's loop is one the thread policy does not split and the memory pool does
-    not serve, ``plan.gufunc(*args)`` (the small call's whole work), and ``_MISS``
-    otherwise.  Both are written out as one expression (``exec``): about a third of the
-    key's cost, and one Python call for a small call's dispatch."""
+    not serve, ``plan.gufunc`` of the kernel's operands (the small call's whole work; see
+    ``CallPlan``), and ``_MISS`` otherwise.  Both are written out as one expression
+    (``exec``): about a third of the key's cost, and one Python call for a small call's
+    dispatch."""
     tests: list[str] = []
     constants: dict[str, Any] = {"ndarray": _ndarray, "MISSING": _MISSING, "MISS": _MISS,
                                  "gufunc": plan.gufunc, "policy": plan.policy,
@@ -777,7 +778,14 @@ def _guard(key: tuple[Any, ...], plan: CallPlan
             tests.append(f"type({name}) is k{count}")
         count += 1
     parameters = "".join(f"a{index}=MISSING, " for index in range(count))
-    arguments = ", ".join(f"a{index}" for index in range(count))
+    if plan.operands is None:
+        arguments = ", ".join(f"a{index}" for index in range(count))
+    else:  # the kernel's operands: arguments picked and reshaped as the plan says
+        picked = []
+        for position, (slot, shape) in enumerate(plan.operands):
+            constants[f"r{position}"] = shape
+            picked.append(f"a{slot}" if shape is None else f"a{slot}.reshape(r{position})")
+        arguments = ", ".join(picked)
     test = " and ".join(["not rest", *tests])
     exec(f"def guard({parameters}*rest):\n"
          f"    return {test}\n"

@@ -1064,13 +1064,16 @@ class CallPlan(NamedTuple):
     """How a program runs on arguments of one exact kind (``Program.call_plan``):
     ``run(args)`` runs any call; while ``loop < policy.small`` (a loop the thread policy
     never splits) and the outputs are too small for the memory pool, the whole call may
-    be ``gufunc(*args)`` instead, the arguments being the kernel's operands as they are
-    and its outputs the results (the call cache's direct call, ``api._guard``)."""
+    be ``gufunc`` of the kernel's operands instead, its outputs being the results (the
+    call cache's direct call, ``api._guard``): the arguments as they are, or when
+    ``operands`` is given, the argument at each of its slots, reshaped to its shape when
+    that is not None."""
 
     gufunc: Callable[..., Any]  # ``run`` when there is no such shortcut (never called)
     policy: Any  # what holds ``small``: a ``threads.ThreadPolicy`` or ``_NO_SHORTCUT``
     loop: int
     run: Callable[[Sequence[Any]], Any]
+    operands: tuple[tuple[int, tuple[int, ...] | None], ...] | None = None
 
 
 class _NoShortcut:
@@ -1122,11 +1125,14 @@ def _call_plan(program: Program, args: Sequence[Any]) -> CallPlan | None:
     slots = tuple(slot for slot, _prepare, _core in layout.operands)
     operands = _operands_of(slots, shapes, len(args))
     specs = _output_specs(step, presented)
-    if operands is None and not step.completions and _structured(program) is None:
+    shortcut = not step.completions and _structured(program) is None
+    if operands is None and shortcut:
         return CallPlan(step.ufunc, policy, int(loop),
                         program.fast or program.interpret if specs is None else
                         _pooled_run(program, step, policy, slots, specs, int(loop)))
     run = _shaped_run(program, step, policy, slots, operands, presented, specs, int(loop))
+    if shortcut:  # the kernel's results as they come, of reshaped arguments
+        return CallPlan(step.ufunc, policy, int(loop), run, tuple(zip(slots, shapes, strict=True)))
     return CallPlan(run, _NO_SHORTCUT, int(loop), run)
 
 

@@ -1023,6 +1023,25 @@ def test_the_latest_kind_of_arguments_is_recognised_by_its_guard():
         jitted(x)  # one argument missing: numpy's own error, no plan
 
 
+def test_a_small_call_of_reshaped_arguments_goes_straight_to_its_gufunc():
+    def outer(a, b):
+        d = a - b
+        k = np.exp(-0.5 * d * d)
+        return k, -d * k
+
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((7, 1)), rng.standard_normal((1, 9))
+    jitted = numfuse.jit(outer)
+    for _ in range(2):
+        assert_same(jitted(a, b), outer(a, b), rtol=1e-15)
+    _guard, plan, direct = jitted._last
+    assert plan.operands is not None  # the kernel reads the arguments reshaped
+    assert_same(direct(a, b), jitted(a, b))
+    a2, b2 = rng.standard_normal((7, 1)), rng.standard_normal((1, 9))
+    assert_same(jitted(a2, b2), outer(a2, b2), rtol=1e-15)
+    assert direct(a, b.T) is MISS and direct(b, a) is MISS
+
+
 def test_the_call_cache_leaves_large_calls_to_the_thread_policy(monkeypatch):
     from numfuse.threads import ThreadPolicy
 
