@@ -54,11 +54,11 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from . import spinning
 from .codegen import BLOCK
 from .ops import OPS
 
@@ -101,17 +101,169 @@ assert REDUCTION_CHUNK % BLOCK == 0
 # Initial cost guesses (seconds per element), replaced by measurements.
 _BASE_COST, _OP_COST, _TRANSCENDENTAL_COST = 1e-9, 0.3e-9, 4e-9
 
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
+# A helper thread that has run its chunks spins this long for the next split call before
+# it sleeps (waking a sleeping thread costs 20-40 µs, see ``spinning``); once it sees one,
+# it spins ``GRACE_SECONDS`` more, leaving the GIL to the caller until its gufunc call has
+# released it.  The caller spins up to ``WAIT_SECONDS`` for helpers still running chunks,
+# then sleeps: a helper may share its core.
+SPIN_SECONDS = 300e-6
+GRACE_SECONDS = 4e-6
+WAIT_SECONDS = 300e-6
+# int64 words apart, so that the words the threads spin on lie in separate cache lines
+_STRIDE = 8
 
 
-def _executor() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 2) - 1),
-                                       thread_name_prefix="numfuse")
-        return _pool
+class _Task:
+    """One split call's chunks: ``work(index)`` for each index below ``count``, each
+    claimed by one thread (``claims``), ``finished`` once run (or skipped, once a chunk
+    has raised: the first exception is kept in ``errors``)."""
+
+    __slots__ = ("claims", "count", "errors", "finished", "waiting", "work")
+
+    def __init__(self, work: Callable[[int], None], count: int) -> None:
+        self.work = work
+        self.count = count
+        self.claims = itertools.count()  # next() is atomic under the GIL
+        self.finished = [False] * count
+        self.errors: list[BaseException] = []
+        self.waiting = False  # the caller sleeps on its crew's ``woken``
+
+    def drain(self) -> None:
+        """Run chunks until none is left to claim."""
+        while True:
+            index = next(self.claims)
+            if index >= self.count:
+                return
+            if not self.errors:
+                try:
+                    self.work(index)
+                except BaseException as error:  # re-raised in the calling thread
+                    self.errors.append(error)
+            self.finished[index] = True
+
+
+class _Crew:
+    """The helper threads of split calls, made once per process (``_crew``).
+
+    Helper ``i`` waits for work on ``words[i * _STRIDE]``, a count the caller increments
+    when it hands the helper a task (``tasks[i]``, run in ``contexts[i]``, a copy of the
+    caller's context: ``np.errstate`` applies in every thread); it spins on it, then sleeps
+    on ``events[i]`` (``sleeping[i]`` set) until it changes.  ``words[progress]`` counts
+    finished chunks.  One split call uses the crew at a time (``busy``); a call finding it
+    in use runs its chunks in its own thread."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.progress = size * _STRIDE
+        self.words = np.zeros((size + 1) * _STRIDE, np.int64)
+        self.tasks: list[_Task | None] = [None] * size
+        self.contexts: list[contextvars.Context | None] = [None] * size
+        self.sleeping = [False] * size
+        self.events = [threading.Event() for _ in range(size)]
+        self.busy = threading.Lock()
+        self.woken = threading.Event()  # a helper done, for a caller that sleeps
+        self.spinner = spinning.spinner()
+        self.spin = self.grace = self.wait = 0
+        if self.spinner is not None:
+            self.spin = self.spinner.turns(SPIN_SECONDS)
+            self.grace = self.spinner.turns(GRACE_SECONDS)
+            self.wait = self.spinner.turns(WAIT_SECONDS)
+        for index in range(size):
+            threading.Thread(target=self._serve, args=(index,), daemon=True,
+                             name=f"numfuse-{index}").start()
+
+    def _serve(self, index: int) -> None:
+        words, word, seen, bump = self.words, index * _STRIDE, 0, None
+        while True:
+            value = seen
+            if self.spinner is not None:
+                value = self.spinner.until_changed(words, word, seen, self.spin, self.grace,
+                                                   bump)
+            else:
+                words[self.progress] += bump is not None
+            bump = None
+            if value == seen:
+                event = self.events[index]
+                self.sleeping[index] = True
+                while int(words[word]) == seen:
+                    event.wait()
+                    event.clear()
+                self.sleeping[index] = False
+                value = int(words[word])
+            seen = value
+            task, context = self.tasks[index], self.contexts[index]
+            if task is not None and context is not None:
+                context.run(task.drain)
+                if task.waiting:
+                    self.woken.set()
+                # the next spin counts this helper done in ``words[progress]``, once it has
+                # released the GIL: the caller spinning on it then takes the GIL at once
+                bump = self.progress
+
+    def run(self, work: Callable[[int], None], count: int, threads: int) -> None:
+        """``work(0) … work(count - 1)`` on up to ``threads`` threads, this one included."""
+        task = _Task(work, count)
+        acquired = self.busy.acquire(blocking=False)
+        helpers = min(threads - 1, count - 1, self.size) if acquired else 0
+        try:
+            words = self.words
+            for index in range(helpers):
+                self.tasks[index] = task
+                self.contexts[index] = contextvars.copy_context()
+                words[index * _STRIDE] += 1
+                if self.sleeping[index]:
+                    self.events[index].set()
+            task.drain()
+            if helpers:
+                self._wait(task)
+        finally:
+            for index in range(helpers):
+                self.tasks[index] = self.contexts[index] = None
+            if acquired:
+                self.busy.release()
+        if task.errors:
+            raise task.errors[0]
+
+    def _wait(self, task: _Task) -> None:
+        """Until every chunk of ``task`` has finished: spinning first, then sleeping."""
+        words, progress = self.words, self.progress
+        spinning_left = self.spinner is not None
+        while True:
+            seen = int(words[progress])
+            if all(task.finished):
+                return
+            if spinning_left:
+                assert self.spinner is not None
+                spinning_left = self.spinner.until_changed(words, progress, seen, self.wait,
+                                                           0) != seen
+                continue
+            self.woken.clear()
+            task.waiting = True
+            if all(task.finished):
+                return
+            self.woken.wait(0.01)
+
+
+_crew: _Crew | None = None
+_crew_lock = threading.Lock()
+
+
+def _helpers() -> _Crew:
+    global _crew
+    with _crew_lock:
+        if _crew is None:
+            _crew = _Crew(max(1, (os.cpu_count() or 2) - 1))
+        return _crew
+
+
+def _forget_crew() -> None:
+    """In a forked child: the parent's helper threads do not exist there."""
+    global _crew, _crew_lock
+    _crew, _crew_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_crew)
 
 
 def resolve(threads: int | None, default: Callable[[], int]) -> int:
@@ -137,30 +289,11 @@ def run_chunks(work: Callable[[int], None], count: int, threads: int) -> None:
     Every thread runs in a copy of the caller's context, so ``np.errstate`` applies to
     all chunks; the first exception raised by any chunk is raised here.
     """
-    counter = itertools.count()
-    errors: list[BaseException] = []
-
-    def drain() -> None:
-        while not errors:
-            index = next(counter)
-            if index >= count:
-                return
-            try:
-                work(index)
-            except BaseException as error:  # re-raised in the calling thread
-                errors.append(error)
-                return
-
-    helpers = min(threads, count) - 1
-    pool = _executor() if helpers > 0 else None
-    futures = [pool.submit(contextvars.copy_context().run, drain)
-               for _ in range(helpers)] if pool is not None else []
-    drain()
-    for future in futures:
-        if not future.cancel():  # a helper that never started has nothing to finish
-            future.result()
-    if errors:
-        raise errors[0]
+    if threads <= 1 or count <= 1:
+        for index in range(count):
+            work(index)
+        return
+    _helpers().run(work, count, threads)
 
 
 # numpy's floating-point flags in the order it reports them, with their errstate keys.
@@ -451,12 +584,19 @@ class ThreadPolicy:
         pieces = max(1, min(pieces, units))
         bounds = [round(index * units / pieces) for index in range(pieces + 1)]
 
-        def work(index: int) -> None:
-            first, last = bounds[index], bounds[index + 1]
+        calls: list[list[tuple[list[Any], tuple[Any, ...]]]] = []  # sliced beforehand
+        for first, last in itertools.pairwise(bounds):
+            calls.append([])
             if min(last, full) > first:
-                self._units(operands, outputs, first, min(last, full), REDUCTION_CHUNK)
+                calls[-1].append(self._units(operands, outputs, first, min(last, full),
+                                             REDUCTION_CHUNK))
             if last > full:  # the shorter last chunk
-                self._units(operands, outputs, full, units, tail)
+                calls[-1].append(self._units(operands, outputs, full, units, tail))
+        ufunc = step.ufunc
+
+        def work(index: int) -> None:
+            for chunk, out in calls[index]:
+                ufunc(*chunk, out=out)
 
         with FlagsReportedOnce(self.name):
             if pieces == 1:
@@ -468,11 +608,11 @@ class ThreadPolicy:
         return tuple(results) if len(results) > 1 else results[0]
 
     def _units(self, operands: list[Any], outputs: list[Any], first: int, last: int,
-               width: int) -> None:
-        """One gufunc call over chunks ``first`` to ``last`` (exclusive), each ``width``
-        elements long, as rows: ``(n)`` operands and outputs sliced and reshaped (views),
-        the other operands given a length-1 axis for the chunks, partials written to
-        ``outputs[..., first:last]``."""
+               width: int) -> tuple[list[Any], tuple[Any, ...]]:
+        """The operands and outputs of one gufunc call over chunks ``first`` to ``last``
+        (exclusive), each ``width`` elements long, as rows: ``(n)`` operands and outputs
+        sliced and reshaped (views), the other operands given a length-1 axis for the
+        chunks, partials written to ``outputs[..., first:last]``."""
         start = first * REDUCTION_CHUNK
         stop = start + (last - first) * width
         shape = (last - first, width)
@@ -492,7 +632,7 @@ class ThreadPolicy:
             else:
                 output = output[..., first:last]
             out.append(output)
-        self.step.ufunc(*chunk, out=tuple(out))
+        return chunk, tuple(out)
 
     def _split(self, operands: list[Any], ranks: tuple[int, ...], rows: tuple[int, ...],
                length: int, outs: Sequence[Any] | None, along_core: bool,
@@ -524,14 +664,21 @@ class ThreadPolicy:
                 return value  # broadcast along the split axis
             return value[start:stop]
 
-        def work(index: int) -> None:
-            start, stop = bounds[index], bounds[index + 1]
+        # every chunk's operands are sliced before the threads start: a thread then holds
+        # the GIL only for its gufunc calls (see ``_Crew``)
+        calls = []
+        for start, stop in itertools.pairwise(bounds):
             chunk = [piece(value, core, rank, start, stop)
                      for value, core, rank in zip(operands, self.cores, ranks, strict=True)]
             out = tuple(None if target is None else
                         (target[..., start:stop] if along_core else target[start:stop])
                         for target in outputs)
-            result = step.ufunc(*chunk, out=out)
+            calls.append((chunk, out))
+        ufunc = step.ufunc
+
+        def work(index: int) -> None:
+            chunk, out = calls[index]
+            result = ufunc(*chunk, out=out)
             partials[index] = result if isinstance(result, tuple) else (result,)
 
         with FlagsReportedOnce(self.name):

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import itertools
 import math
+import multiprocessing
+import os
 import threading
+import time
 
 import numpy as np
 import pytest
 from conftest import assert_same
 
 import numfuse
-from numfuse import threads
+from numfuse import spinning, threads
 from numfuse.runtime import LocalRunner
 
 RNG = np.random.default_rng(5)
@@ -153,6 +156,96 @@ def test_chunks_run_on_several_threads_and_all_run():
     threads.run_chunks(work, 10, 2)
     assert sorted(done) == list(range(10))
     assert len(names) == 2
+
+
+def _two_threads_meet(count):
+    """A ``work`` for ``count`` chunks whose first two run at once on two threads, and
+    what it saw: the chunks done and the threads' names."""
+    done: list[int] = []
+    names: set[str] = set()
+    barrier = threading.Barrier(2, timeout=5)
+
+    def work(index):
+        if index < 2:
+            barrier.wait()
+        names.add(threading.current_thread().name)
+        done.append(index)
+
+    return work, done, names
+
+
+def test_helpers_that_went_to_sleep_are_woken_for_the_next_call():
+    for _ in range(3):
+        time.sleep(20 * threads.SPIN_SECONDS)  # the helpers stop spinning and sleep
+        work, done, names = _two_threads_meet(4)
+        threads.run_chunks(work, 4, 2)
+        assert sorted(done) == [0, 1, 2, 3] and len(names) == 2
+
+
+def test_helpers_without_the_native_spin_sleep_and_still_run_chunks(monkeypatch):
+    monkeypatch.setattr(spinning, "spinner", lambda: None)
+    crew = threads._Crew(1)
+    assert crew.spinner is None
+    for _ in range(3):
+        work, done, names = _two_threads_meet(6)
+        crew.run(work, 6, 2)
+        assert sorted(done) == list(range(6)) and len(names) == 2
+
+
+def test_the_first_exception_of_a_chunk_is_raised_and_later_chunks_are_skipped():
+    ran: list[int] = []
+
+    def work(index):
+        ran.append(index)
+        if index == 1:
+            raise KeyError(index)
+
+    with pytest.raises(KeyError):
+        threads.run_chunks(work, 200, 2)
+    assert 1 in ran and len(ran) < 200
+    work, done, _names = _two_threads_meet(5)  # the helpers are ready for the next call
+    threads.run_chunks(work, 5, 2)
+    assert sorted(done) == list(range(5))
+
+
+def test_callers_on_several_threads_split_at_once_and_all_finish():
+    x = RNG.standard_normal(300_000)
+    jitted = numfuse.jit(logp_and_sums, threads=2)
+    expected = logp_and_sums(x, 0.25)
+    errors: list[BaseException] = []
+
+    def caller():
+        try:
+            for _ in range(15):
+                result = jitted(x, 0.25)
+                assert_same(result[:2], expected[:2])
+        except BaseException as error:
+            errors.append(error)
+
+    callers = [threading.Thread(target=caller) for _ in range(3)]
+    for thread in callers:
+        thread.start()
+    for thread in callers:
+        thread.join(timeout=120)
+    assert not errors and not any(thread.is_alive() for thread in callers)
+
+
+def _split_in_child(queue):
+    work, done, names = _two_threads_meet(4)
+    threads.run_chunks(work, 4, 2)
+    queue.put((sorted(done), len(names)))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_makes_its_own_helpers():
+    threads.run_chunks(lambda index: None, 4, 2)  # the parent's helpers exist
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_split_in_child, args=(queue,))
+    child.start()
+    child.join(timeout=60)
+    assert child.exitcode == 0
+    assert queue.get(timeout=5) == ([0, 1, 2, 3], 2)
 
 
 def test_splitting_stops_while_it_does_not_pay_and_is_retried(chunk_calls):
