@@ -12,7 +12,8 @@ its results are checked against numpy's (``np.testing.assert_allclose``, rtol 1e
 float64, 1e-6 for float32, atol = rtol * max|numpy result| for cancellation); one that
 raises or disagrees is reported and not timed.  Then each repetition times every
 implementation once, round-robin (the order rotates each repetition), so a busy machine slows
-all of them alike.  Tiny calls are batched so one sample lasts at least ``--min-sample``
+all of them alike; a short untimed pause follows each sample (``SETTLE_SECONDS``).
+Tiny calls are batched so one sample lasts at least ``--min-sample``
 seconds; repetitions are capped so one (workload, size) takes about ``--budget`` seconds.
 
 Outputs are allocated by each implementation inside the timed call (the hand-written loops
@@ -71,6 +72,10 @@ try:
 except ImportError:
     torch = None
 
+# A pause after each sample, untimed: worker threads that spin for a while after a call
+# (numfuse's helpers, 0.3 ms; OpenMP's unless OMP_WAIT_POLICY=passive) go idle before the
+# next implementation is timed, so none is slowed by the one before it.
+SETTLE_SECONDS = 2e-3
 SIZES = (10**2, 10**3, 10**4, 10**5, 10**6, 10**7)
 QUICK_SIZES = (10**2, 10**4, 10**6)
 RESULTS = Path(__file__).parent / "results"
@@ -209,6 +214,7 @@ def measure(impls, converted, cells, batch, repeats: int) -> None:
             elapsed = time.perf_counter() - start
             gc.enable()
             cells[name].samples.append(elapsed / calls)
+            time.sleep(SETTLE_SECONDS)  # threads left spinning by this one stop first
 
 
 def run_one(workload: Workload, impls, size: int, options, rng) -> dict[str, Cell]:
@@ -240,8 +246,10 @@ def seconds_per_call(call: Callable, args, at_least: float = 1e-3,
 
 
 def _estimate(impl: Implementation, args) -> float:
-    """Seconds per call when called back to back (at least one call, about 1 ms)."""
-    return seconds_per_call(impl.call, args)
+    """Seconds per call when called back to back: the least of three bouts of about 1 ms
+    (a first bout can hold one-time costs, such as a thread pool starting, that would
+    make the batches too short)."""
+    return min(seconds_per_call(impl.call, args) for _ in range(3))
 
 
 def numfuse_plan(jitted) -> str:

@@ -542,6 +542,7 @@ class ThreadPolicy:
         call slowed by the first touch of its memory —: the class measures its cost
         again, on one thread, at its next call (else it would go on splitting calls
         that one thread runs faster, until its next due single-threaded call)."""
+        _helpers()  # made before the clock starts: the first split must not time it
         start = time.perf_counter()
         results = run(*arguments)
         observed = expected / max(time.perf_counter() - start, 1e-9)
