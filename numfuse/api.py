@@ -22,7 +22,7 @@ import types
 import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -300,9 +300,8 @@ class Jitted:
         # whether arguments are of its kind, tested without building their key, and that
         # test fused with the plan's direct gufunc call); the guards of the plans kept, by
         # key.  Set only under _lock by a call that saw the current generation.
-        self._last: tuple[Callable[..., bool], CallPlan, Callable[..., Any]] | None = None
-        self._guards: dict[tuple[Any, ...],
-                           tuple[Callable[..., bool], CallPlan, Callable[..., Any]]] = {}
+        self._last: Guards | None = None
+        self._guards: dict[tuple[Any, ...], Guards] = {}
         # Counts the changes of how arguments are specialised (static, per shape), each of
         # which empties _by_key and _calls: a runner made before one is not kept.
         self._generation = 0
@@ -321,6 +320,10 @@ class Jitted:
                        for kind in self._kinds)
         self._traced = fn if variadic else _by_parameter(fn, self._signature)
         functools.update_wrapper(self, fn)  # type: ignore[arg-type]
+        # A class of its own, whose ``__call__`` becomes the generated call of the latest
+        # kind of arguments (``_latest``): one Python call for a small call's dispatch.
+        self.__class__ = type(Jitted.__name__, (Jitted,), {"__module__": Jitted.__module__,
+                                                           "__qualname__": Jitted.__qualname__})
 
     def __set_name__(self, owner: type, name: str) -> None:
         """Defined in a class body: called through the class with an instance of it
@@ -361,7 +364,7 @@ class Jitted:
         self._by_key.clear()
         self._calls.clear()
         self._guards.clear()
-        self._last = None
+        self._latest(None)
 
     def _static_key(self, index: int, value: Any) -> Any:
         """What identifies a static argument's value among compilations."""
@@ -497,61 +500,68 @@ class Jitted:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not kwargs:
-            # The hot path: arguments of exactly these kinds ran before (the call cache,
-            # see ``_calls``); their plan has everything decided.  Written out here, as
-            # each function call would cost a few percent of a small call.  Arguments of
-            # the latest call's kind pass its guard; others are looked up by their key.
-            last = self._last
+            # Arguments of a kind that ran before (the call cache, see ``_calls``): their
+            # plan has everything decided.  Arguments of the latest such kind never get
+            # here: the generated ``__call__`` of their kind (``_guard``) took them.
+            generation = self._generation
             key: tuple[Any, ...] | None = ()
-            plan: CallPlan | None = None
-            if last is not None:
-                try:
-                    result = last[2](*args)  # the plan's gufunc, if the arguments are its kind
-                except ValueError as error:
-                    self._raise_numpys_error(args, kwargs, error)
-                    raise_broadcast_error(args)
-                    raise
-                except OverflowError:  # a Python int beyond 64 bits: _numpy_runs
-                    return self._general_call(args, kwargs)
-                if result is not _MISS:
-                    return result
-                if last[0](*args):
-                    plan = last[1]
-            if plan is None:
-                generation = self._generation
-                for value in args:
-                    kind = type(value)
-                    if kind is _ndarray:
-                        key += (value.shape, value.dtype)  # type: ignore[operator]
-                    elif kind is float or kind is int or kind is complex:
-                        key += (kind,)  # type: ignore[operator]
-                    else:
-                        key = None  # not a plain array or Python number: no plan kept
-                        break
-                plan = self._calls.get(key) if key is not None else None
-                if plan is not None:
-                    guards = self._guards.get(key)  # type: ignore[arg-type]
-                    if guards is not None:
-                        with self._lock:
-                            if generation == self._generation:
-                                self._last = guards
+            for value in args:
+                kind = type(value)
+                if kind is _ndarray:
+                    key += (value.shape, value.dtype)  # type: ignore[operator]
+                elif kind is float or kind is int or kind is complex:
+                    key += (kind,)  # type: ignore[operator]
+                else:
+                    key = None  # not a plain array or Python number: no plan kept
+                    break
+            plan = self._calls.get(key) if key is not None else None
             if plan is not None:
-                # (a small call of the latest kind went straight to its gufunc above)
-                try:
-                    return plan.run(args)
-                except CallShapeError as error:
-                    return self._per_shape(args, kwargs, error)
-                except BroadcastError as error:
-                    self._raise_numpys_error(args, kwargs, error)
-                    raise
-                except OverflowError:
-                    return self._general_call(args, kwargs)
+                guards = self._guards.get(key)  # type: ignore[arg-type]
+                if guards is not None and self._last is not guards:
+                    with self._lock:
+                        if generation == self._generation:
+                            self._latest(guards)
+                return self._run_plan(plan, args)
             if len(args) == self._n_params and not self.static_argnums \
                     and not self.auto_static and not self.per_shape:
                 result = self._signature_call(args, key)
                 if result is not _GENERAL:
                     return result
         return self._general_call(args, kwargs)
+
+    def _latest(self, guards: Guards | None) -> None:
+        """Make ``guards`` the latest kind of arguments (None: none): its generated call
+        becomes this object's ``__call__`` (its own class's, see ``__init__``).  Under
+        ``_lock``."""
+        self._last = guards
+        own = type(self)
+        if own is Jitted:  # not made by __init__: no class of its own
+            return
+        if guards is not None:
+            own.__call__ = guards.call  # type: ignore[method-assign]
+        elif "__call__" in own.__dict__:
+            del own.__call__
+
+    def _run_plan(self, plan: CallPlan, args: tuple[Any, ...]) -> Any:
+        """Run the call cache's ``plan`` for ``args``, of its kind."""
+        try:
+            return plan.run(args)
+        except CallShapeError as error:
+            return self._per_shape(args, {}, error)
+        except BroadcastError as error:
+            self._raise_numpys_error(args, {}, error)
+            raise
+        except OverflowError:  # a Python int beyond 64 bits: _numpy_runs
+            return self._general_call(args, {})
+
+    def _direct_failed(self, args: tuple[Any, ...], error: Exception) -> Any:
+        """The gufunc of a direct call (``Guards.call``) raised ``error``: numpy's error
+        for the function as written, or the general path."""
+        if isinstance(error, OverflowError):  # a Python int beyond 64 bits: _numpy_runs
+            return self._general_call(args, {})
+        self._raise_numpys_error(args, {}, error)  # type: ignore[arg-type]
+        raise_broadcast_error(args)
+        raise error
 
     def _signature_call(self, args: tuple[Any, ...], exact: tuple[Any, ...] | None) -> Any:
         """A call with every argument positional and none static: the Compiled of its
@@ -749,22 +759,41 @@ _MISSING = object()
 _MISS = object()  # a direct guard's "not these arguments, or not a direct call"
 
 
-def _guard(key: tuple[Any, ...], plan: CallPlan
-           ) -> tuple[Callable[..., bool], CallPlan, Callable[..., Any]]:
-    """``(guard, plan, direct)`` for the plan of arguments of the kind ``key`` (a key of
+class Guards(NamedTuple):
+    """What ``_guard`` writes for one kind of arguments of a ``Jitted`` (see there)."""
+
+    guard: Callable[..., bool]
+    plan: CallPlan
+    direct: Callable[..., Any]
+    call: Callable[..., Any]
+
+
+def _generally(jitted: Jitted, *args: Any, **kwargs: Any) -> Any:
+    """``Jitted.__call__`` of the arguments a generated call was given (``_MISSING``
+    stands for an argument not given)."""
+    return Jitted.__call__(jitted, *[value for value in args if value is not _MISSING],
+                           **kwargs)
+
+
+def _guard(key: tuple[Any, ...], plan: CallPlan) -> Guards:
+    """The guards of the plan of arguments of the kind ``key`` (a key of
     ``Jitted._calls``) describes: ``guard(*args)`` tells whether arguments are of exactly
     that kind — as many, each plain ndarray of its shape and dtype (the same dtype
     object: an equal one fails the guard and is looked up by its key), each Python number
     of its type —, without building their key; ``direct(*args)`` is, for such arguments
     when the plan's loop is one the thread policy does not split and the memory pool does
     not serve, ``plan.gufunc`` of the kernel's operands (the small call's whole work; see
-    ``CallPlan``), and ``_MISS`` otherwise.  Both are written out as one expression
-    (``exec``): about a third of the key's cost, and one Python call for a small call's
-    dispatch."""
+    ``CallPlan``), and ``_MISS`` otherwise; ``call(jitted, *args, **kwargs)``, the
+    ``__call__`` of a ``Jitted`` whose latest kind this is: ``direct``'s gufunc call, else
+    the plan's ``run`` for such arguments, else ``Jitted.__call__``.  They are written out
+    as expressions (``exec``): about a third of the key's cost, and one Python call for a
+    small call's dispatch."""
     tests: list[str] = []
     constants: dict[str, Any] = {"ndarray": _ndarray, "MISSING": _MISSING, "MISS": _MISS,
                                  "gufunc": plan.gufunc, "policy": plan.policy,
-                                 "memory": memory, "LOOP": plan.loop}
+                                 "memory": memory, "LOOP": plan.loop, "plan": plan,
+                                 "run_plan": Jitted._run_plan, "generally": _generally,
+                                 "failed": Jitted._direct_failed}
     parts = iter(key)
     count = 0
     for part in parts:
@@ -777,9 +806,10 @@ def _guard(key: tuple[Any, ...], plan: CallPlan
             constants[f"k{count}"] = part
             tests.append(f"type({name}) is k{count}")
         count += 1
-    parameters = "".join(f"a{index}=MISSING, " for index in range(count))
+    names = [f"a{index}" for index in range(count)]
+    parameters = "".join(f"{name}=MISSING, " for name in names)
     if plan.operands is None:
-        arguments = ", ".join(f"a{index}" for index in range(count))
+        arguments = ", ".join(names)
     else:  # the kernel's operands: arguments picked and reshaped as the plan says
         picked = []
         for position, (slot, shape) in enumerate(plan.operands):
@@ -787,13 +817,24 @@ def _guard(key: tuple[Any, ...], plan: CallPlan
             picked.append(f"a{slot}" if shape is None else f"a{slot}.reshape(r{position})")
         arguments = ", ".join(picked)
     test = " and ".join(["not rest", *tests])
+    small = "LOOP < policy.small and LOOP < memory.pooled_from"
+    given = "".join(f"{name}, " for name in names)
     exec(f"def guard({parameters}*rest):\n"
          f"    return {test}\n"
          f"def direct({parameters}*rest):\n"
-         f"    if {test} and LOOP < policy.small and LOOP < memory.pooled_from:\n"
+         f"    if {test} and {small}:\n"
          f"        return gufunc({arguments})\n"
-         f"    return MISS\n", constants)
-    return constants["guard"], plan, constants["direct"]
+         f"    return MISS\n"
+         f"def call(self, {parameters}*rest, **options):\n"
+         f"    if not options and {test}:\n"
+         f"        if {small}:\n"
+         f"            try:\n"
+         f"                return gufunc({arguments})\n"
+         f"            except (ValueError, OverflowError) as error:\n"
+         f"                return failed(self, ({given}), error)\n"
+         f"        return run_plan(self, plan, ({given}))\n"
+         f"    return generally(self, {given}*rest, **options)\n", constants)
+    return Guards(constants["guard"], plan, constants["direct"], constants["call"])
 
 
 _GENERAL: Any = object()  # Jitted._signature_call's "take the general path"

@@ -199,6 +199,9 @@ class _Crew:
                 # the next spin counts this helper done in ``words[progress]``, once it has
                 # released the GIL: the caller spinning on it then takes the GIL at once
                 bump = self.progress
+            # the task's chunks hold views of the call's operands and results (the pool
+            # lends a block again only once nothing references it)
+            task = context = None
 
     def run(self, work: Callable[[int], None], count: int, threads: int) -> None:
         """``work(0) … work(count - 1)`` on up to ``threads`` threads, this one included."""

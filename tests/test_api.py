@@ -1005,7 +1005,7 @@ def test_the_latest_kind_of_arguments_is_recognised_by_its_guard():
     x, y = np.arange(5.0), np.arange(6.0)
     for args in [(x, 0.5), (x, 0.5), (y, 0.5), (x, 1), (x, 1)]:  # kept from its 2nd call
         assert_same(jitted(*args), (args[0] - args[1]) * 2.0)
-    guard, plan, direct = jitted._last
+    guard, plan, direct, _call = jitted._last
     assert plan is jitted._calls[((5,), np.dtype("float64"), int)]
     assert guard(x, 2)
     # the small call's whole work: its gufunc, for arguments of the kind only
@@ -1023,6 +1023,29 @@ def test_the_latest_kind_of_arguments_is_recognised_by_its_guard():
         jitted(x)  # one argument missing: numpy's own error, no plan
 
 
+def test_the_latest_kind_of_arguments_is_called_through_its_generated_call():
+    jitted = numfuse.jit(lambda x, mu: (x - mu) * 2.0)
+    other = numfuse.jit(lambda x, mu: x + mu)
+    x = np.arange(5.0)
+    for _ in range(2):
+        assert_same(jitted(x, 1), (x - 1) * 2.0)
+        assert_same(other(x, 1), x + 1)
+    assert isinstance(jitted, numfuse.Jitted) and type(jitted) is not numfuse.Jitted
+    assert type(jitted).__call__ is jitted._last.call  # one Python call, then the gufunc
+    assert type(other).__call__ is other._last.call is not jitted._last.call
+    assert_same(jitted(x, mu=1), (x - 1) * 2.0)  # keywords take the general path
+    with pytest.warns(RuntimeWarning, match="beyond 64 bits"):  # numpy runs it as written
+        assert_same(jitted(x, 2**70), (x - 2**70) * 2.0)
+    with pytest.raises(TypeError):
+        jitted(x, 1, 2)
+    assert_same(jitted(np.arange(6.0), 1), (np.arange(6.0) - 1) * 2.0)
+    assert type(jitted).__call__ is jitted._last.call  # another kind is now the latest
+    with jitted._lock:
+        jitted._forget_calls()  # as when an argument turns out to be static
+    assert type(jitted).__call__ is numfuse.Jitted.__call__
+    assert_same(jitted(x, 1), (x - 1) * 2.0)
+
+
 def test_a_small_call_of_reshaped_arguments_goes_straight_to_its_gufunc():
     def outer(a, b):
         d = a - b
@@ -1034,7 +1057,7 @@ def test_a_small_call_of_reshaped_arguments_goes_straight_to_its_gufunc():
     jitted = numfuse.jit(outer)
     for _ in range(2):
         assert_same(jitted(a, b), outer(a, b), rtol=1e-15)
-    _guard, plan, direct = jitted._last
+    _guard, plan, direct, _call = jitted._last
     assert plan.operands is not None  # the kernel reads the arguments reshaped
     assert_same(direct(a, b), jitted(a, b))
     a2, b2 = rng.standard_normal((7, 1)), rng.standard_normal((1, 9))
@@ -1056,7 +1079,7 @@ def test_the_call_cache_leaves_large_calls_to_the_thread_policy(monkeypatch):
     call = ThreadPolicy.call
     monkeypatch.setattr(ThreadPolicy, "call",
                         lambda policy, *args: asked.append(policy) or call(policy, *args))
-    _guard, _plan, direct = jitted._last
+    _guard, _plan, direct, _call = jitted._last
     assert direct(x, 0.5) is MISS  # never the gufunc alone
     assert_same(jitted(x, 0.5), logp_and_grad(x, 0.5))
     assert asked == [plan.policy]
@@ -1067,7 +1090,7 @@ def test_a_small_call_stops_going_straight_to_its_gufunc_when_the_pool_takes_it(
     jitted = numfuse.jit(logp_and_grad)
     for _ in range(2):
         assert_same(jitted(x, 0.5), logp_and_grad(x, 0.5))
-    _guard, _plan, direct = jitted._last
+    _guard, _plan, direct, _call = jitted._last
     assert direct(x, 0.5) is not MISS
     settings = memory.pool()
     memory.pool(min_bytes=x.nbytes)

@@ -9,6 +9,7 @@ import multiprocessing
 import os
 import threading
 import time
+import weakref
 
 import numpy as np
 import pytest
@@ -228,6 +229,26 @@ def test_callers_on_several_threads_split_at_once_and_all_finish():
     for thread in callers:
         thread.join(timeout=120)
     assert not errors and not any(thread.is_alive() for thread in callers)
+
+
+def test_helpers_keep_no_reference_to_a_finished_call():
+    """A split call's chunks hold views of its results: the pool lends their blocks again
+    only once nothing references them, so the helpers must not keep them."""
+    meet, done, names = _two_threads_meet(4)
+    payload = np.zeros(10)
+    reference = weakref.ref(payload)
+
+    def work(index, payload=payload):  # bound, not a cell that ``del`` would empty
+        meet(index)
+        payload.sum()
+
+    threads.run_chunks(work, 4, 2)
+    assert sorted(done) == [0, 1, 2, 3] and len(names) == 2
+    del work, payload
+    deadline = time.monotonic() + 5
+    while reference() is not None and time.monotonic() < deadline:
+        time.sleep(1e-3)  # a helper lets go a moment after its last chunk
+    assert reference() is None
 
 
 def _split_in_child(queue):
