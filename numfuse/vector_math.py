@@ -172,9 +172,11 @@ def _expm1_f64_reduced(x, short):  # type: ignore[no-untyped-def]
     return moderate
 
 
-def _log_f64_reduced(x, short):  # type: ignore[no-untyped-def]
+def _log_f64_reduced(x, short, zero):  # type: ignore[no-untyped-def]
     """``log(x)`` for a positive finite (possibly subnormal) ``x``; ``short`` selects a
-    polynomial good to 1e-10 (for float32 results)."""
+    polynomial good to 1e-10 (for float32 results); and the quotient ``s`` it divides
+    for, which is -inf, with "divide by zero" raised, in the lanes of ``zero`` (the
+    answer of those whose argument was zero, see ``_log_answer``)."""
     tiny = x < 2.2250738585072014e-308
     # 2**52 makes a subnormal normal; every lane multiplies, by 1 unless tiny, so no
     # lane computes a product that overflows.
@@ -190,17 +192,45 @@ def _log_f64_reduced(x, short):  # type: ignore[no-untyped-def]
     e = _int_to_f64(exponent)
     f = mantissa - 1.0  # exact
     # log(1 + f) = 2 atanh(s) = 2s + s R(s*s) with s = f / (2 + f), and 2s = f - s f.
-    s = f / (2.0 + f)
-    z = s * s  # <= 0.0295
+    # Lanes of ``zero`` divide -1 by 0 instead, both hidden (LLVM, seeing the quotient's
+    # value unused there, would divide as the other lanes do): one division serves both.
+    s = hidden(-1.0 if zero else f) / hidden(0.0 if zero else 2.0 + f)
+    z = s * s  # <= 0.0295 (+inf in the lanes of ``zero``, where every term stays +inf)
     if short:
         R = z * (0.6666666666666666 + z * (0.4 + z * (0.2857142857142857 + z * (
             0.2222222222222222 + z * 0.18181818181818182))))
     else:
-        R = 0.15384615384615385 + z * (0.13333333333333333 + z * (
-            0.11764705882352941 + z * (0.10526315789473684 + z * 0.09523809523809523)))
-        R = z * (0.6666666666666666 + z * (0.4 + z * (0.2857142857142857 + z * (
-            0.2222222222222222 + z * (0.18181818181818182 + z * R)))))
-    return e * 0.6931471803691238 + (f - (s * (f - R) - e * 1.9082149292705877e-10))
+        R = _log_series_f64(z)
+    return e * 0.6931471803691238 + (f - (s * (f - R) - e * 1.9082149292705877e-10)), s
+
+
+def _log_answer(x, result, quotient):  # type: ignore[no-untyped-def]
+    """numpy's ``log`` of ``x`` (not NaN, not +inf) from ``_log_f64_reduced``'s (or
+    ``_log_f32_reduced``'s) result and quotient, the lanes of ``zero`` having been those
+    whose ``x`` is zero: -inf and "divide by zero" (the quotient's) for zeros, NaN and
+    "invalid" for negative numbers.  Computed in every lane, these answers cost one
+    addition more than the logarithm; ``_log_of_nonpositive``'s division and square root
+    cost as much as the logarithm itself.  The test is of a hidden copy of x: where LLVM
+    knows x > 0 (after ``abs``), a test of x would make the branch unreachable, and LLVM,
+    free to assume anything there, once hoisted a division by zero out of such code for
+    every call."""
+    if hidden(x) <= 0:
+        if hidden(x) == 0:
+            return quotient
+        # +inf - +inf: NaN and "invalid" for negative lanes, 0 - 0 for the others
+        infinite = hidden(math.inf if x < 0 else 0.0)
+        return infinite - infinite
+    return result
+
+
+def _log_answer_f32(x, result, quotient):  # type: ignore[no-untyped-def]
+    """``_log_answer`` in float32."""
+    if hidden(x) <= np.float32(0.0):
+        if hidden(x) == np.float32(0.0):
+            return quotient
+        infinite = hidden(np.float32(math.inf) if x < np.float32(0.0) else np.float32(0.0))
+        return infinite - infinite
+    return result
 
 
 def _log_of_nonpositive(x):  # type: ignore[no-untyped-def]
@@ -251,12 +281,11 @@ def expm1_f64(x):  # type: ignore[no-untyped-def]
 def log_f64(x):  # type: ignore[no-untyped-def]
     clean = x if x == x else 1.0
     # Clamped into the positive finite numbers; lanes clamped here are answered below.
-    result = _log_f64_reduced(min(max(clean, 5e-324), 1.7976931348623157e308), False)
+    result, quotient = _log_f64_reduced(min(max(clean, 5e-324), 1.7976931348623157e308),
+                                        False, hidden(clean) == 0)
     if x != x or clean == math.inf:
         return x
-    if hidden(clean) <= 0:  # see _log_of_nonpositive
-        return _log_of_nonpositive(clean)
-    return result
+    return _log_answer(clean, result, quotient)
 
 
 def log1p_f64(x):  # type: ignore[no-untyped-def]
@@ -266,12 +295,11 @@ def log1p_f64(x):  # type: ignore[no-untyped-def]
     argument = min(max(u, 1e-20), 1.7976931348623157e308)
     shifted = clean if u > 0.0 else 0.0
     # log(u) plus the first-order correction for the rounding of 1 + x.
-    result = _log_f64_reduced(argument, False) + (shifted - (argument - 1.0)) / argument
+    logarithm, quotient = _log_f64_reduced(argument, False, hidden(u) == 0)
+    result = logarithm + (shifted - (argument - 1.0)) / argument
     if x != x or u == 1.0 or u == math.inf:
         return x  # NaN, +inf, and |x| so small that log1p(x) rounds to x (keeps -0.0)
-    if hidden(u) <= 0:  # see _log_of_nonpositive
-        return _log_of_nonpositive(u)
-    return result
+    return _log_answer(u, result, quotient)
 
 
 def tanh_f64(x):  # type: ignore[no-untyped-def]
@@ -346,8 +374,9 @@ def _expm1_f32_moderate(x):  # type: ignore[no-untyped-def]
     return (p + (np.float32(1.0) - _pow2_f32(-scale))) * _pow2_f32(scale)
 
 
-def _log_f32_reduced(x):  # type: ignore[no-untyped-def]
-    """``log(x)`` for a positive finite (possibly subnormal) float32 ``x``."""
+def _log_f32_reduced(x, zero):  # type: ignore[no-untyped-def]
+    """``log(x)`` for a positive finite (possibly subnormal) float32 ``x``, and the
+    quotient it divides for, -inf in the lanes of ``zero`` (see ``_log_f64_reduced``)."""
     tiny = x < np.float32(1.1754943508222875e-38)
     # 2**23 makes a subnormal normal; every lane multiplies, by 1 unless tiny.
     normal = x * (np.float32(8388608.0) if tiny else np.float32(1.0))
@@ -359,20 +388,13 @@ def _log_f32_reduced(x):  # type: ignore[no-untyped-def]
     e = np.float32(exponent)
     f = mantissa - np.float32(1.0)  # exact
     # log(1 + f) = 2 atanh(s) = 2s + s R(s*s) with s = f / (2 + f), and 2s = f - s f.
-    s = f / (np.float32(2.0) + f)
+    s = hidden(np.float32(-1.0) if zero else f) / hidden(
+        np.float32(0.0) if zero else np.float32(2.0) + f)
     z = s * s  # <= 0.0295: the series' next term is below 3e-9 of the result
     R = z * (np.float32(0.6666666666666666) + z * (np.float32(0.4) + z * (
         np.float32(0.2857142857142857) + z * np.float32(0.2222222222222222))))
     return e * np.float32(0.693359375) + (
-        f - (s * (f - R) - e * np.float32(-2.1219444005469057e-04)))
-
-
-def _log_of_nonpositive_f32(x):  # type: ignore[no-untyped-def]
-    """``_log_of_nonpositive`` in float32 (its divisor hidden the same way)."""
-    quotient = np.float32(-1.0) / hidden(np.float32(0.0) if x == 0 else np.float32(1.0))
-    if hidden(x) == 0:
-        return quotient
-    return np.sqrt(x)
+        f - (s * (f - R) - e * np.float32(-2.1219444005469057e-04))), s
 
 
 def exp_f32(x):  # type: ignore[no-untyped-def]
@@ -411,13 +433,12 @@ def expm1_f32(x):  # type: ignore[no-untyped-def]
 def log_f32(x):  # type: ignore[no-untyped-def]
     clean = x if x == x else np.float32(1.0)
     # Clamped into the positive finite numbers; lanes clamped here are answered below.
-    result = _log_f32_reduced(min(max(clean, np.float32(1e-45)),
-                                  np.float32(3.4028234663852886e38)))
+    result, quotient = _log_f32_reduced(min(max(clean, np.float32(1e-45)),
+                                            np.float32(3.4028234663852886e38)),
+                                        hidden(clean) == np.float32(0.0))
     if x != x or clean == math.inf:
         return x
-    if hidden(clean) <= 0:  # see _log_of_nonpositive
-        return _log_of_nonpositive_f32(clean)
-    return result
+    return _log_answer_f32(clean, result, quotient)
 
 
 def log1p_f32(x):  # type: ignore[no-untyped-def]
@@ -427,12 +448,11 @@ def log1p_f32(x):  # type: ignore[no-untyped-def]
     argument = min(max(u, np.float32(1e-30)), np.float32(3.4028234663852886e38))
     shifted = clean if u > 0 else np.float32(0.0)
     # log(u) plus the first-order correction for the rounding of 1 + x.
-    result = _log_f32_reduced(argument) + (shifted - (argument - np.float32(1.0))) / argument
+    logarithm, quotient = _log_f32_reduced(argument, hidden(u) == np.float32(0.0))
+    result = logarithm + (shifted - (argument - np.float32(1.0))) / argument
     if x != x or u == np.float32(1.0) or u == math.inf:
         return x  # NaN, +inf, and |x| so small that log1p(x) rounds to x (keeps -0.0)
-    if hidden(u) <= np.float32(0.0):  # see _log_of_nonpositive
-        return _log_of_nonpositive_f32(u)
-    return result
+    return _log_answer_f32(u, result, quotient)
 
 
 def _tanh_f32_small(x):  # type: ignore[no-untyped-def]
@@ -1506,7 +1526,9 @@ def _scaled_log_f64(x, scale):  # type: ignore[no-untyped-def]
     parts: float64 leaves 29 bits to spare, and log2 of a power of two still rounds to
     its exponent), with log_f64's special values and flags."""
     clean = x if x == x else 1.0
-    result = _log_f64_reduced(min(max(clean, 5e-324), 1.7976931348623157e308), True) * scale
+    logarithm, _quotient = _log_f64_reduced(min(max(clean, 5e-324), 1.7976931348623157e308),
+                                            True, False)
+    result = logarithm * scale
     if x != x or clean == math.inf:
         return x
     if hidden(clean) <= 0:  # see _log_of_nonpositive
@@ -1699,8 +1721,8 @@ def _log1p_parts_f64(u, error, huge, short):  # type: ignore[no-untyped-def]
     number, or 0.0 to take the first form); ``short``: to float32 accuracy."""
     w = 1.0 + u
     correction = ((u - (w - 1.0)) + error) / w
-    return _log_f64_reduced(huge if huge > 0.0 else w, short) + (
-        0.6931471805599453 if huge > 0.0 else correction)
+    logarithm, _quotient = _log_f64_reduced(huge if huge > 0.0 else w, short, False)
+    return logarithm + (0.6931471805599453 if huge > 0.0 else correction)
 
 
 def _sqrt_with_error_f64(v):  # type: ignore[no-untyped-def]
