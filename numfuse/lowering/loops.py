@@ -49,6 +49,15 @@ _ELEMENT = "element_"  # the element a fused reduction folds in
 # work.
 GRANULE = 16
 assert BLOCK % GRANULE == 0
+# Vector iterations of a kernel's element loop LLVM interleaves when the kernel folds no
+# reduction (a fold's order is fixed, see ``codegen.Fold``).  A kernel of several
+# transcendental functions is a chain of dependent operations (a polynomial, a division,
+# the next function's argument) longer than the core's reorder window holds, so one
+# iteration's chain runs nearly alone; two interleaved iterations overlap theirs.  LLVM
+# chooses one for such loops (their register pressure).  Measured on AVX-512, 1e5
+# elements, one thread: Black-Scholes 915 -> 763 µs, softplus and sigmoid 450 -> 341 µs;
+# short kernels unchanged; three or four iterations were slower than two.
+INTERLEAVE = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -623,7 +632,9 @@ class _Row:
         if "blocks" in accumulators:
             return self.blocked_loop(units, unit, accumulators)
         length = self.builder.mul(units, ir.Constant(T.I64, unit))
-        return _counted(self.builder, length, accumulators, self.element, plain=self.tail)
+        # a kernel without folds: two vector iterations interleaved (``INTERLEAVE``)
+        return _counted(self.builder, length, accumulators, self.element, plain=self.tail,
+                        interleave=INTERLEAVE if not accumulators else None)
 
     def element(self, index: ir.Value, carried: Names) -> Names:
         """One element ``index``: loads, the body, stores; returns the updated
@@ -752,11 +763,23 @@ def _plain_loop(module: ir.Module) -> ir.Value:
     return loop
 
 
+def _interleaved_loop(module: ir.Module, count: int) -> ir.Value:
+    """Loop metadata asking LLVM to interleave ``count`` iterations of the vector loop."""
+    option = module.add_metadata([ir.MetaDataString(module, "llvm.loop.interleave.count"),
+                                  ir.Constant(T.I32, count)])
+    name = ir.MetaDataString(module, f"numfuse.loop.{len(module.metadata)}")
+    loop = module.add_metadata([name, option])
+    loop.operands = (loop, option)  # a loop's metadata refers to itself first
+    return loop
+
+
 def _counted(builder: ir.IRBuilder, count: ir.Value, carried: Names,
-             body: Callable[[ir.Value, Names], Names], plain: bool = False) -> Names:
+             body: Callable[[ir.Value, Names], Names], plain: bool = False,
+             interleave: int | None = None) -> Names:
     """``for index in range(count)``, threading ``carried`` values through the iterations;
     returns their values after the loop.  A ``plain`` loop is left as written (neither
-    vectorised nor unrolled: the few elements of a buffer copy are not worth the code)."""
+    vectorised nor unrolled: the few elements of a buffer copy are not worth the code);
+    ``interleave``: how many vector iterations LLVM interleaves (None: its choice)."""
     start = builder.block
     loop = builder.append_basic_block("loop")
     after = builder.append_basic_block("after")
@@ -781,6 +804,8 @@ def _counted(builder: ir.IRBuilder, count: ir.Value, carried: Names,
     latch = builder.cbranch(builder.icmp_signed("<", following, count), loop, after)
     if plain:
         latch.set_metadata("llvm.loop", _plain_loop(builder.module))
+    elif interleave is not None:
+        latch.set_metadata("llvm.loop", _interleaved_loop(builder.module, interleave))
     builder.position_at_end(after)
     results = {}
     for name, value in carried.items():
