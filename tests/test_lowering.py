@@ -320,3 +320,20 @@ def test_rare_library_calls_are_inlined_into_the_vector_loop(dtype):
     assert_like_numpy(lambda x: np.sin(x), x, rtol=2 * np.finfo(dtype).eps)
     with np.errstate(all="raise"):
         compiled(np.full(40, 1.0, dtype))  # no "underflow" from the lanes left out
+
+
+@pytest.mark.parametrize(("fn", "dtype", "interleaved"), [
+    (lambda x: np.exp(-x) / (1.0 + np.log1p(x)), np.float64, True),
+    (lambda x: np.where(x > 1.0, np.exp(-x), x), np.float64, True),  # booleans, 8-byte values
+    # 16 float32 lanes: two vectors would overshoot a granule
+    (lambda x: np.exp(-x) / (1.0 + np.log1p(x)), np.float32, False),
+    (lambda x: np.sum(np.exp(-x)), np.float64, False),  # a fold's order is fixed
+])
+def test_float64_loops_without_folds_interleave_two_vector_iterations(fn, dtype, interleaved):
+    # Chains of transcendental functions outrun the core's reorder window: two iterations
+    # in flight overlap their chains (LLVM chose one for such loops).
+    x = np.linspace(0.0, 4.0, 67).astype(dtype)
+    kernel = numfuse.compile(fn, x).kernels[0]
+    assert ("llvm.loop.interleave.count" in lower(kernel.generated).modules[0]) == interleaved
+    assert kernel_vector_report(kernel).vectorised
+    assert_like_numpy(fn, x, rtol=4 * np.finfo(dtype).eps)

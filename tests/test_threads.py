@@ -193,6 +193,24 @@ def test_helpers_without_the_native_spin_sleep_and_still_run_chunks(monkeypatch)
         assert sorted(done) == list(range(6)) and len(names) == 2
 
 
+def test_the_spin_of_the_helpers_is_set_from_the_environment(monkeypatch):
+    if spinning.spinner() is None:
+        pytest.skip("no native spin on this platform")
+    monkeypatch.setenv("NUMFUSE_SPIN_SECONDS", "0")
+    assert threads.spin_seconds() == 0.0
+    sleeper = threads._Crew(1)
+    assert sleeper.spin == 1  # one turn: a helper sleeps at once
+    monkeypatch.setenv("NUMFUSE_SPIN_SECONDS", "0.002")
+    assert threads._Crew(1).spin > 100 * sleeper.spin
+    for bad in ("soon", "-1", "nan"):
+        monkeypatch.setenv("NUMFUSE_SPIN_SECONDS", bad)
+        with pytest.warns(RuntimeWarning, match="NUMFUSE_SPIN_SECONDS"):
+            assert threads.spin_seconds() == threads.SPIN_SECONDS
+    work, done, names = _two_threads_meet(4)
+    sleeper.run(work, 4, 2)  # a helper that never spins still runs its chunks
+    assert sorted(done) == [0, 1, 2, 3] and len(names) == 2
+
+
 def test_the_first_exception_of_a_chunk_is_raised_and_later_chunks_are_skipped():
     ran: list[int] = []
 

@@ -50,7 +50,8 @@ _ELEMENT = "element_"  # the element a fused reduction folds in
 GRANULE = 16
 assert BLOCK % GRANULE == 0
 # Vector iterations of a kernel's element loop LLVM interleaves when the kernel folds no
-# reduction (a fold's order is fixed, see ``codegen.Fold``).  A kernel of several
+# reduction (a fold's order is fixed, see ``codegen.Fold``) and computes in float64
+# (``_wide``).  A kernel of several
 # transcendental functions is a chain of dependent operations (a polynomial, a division,
 # the next function's argument) longer than the core's reorder window holds, so one
 # iteration's chain runs nearly alone; two interleaved iterations overlap theirs.  LLVM
@@ -632,9 +633,10 @@ class _Row:
         if "blocks" in accumulators:
             return self.blocked_loop(units, unit, accumulators)
         length = self.builder.mul(units, ir.Constant(T.I64, unit))
-        # a kernel without folds: two vector iterations interleaved (``INTERLEAVE``)
+        # a float64 kernel without folds: two vector iterations interleaved (``INTERLEAVE``)
+        interleave = INTERLEAVE if not accumulators and _wide(self.program) else None
         return _counted(self.builder, length, accumulators, self.element, plain=self.tail,
-                        interleave=INTERLEAVE if not accumulators else None)
+                        interleave=interleave)
 
     def element(self, index: ir.Value, carried: Names) -> Names:
         """One element ``index``: loads, the body, stores; returns the updated
@@ -761,6 +763,16 @@ def _plain_loop(module: ir.Module) -> ir.Value:
     loop = module.add_metadata([name, *options])
     loop.operands = (loop, *options)  # a loop's metadata refers to itself first
     return loop
+
+
+def _wide(program: KernelProgram) -> bool:
+    """Whether every value of ``program`` but its booleans has 8 bytes (a float64 kernel):
+    a vector of its values then holds at most 8 lanes, and ``INTERLEAVE`` of them fit in a
+    ``GRANULE`` (narrower values fill more lanes; two vectors of 16 float32 lanes
+    overshoot the granule, and LLVM then scalarised calls in the loop)."""
+    dtypes = [operand.dtype for operand in program.operands]
+    dtypes += [statement.dtype for statement in (*program.prelude, *program.body)]
+    return all(dtype.itemsize == 8 or dtype.kind == "b" for dtype in dtypes)
 
 
 def _interleaved_loop(module: ir.Module, count: int) -> ir.Value:
