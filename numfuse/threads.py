@@ -89,6 +89,12 @@ MIN_CHUNK_ELEMENTS = 4096
 MIN_PASS_COLUMNS = 256
 # Splitting continues while (one-thread estimate) / (split time) stays at least this.
 MIN_GAIN = 1.2
+# A class's gain is the best of its last ``GAIN_WINDOW`` split calls: a split is slowed now
+# and then (a page fault, another process for a moment), and a mean of the gains let a
+# few slow splits stop splitting that paid (Black-Scholes, GELU at 1e6 amid the suite's
+# peers: splits of 470-600 µs against 755 µs on one thread, then one of 970).  Splits
+# slowed by a busy core are all slow: the best of four stays low.
+GAIN_WINDOW = 4
 RETRY_EVERY = 16
 # A split this much faster per thread than the single-thread estimate shows the estimate
 # wrong (caches shared by more threads gain some tens of percent, not this).
@@ -314,7 +320,11 @@ def chunk_count(seconds: float, elements: int, threads: int) -> int:
     if threads <= 1 or seconds < PARALLEL_MIN_SECONDS:
         return 1
     wanted = max(2, int(seconds / CHUNK_SECONDS))
-    return max(1, min(wanted, CHUNKS_PER_THREAD * threads, elements // MIN_CHUNK_ELEMENTS))
+    # a multiple of the thread count: 7 chunks on 2 threads left one thread idle for the
+    # last (GELU at 1e6: 10% of the call)
+    wanted = min(wanted, CHUNKS_PER_THREAD * threads)
+    wanted = max(threads, (wanted + threads // 2) // threads * threads)
+    return max(1, min(wanted, elements // MIN_CHUNK_ELEMENTS))
 
 
 def run_chunks(work: Callable[[int], None], count: int, threads: int) -> None:
@@ -443,16 +453,17 @@ class SizeClass:
     element, the kernel's guess until ``measured``, then the least over its
     single-threaded calls (a call is only ever slowed: by a first touch of its memory, a
     busy core; the least is what one thread can do, and what a split must beat);
-    ``gain``, a running mean of how much faster split calls were
-    than that estimate; ``large``, how many calls it has seen; ``retry``, how many calls
-    apart splits are retried while they do not pay (see ``next_retry``)."""
+    ``gain``, how much faster than that estimate the best of the ``recent`` split calls
+    (at most ``GAIN_WINDOW``) was; ``large``, how many calls it has seen; ``retry``, how
+    many calls apart splits are retried while they do not pay (see ``next_retry``)."""
 
-    __slots__ = ("cost", "gain", "large", "measured", "retry")
+    __slots__ = ("cost", "gain", "large", "measured", "recent", "retry")
 
     def __init__(self, cost: float) -> None:
         self.cost = cost
         self.measured = False
         self.gain = 2.0
+        self.recent: list[float] = []
         self.large = 0
         self.retry = RETRY_EVERY
 
@@ -571,7 +582,8 @@ class ThreadPolicy:
     def _timed_split(known: SizeClass, expected: float, threads: int,
                      run: Callable[..., Any], *arguments: Any) -> Any:
         """``run(*arguments)``, a split call on up to ``threads`` threads, updating
-        ``known.gain`` with its speed-up over the single-thread estimate ``expected``.
+        ``known.gain`` with its speed-up over the single-thread estimate ``expected``
+        (the best of the last ``GAIN_WINDOW``).
         A speed-up beyond the thread count means the estimate is wrong — measured on a
         call slowed by the first touch of its memory —: the class measures its cost
         again, on one thread, at its next call (else it would go on splitting calls
@@ -583,7 +595,9 @@ class ThreadPolicy:
         if observed > threads * IMPOSSIBLE_GAIN:
             known.measured = False
             return results
-        known.gain = 0.7 * known.gain + 0.3 * observed
+        known.recent.append(observed)
+        del known.recent[:-GAIN_WINDOW]
+        known.gain = max(known.recent)
         known.retry = next_retry(known.retry, known.gain)
         return results
 

@@ -141,6 +141,9 @@ def test_thread_count_rules():
     assert threads.chunk_count(1e-5, 10**6, 4) == 1
     assert threads.chunk_count(1e-2, 10**6, 2) == 2 * threads.CHUNKS_PER_THREAD
     assert threads.chunk_count(1e-2, 10_000, 2) == 2
+    assert threads.chunk_count(7.5e-4, 10**6, 2) == 8  # not 7: a multiple of the threads
+    assert threads.chunk_count(5.5e-4, 10**6, 2) == 6
+    assert threads.chunk_count(3e-4, 10**6, 4) == 4
 
 
 def test_chunks_run_on_several_threads_and_all_run():
@@ -297,6 +300,23 @@ def test_splitting_stops_while_it_does_not_pay_and_is_retried(chunk_calls):
         known.gain = 1.0  # as if the other core were busy: splits were no faster
         assert_same(compiled(x, 0.25)[:2], logp_and_sums(x, 0.25)[:2])
     assert len(chunk_calls) == 1  # one retry in RETRY_EVERY calls
+
+
+def test_a_slow_split_among_fast_ones_does_not_stop_splitting_but_slow_ones_do():
+    known = threads.SizeClass(1e-9)
+    expected = 0.02  # seconds on one thread
+
+    def split(seconds):
+        threads.ThreadPolicy._timed_split(known, expected, 2, time.sleep, seconds)
+
+    split(0.013)  # about 1.5x faster than one thread
+    split(0.05)  # slowed once (a page fault, another process for a moment)
+    assert known.gain >= threads.MIN_GAIN
+    for _ in range(threads.GAIN_WINDOW - 1):
+        split(0.05)  # the other core is busy: every split is slow
+    assert known.gain < threads.MIN_GAIN
+    split(0.013)  # a retry finds the machine free again
+    assert known.gain >= threads.MIN_GAIN and known.retry == threads.RETRY_EVERY
 
 
 def test_while_splitting_pays_one_call_in_retry_every_measures_on_one_thread(chunk_calls,
