@@ -477,6 +477,9 @@ def check_program(steps: list[Step], args: list[Any]) -> None:
         assert type(actual) is type(expected), f"{context}\nnumpy raised {expected!r}, " \
                                                f"numfuse gave {actual!r}"
         return
+    if isinstance(actual, FloatingPointError) and str(actual).startswith("underflow") and \
+            _subnormal_anywhere(pool):
+        return  # README: known difference (see _subnormal_anywhere)
     assert not isinstance(actual, BaseException), f"{context}\nnumfuse raised {actual!r}"
     for position, (got, want) in enumerate(zip(actual, expected, strict=True)):
         status = statuses[len(args) + position]
@@ -501,9 +504,25 @@ def check_program(steps: list[Step], args: list[Any]) -> None:
             # (which another step may raise in both)
             expected_warnings.discard("invalid value")
             actual_warnings.discard("invalid value")
+        if actual_warnings - expected_warnings == {"underflow"} and _subnormal_anywhere(pool):
+            actual_warnings.discard("underflow")  # README: known difference
         assert actual_warnings == expected_warnings, (
             f"{context}\nwarnings: numfuse {sorted(actual_warnings)} != "
             f"numpy {sorted(expected_warnings)}")
+
+
+def _subnormal_anywhere(values: Sequence[Any]) -> bool:
+    """Whether a float value of the program (an argument or a step's result, as numpy
+    computed it) is subnormal: the README's known difference, numfuse raising "underflow"
+    for results in the subnormal range as the C library does, where numpy's AVX-512 loops
+    (tan, arctan, arcsin, sinh, arcsinh, arctanh of subnormal arguments) raise nothing."""
+    for value in values:
+        array = np.asarray(value)
+        if array.dtype.kind == "f":
+            tiny = np.finfo(array.dtype).smallest_normal
+            if bool(((array != 0) & (np.abs(array) < tiny)).any()):
+                return True
+    return False
 
 
 def _run(fn: Callable[..., Any], args: Sequence[Any]) -> tuple[Any, set[str]]:
