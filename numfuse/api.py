@@ -498,7 +498,7 @@ class Jitted:
         for key, pending in list(self._pending.items()):
             self._settle(key, pending)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
         if not kwargs:
             # Arguments of a kind that ran before (the call cache, see ``_calls``): their
             # plan has everything decided.  Arguments of the latest such kind never get
@@ -768,7 +768,7 @@ class Guards(NamedTuple):
     call: Callable[..., Any]
 
 
-def _generally(jitted: Jitted, *args: Any, **kwargs: Any) -> Any:
+def _generally(jitted: Jitted, /, *args: Any, **kwargs: Any) -> Any:
     """``Jitted.__call__`` of the arguments a generated call was given (``_MISSING``
     stands for an argument not given)."""
     return Jitted.__call__(jitted, *[value for value in args if value is not _MISSING],
@@ -825,7 +825,7 @@ def _guard(key: tuple[Any, ...], plan: CallPlan) -> Guards:
          f"    if {test} and {small}:\n"
          f"        return gufunc({arguments})\n"
          f"    return MISS\n"
-         f"def call(self, {parameters}*rest, **options):\n"
+         f"def call(self, {parameters}/, *rest, **options):\n"
          f"    if not options and {test}:\n"
          f"        if {small}:\n"
          f"            try:\n"

@@ -1046,6 +1046,19 @@ def test_the_latest_kind_of_arguments_is_called_through_its_generated_call():
     assert_same(jitted(x, 1), (x - 1) * 2.0)
 
 
+def test_parameters_named_like_the_generated_calls_own_pass_by_keyword():
+    def scaled(self, a0, rest=1.0, options=2.0):
+        return (self - a0) * rest + options
+
+    jitted = numfuse.jit(scaled)
+    x = np.arange(4.0)
+    for _ in range(3):  # the generated call of this kind is the latest after the second
+        assert_same(jitted(x, 1.5, 1.0, 2.0), scaled(x, 1.5))
+    assert type(jitted).__call__ is jitted._last.call
+    assert_same(jitted(x, a0=0.5, rest=3.0), scaled(x, 0.5, 3.0))
+    assert_same(jitted(self=x, a0=0.5, options=1.0), scaled(x, 0.5, options=1.0))
+
+
 def test_a_small_call_of_reshaped_arguments_goes_straight_to_its_gufunc():
     def outer(a, b):
         d = a - b
