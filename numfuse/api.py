@@ -544,14 +544,21 @@ class Jitted:
 
     def _run_plan(self, plan: CallPlan, args: tuple[Any, ...]) -> Any:
         """Run the call cache's ``plan`` for ``args``, of its kind."""
+        return self._guarded(plan.run, args, args)
+
+    def _guarded(self, run: Callable[[Any], Any], values: Any, args: tuple[Any, ...]) -> Any:
+        """``run(values)``, a run of the call of the positional ``args``: compiled per
+        shape from now on when a size did not follow the arguments as traced, numpy's
+        error when the arguments do not broadcast, numpy's run for a Python int beyond
+        64 bits (``_numpy_runs``)."""
         try:
-            return plan.run(args)
+            return run(values)
         except CallShapeError as error:
             return self._per_shape(args, {}, error)
         except BroadcastError as error:
             self._raise_numpys_error(args, {}, error)
             raise
-        except OverflowError:  # a Python int beyond 64 bits: _numpy_runs
+        except OverflowError:
             return self._general_call(args, {})
 
     def _direct_failed(self, args: tuple[Any, ...], error: Exception) -> Any:
@@ -571,29 +578,23 @@ class Jitted:
         key = tuple(map(fast_key, args))
         generation = self._generation
         compiled = self._by_key.get(key)
-        try:
-            if compiled is None:
-                if None in key or _numpy_runs(args, {}) is not None:
-                    return _GENERAL
-                found, operands = self._specialize(args, {}, wait=False)
-                if found is None:
-                    return self._with_numpy(args, {})
-                if generation != self._generation:  # it became static or per shape
-                    return found.run(operands)
-                self._by_key[key] = compiled = found
-            if exact is not None and len(self._calls) < CALL_CACHE_SIZE:
-                plan = compiled.program.call_plan(args)
-                guards = _guard(exact, plan)
-                with self._lock:
-                    if generation == self._generation:
-                        self._calls[exact] = plan
-                        self._guards[exact] = guards
-            return compiled.run(args)
-        except CallShapeError as error:
-            return self._per_shape(args, {}, error)
-        except BroadcastError as error:
-            self._raise_numpys_error(args, {}, error)
-            raise
+        if compiled is None:
+            if None in key or _numpy_runs(args, {}) is not None:
+                return _GENERAL
+            found, operands = self._specialize(args, {}, wait=False)
+            if found is None:
+                return self._with_numpy(args, {})
+            if generation != self._generation:  # it became static or per shape
+                return self._guarded(found.run, operands, args)
+            self._by_key[key] = compiled = found
+        if exact is not None and len(self._calls) < CALL_CACHE_SIZE:
+            plan = compiled.program.call_plan(args)
+            guards = _guard(exact, plan)
+            with self._lock:
+                if generation == self._generation:
+                    self._calls[exact] = plan
+                    self._guards[exact] = guards
+        return self._guarded(compiled.run, args, args)
 
     def _general_call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if any(isinstance(value, Tracer) for value in (*args, *kwargs.values())):
