@@ -51,13 +51,13 @@ GRANULE = 16
 assert BLOCK % GRANULE == 0
 # Vector iterations of a kernel's element loop LLVM interleaves when the kernel folds no
 # reduction (a fold's order is fixed, see ``codegen.Fold``) and computes in float64
-# (``_wide``).  A kernel of several
-# transcendental functions is a chain of dependent operations (a polynomial, a division,
-# the next function's argument) longer than the core's reorder window holds, so one
-# iteration's chain runs nearly alone; two interleaved iterations overlap theirs.  LLVM
-# chooses one for such loops (their register pressure).  Measured on AVX-512, 1e5
-# elements, one thread: Black-Scholes 915 -> 763 µs, softplus and sigmoid 450 -> 341 µs;
-# short kernels unchanged; three or four iterations were slower than two.
+# (``_wide``).  A kernel of several transcendental functions is a chain of dependent
+# operations (a polynomial, a division, the next function's argument) longer than the
+# core's reorder window holds, so one iteration's chain runs nearly alone; two
+# interleaved iterations overlap theirs.  LLVM chooses one for such loops (their register
+# pressure).  Measured on AVX-512, 1e5 elements, one thread: Black-Scholes 915 -> 763 µs,
+# softplus and sigmoid 450 -> 341 µs; short kernels unchanged; three or four iterations
+# were slower than two.
 INTERLEAVE = 2
 
 
