@@ -195,11 +195,9 @@ class _Crew:
         words, word, seen, bump = self.words, index * _STRIDE, 0, None
         while True:
             value = seen
-            if self.spinner is not None:
+            if self.spinner is not None:  # (without it, callers wait on ``woken`` only)
                 value = self.spinner.until_changed(words, word, seen, self.spin, self.grace,
                                                    bump)
-            else:
-                words[self.progress] += bump is not None
             bump = None
             if value == seen:
                 event = self.events[index]
