@@ -35,7 +35,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import numba
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -95,25 +94,17 @@ def compare(workload: Workload, sizes: list[int], repeats: int, warm_largest: bo
     return ratios
 
 
-@numba.njit(parallel=True, error_model="numpy")
-def sum_squares_prange(x: np.ndarray, mu: float) -> float:
-    total = 0.0
-    for i in numba.prange(x.shape[0]):
-        d = x[i] - mu
-        total += d * d
-    return total
-
-
 def against_prange(sizes: list[int], repeats: int, min_seconds: float) -> dict[int, float]:
     """prange-loop median ÷ numfuse (default threads) median for ``sum((x - mu)**2)``."""
     workload = next(w for w in WORKLOADS if w.name == "sum_squares")
-    jitted = numfuse.jit(workload.build(np))
+    jitted, prange_loop = numfuse.jit(workload.build(np)), workload.parallel_loop
+    assert prange_loop is not None
     rng = np.random.default_rng(0)
     ratios = {}
     for size in sizes:
         x, mu = workload.make_args(size, rng)
         calls = {"numfuse": lambda x=x, mu=mu: jitted(x, mu),
-                 "prange": lambda x=x, mu=mu: sum_squares_prange(x, mu)}
+                 "prange": lambda x=x, mu=mu: prange_loop(x, mu)}
         for call in calls.values():
             for _ in range(3):
                 call()

@@ -2,8 +2,9 @@
 
 Peers, all in this one process: numpy, numexpr, numba ``@njit`` and ``@njit(parallel=True)``
 of the same numpy code, ``jax.jit`` (64-bit enabled), ``torch.compile`` of the same numpy
-function (Inductor compiles numpy code: numpy arrays in, numpy arrays out) and a
-hand-written ``@njit`` loop over the elements (the practical limit of one compiled loop).
+function (Inductor compiles numpy code: numpy arrays in, numpy arrays out), a
+hand-written ``@njit`` loop over the elements (the practical limit of one compiled loop)
+and the same loop compiled with ``parallel=True`` (a ``prange`` over both cores).
 numexpr, jax and torch are used when importable (``pip install -e '.[bench]'``; torch from
 its own index, e.g. ``pip install torch --index-url https://download.pytorch.org/whl/cpu``).
 
@@ -79,11 +80,12 @@ SETTLE_SECONDS = 2e-3
 SIZES = (10**2, 10**3, 10**4, 10**5, 10**6, 10**7)
 QUICK_SIZES = (10**2, 10**4, 10**6)
 RESULTS = Path(__file__).parent / "results"
-# Display order; numfuse first, the hand loop last.
-ORDER = ("numpy", "numfuse", "numexpr", "numba", "numba_par", "jax", "torch", "loop")
+# Display order; numfuse first, the hand loops last.
+ORDER = ("numpy", "numfuse", "numexpr", "numba", "numba_par", "jax", "torch", "loop",
+         "ploop")
 LABELS = {"numpy": "numpy", "numfuse": "numfuse", "numexpr": "numexpr", "numba": "njit",
           "numba_par": "njit(parallel)", "jax": "jax.jit", "torch": "torch.compile",
-          "loop": "hand loop"}
+          "loop": "hand loop", "ploop": "parallel hand loop"}
 # "best peer" is chosen among these
 PEERS = ("numpy", "numexpr", "numba", "numba_par", "jax", "torch")
 
@@ -138,6 +140,8 @@ def implementations(workload: Workload) -> dict[str, Implementation]:
         found["torch"] = Implementation("torch", torch.compile(reference, dynamic=True))
     if workload.loop is not None:
         found["loop"] = Implementation("loop", workload.loop)
+    if workload.parallel_loop is not None:
+        found["ploop"] = Implementation("ploop", workload.parallel_loop)
     return found
 
 
@@ -326,7 +330,7 @@ def best_peer(cells: dict[str, Cell]) -> str | None:
 def workload_table(workload: Workload, by_size: dict[int, dict[str, Cell]]) -> list[str]:
     names = [name for name in ORDER if any(name in cells for cells in by_size.values())]
     header = ["n", *(LABELS[name] for name in names), "numfuse ÷ best peer",
-              "numfuse ÷ hand loop"]
+              "numfuse ÷ hand loop", "numfuse ÷ parallel hand loop"]
     lines = ["| " + " | ".join(header) + " |", "|---:|" + "---:|" * (len(header) - 1)]
     notes: list[str] = []
     for size, cells in by_size.items():
@@ -335,12 +339,13 @@ def workload_table(workload: Workload, by_size: dict[int, dict[str, Cell]]) -> l
         nf = cells.get("numfuse")
         peer = best_peer(cells)
         if nf is None or nf.status or peer is None:
-            row += ["n/a", "n/a"]
+            row += ["n/a", "n/a", "n/a"]
         else:
             row.append(f"{cells[peer].median / nf.median:.2f}x (vs {LABELS[peer]})")
-            loop = cells.get("loop")
-            row.append("—" if loop is None or loop.status
-                       else f"{loop.median / nf.median:.2f}x")
+            for name in ("loop", "ploop"):
+                loop = cells.get(name)
+                row.append("—" if loop is None or loop.status
+                           else f"{loop.median / nf.median:.2f}x")
         lines.append("| " + " | ".join(row) + " |")
     for note in notes:
         lines.append("")
@@ -375,7 +380,7 @@ def summary_tables(results: dict[str, dict[int, dict[str, Cell]]]) -> list[str]:
 
     out = ["## Summary: numfuse speed-up (other's median time ÷ numfuse's; above 1 = "
            "numfuse faster)", ""]
-    for other in ("numpy", "numexpr", "numba", "numba_par", "jax", "torch", "loop"):
+    for other in ("numpy", "numexpr", "numba", "numba_par", "jax", "torch", "loop", "ploop"):
         if not any(other in cells for by_size in results.values()
                    for cells in by_size.values()):
             continue
@@ -419,7 +424,9 @@ def report(results, workloads: dict[str, Workload], plans: dict[str, str], optio
         "\"numfuse ÷ best peer\" is the best peer's median ÷ numfuse's median (above 1 = numfuse "
         "faster), the best peer being the fastest of numpy, numexpr, njit, njit(parallel), "
         "jax.jit and torch.compile; \"numfuse ÷ hand loop\" likewise against the hand-written "
-        "`@njit` loop. numexpr, njit(parallel), jax and torch use both cores; numfuse "
+        "`@njit` loop, and \"numfuse ÷ parallel hand loop\" against the same loop compiled "
+        "with `@njit(parallel=True)`, its loop a `prange`. numexpr, njit(parallel), jax, "
+        "torch and the parallel hand loop use both cores; numfuse "
         "splits a call over both when that pays on the machine at the time (see "
         "numfuse/threads.py); numpy, njit and the hand loop use one. Before timing, every "
         "result is checked against numpy's; "
@@ -464,7 +471,7 @@ def plot(results, workloads: dict[str, Workload], path: Path) -> None:
     styles = {"numpy": ("black", ":"), "numfuse": ("tab:red", "-"), "numexpr": ("tab:green", "--"),
               "numba": ("tab:blue", "--"), "numba_par": ("tab:purple", "--"),
               "jax": ("tab:orange", "--"), "torch": ("tab:brown", "--"),
-              "loop": ("tab:gray", "-.")}
+              "loop": ("tab:gray", "-."), "ploop": ("tab:olive", "-.")}
     for ax, name in zip(axes.flat, names, strict=False):
         by_size = results[name]
         for impl in ORDER:

@@ -5,7 +5,9 @@ module: ``build(np)`` is the numpy reference (and what numfuse and numba's ``@nj
 compile), ``build(jax.numpy)`` is what ``jax.jit`` compiles.  ``numexpr`` gets the same
 arithmetic as strings (one ``evaluate`` per array it produces), and ``loop`` is the same
 computation written as an explicit ``@njit`` loop over the elements into preallocated
-outputs -- the practical limit of a single-threaded compiled loop.
+outputs -- the practical limit of a single-threaded compiled loop -- and ``parallel_loop``
+the same source compiled with ``@njit(parallel=True)``, its outer loop a ``numba.prange``
+(which the serial compilation runs as ``range``).
 
 The hand-written loops use ``error_model="numpy"`` (division by zero gives inf/nan, as in
 numpy, instead of raising ZeroDivisionError); that is what lets LLVM vectorise them, and it
@@ -14,6 +16,7 @@ is the semantics every other implementation has.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,6 +27,17 @@ import numpy as np
 Args = tuple  # the positional arguments of a workload function
 
 
+def hand(source: Callable, outputs: Callable | None = None) -> tuple[Callable, Callable]:
+    """A hand-written loop compiled twice, serial (``numba.prange`` runs as ``range``) and
+    ``parallel=True`` (its prange split over numba's threads); each called through
+    ``outputs(kernel, *args)`` (which allocates the outputs it writes) when given."""
+    kernels = (numba.njit(error_model="numpy")(source),
+               numba.njit(parallel=True, error_model="numpy")(source))
+    if outputs is None:
+        return kernels
+    return tuple(functools.partial(outputs, kernel) for kernel in kernels)  # type: ignore
+
+
 @dataclass(frozen=True)
 class Workload:
     name: str
@@ -32,6 +46,7 @@ class Workload:
     build: Callable  # build(xp) -> function of the arguments
     make_args: Callable[[int, np.random.Generator], Args]
     loop: Callable[..., object] | None  # hand-written loop: loop(*args) -> outputs
+    parallel_loop: Callable[..., object] | None  # the same loop, prange on all threads
     numexpr: Callable[..., object] | None  # numexpr version: numexpr_fn(ne, *args)
     rtol: float
     note: str = ""
@@ -48,18 +63,17 @@ def logp_grad(xp):
     return logp_grad
 
 
-@numba.njit(error_model="numpy")
-def _logp_grad_loop(x, mu, logp, grad):
-    for i in range(x.shape[0]):
+def _logp_grad_kernel(x, mu, logp, grad):
+    for i in numba.prange(x.shape[0]):
         d = x[i] - mu
         logp[i] = -(d * d) / 2
         grad[i] = -d
 
 
-def logp_grad_loop(x, mu):
+def logp_grad_loop(kernel, x, mu):
     logp = np.empty_like(x)
     grad = np.empty_like(x)
-    _logp_grad_loop(x, mu, logp, grad)
+    kernel(x, mu, logp, grad)
     return logp, grad
 
 
@@ -109,9 +123,8 @@ def _cnd(d):
     return 1.0 - w if d < 0 else w
 
 
-@numba.njit(error_model="numpy")
-def _black_scholes_loop(S, K, T, r, sigma, call, put):
-    for i in range(S.shape[0]):
+def _black_scholes_kernel(S, K, T, r, sigma, call, put):
+    for i in numba.prange(S.shape[0]):
         sig_sqrt_t = sigma * math.sqrt(T[i])
         d1 = (math.log(S[i] / K[i]) + (r + 0.5 * sigma * sigma) * T[i]) / sig_sqrt_t
         d2 = d1 - sig_sqrt_t
@@ -122,10 +135,10 @@ def _black_scholes_loop(S, K, T, r, sigma, call, put):
         put[i] = disc * (1.0 - nd2) - S[i] * (1.0 - nd1)
 
 
-def black_scholes_loop(S, K, T, r, sigma):
+def black_scholes_loop(kernel, S, K, T, r, sigma):
     call = np.empty_like(S)
     put = np.empty_like(S)
-    _black_scholes_loop(S, K, T, r, sigma, call, put)
+    kernel(S, K, T, r, sigma, call, put)
     return call, put
 
 
@@ -167,19 +180,18 @@ def softplus_sigmoid(xp):
     return softplus_sigmoid
 
 
-@numba.njit(error_model="numpy")
-def _softplus_sigmoid_loop(x, softplus, sigmoid):
-    for i in range(x.shape[0]):
+def _softplus_sigmoid_kernel(x, softplus, sigmoid):
+    for i in numba.prange(x.shape[0]):
         xi = x[i]
         e = math.exp(-abs(xi))
         softplus[i] = math.log1p(e) + max(xi, 0.0)
         sigmoid[i] = 1.0 / (1.0 + e) if xi >= 0 else e / (1.0 + e)
 
 
-def softplus_sigmoid_loop(x):
+def softplus_sigmoid_loop(kernel, x):
     softplus = np.empty_like(x)
     sigmoid = np.empty_like(x)
-    _softplus_sigmoid_loop(x, softplus, sigmoid)
+    kernel(x, softplus, sigmoid)
     return softplus, sigmoid
 
 
@@ -209,9 +221,8 @@ def outer_rbf(xp):
     return outer_rbf
 
 
-@numba.njit(error_model="numpy")
-def _outer_rbf_loop(a, b, k, dk):
-    for i in range(k.shape[0]):
+def _outer_rbf_kernel(a, b, k, dk):
+    for i in numba.prange(k.shape[0]):
         ai = a[i, 0]
         for j in range(k.shape[1]):
             d = ai - b[0, j]
@@ -220,11 +231,11 @@ def _outer_rbf_loop(a, b, k, dk):
             dk[i, j] = -d * kij
 
 
-def outer_rbf_loop(a, b):
+def outer_rbf_loop(kernel, a, b):
     shape = (a.shape[0], b.shape[1])
     k = np.empty(shape)
     dk = np.empty(shape)
-    _outer_rbf_loop(a, b, k, dk)
+    kernel(a, b, k, dk)
     return k, dk
 
 
@@ -251,16 +262,15 @@ def gelu(xp):
     return gelu
 
 
-@numba.njit(error_model="numpy")
-def _gelu_loop(x, out):
-    for i in range(x.shape[0]):
+def _gelu_kernel(x, out):
+    for i in numba.prange(x.shape[0]):
         xi = x[i]
         out[i] = G_HALF * xi * (G_ONE + math.tanh(G_C0 * (xi + G_C1 * (xi * xi * xi))))
 
 
-def gelu_loop(x):
+def gelu_loop(kernel, x):
     out = np.empty_like(x)
-    _gelu_loop(x, out)
+    kernel(x, out)
     return out
 
 
@@ -282,10 +292,9 @@ def sum_squares(xp):
     return sum_squares
 
 
-@numba.njit(error_model="numpy")
-def sum_squares_loop(x, mu):
+def sum_squares_kernel(x, mu):
     total = 0.0
-    for i in range(x.shape[0]):
+    for i in numba.prange(x.shape[0]):
         d = x[i] - mu
         total += d * d
     return total
@@ -299,23 +308,28 @@ def sum_squares_numexpr(ne, x, mu):
 
 WORKLOADS: tuple[Workload, ...] = (
     Workload("logp_grad", "`d = x - mu; return -(d**2)/2, -d`", "float64",
-             logp_grad, logp_grad_args, logp_grad_loop, logp_grad_numexpr, rtol=1e-12),
+             logp_grad, logp_grad_args, *hand(_logp_grad_kernel, logp_grad_loop),
+             logp_grad_numexpr, rtol=1e-12),
     Workload("black_scholes", "Black-Scholes call and put (log, sqrt, exp, where; "
              "A&S normal CDF)", "float64",
-             black_scholes, black_scholes_args, black_scholes_loop, black_scholes_numexpr,
+             black_scholes, black_scholes_args,
+             *hand(_black_scholes_kernel, black_scholes_loop), black_scholes_numexpr,
              rtol=1e-12),
     Workload("softplus_sigmoid", "`e = exp(-|x|)`; softplus `log1p(e) + maximum(x, 0)` and "
              "sigmoid `where(x >= 0, 1/(1+e), e/(1+e))`", "float64",
-             softplus_sigmoid, softplus_sigmoid_args, softplus_sigmoid_loop,
+             softplus_sigmoid, softplus_sigmoid_args,
+             *hand(_softplus_sigmoid_kernel, softplus_sigmoid_loop),
              softplus_sigmoid_numexpr, rtol=1e-12),
     Workload("outer_rbf", "`d = a - b` with a `(n,1)` and b `(1,m)`; `k = exp(-d*d/2)`; "
              "returns `k, -d*k`", "float64",
-             outer_rbf, outer_rbf_args, outer_rbf_loop, outer_rbf_numexpr, rtol=1e-12,
+             outer_rbf, outer_rbf_args, *hand(_outer_rbf_kernel, outer_rbf_loop),
+             outer_rbf_numexpr, rtol=1e-12,
              elements=lambda size: math.prod(outer_shape(size))),
     Workload("gelu_f32", "GELU, tanh approximation, float32", "float32",
-             gelu, gelu_args, gelu_loop, gelu_numexpr, rtol=1e-6),
+             gelu, gelu_args, *hand(_gelu_kernel, gelu_loop), gelu_numexpr, rtol=1e-6),
     Workload("sum_squares", "`np.sum((x - mu) ** 2)` (a reduction)", "float64",
-             sum_squares, logp_grad_args, sum_squares_loop, sum_squares_numexpr, rtol=1e-10,
+             sum_squares, logp_grad_args, *hand(sum_squares_kernel), sum_squares_numexpr,
+             rtol=1e-10,
              note="rtol 1e-10: summation order differs between implementations "
                   "(numpy is pairwise, loops are sequential)."),
 )
