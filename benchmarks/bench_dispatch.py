@@ -11,10 +11,13 @@ rotating start, short calls batched, medians):
   the program presents them (prepared once, outside the timing; the same arrays as the
   arguments for these workloads), outputs allocated by the gufunc: the floor a call of
   numfuse can reach.  A fused reduction comes back as the gufunc's partial, not completed.
-  Programs of more than one step have no such floor ("—").
+  Programs of more than one step have no such floor ("—");
+* ``numfuse out=`` and ``raw gufunc out=`` -- the same two calls writing into arrays
+  given with ``out=`` (allocated once), for workloads whose results are arrays.
 
 Reported: ``numfuse ÷ raw gufunc`` (the dispatch overhead as a factor; the target is at
-most 1.3 at 1e3) and ``numpy ÷ numfuse`` (above 1: numfuse is faster than numpy).
+most 1.3 at 1e3), the same with ``out=``, and ``numpy ÷ numfuse`` (above 1: numfuse is
+faster than numpy).
 
 Run:  python benchmarks/bench_dispatch.py [--sizes 1e2,1e3,1e4] [--repeats 31]
 Writes benchmarks/results/dispatch.md (``--output`` for another file).
@@ -52,8 +55,9 @@ import numfuse
 
 SIZES = (10**2, 10**3, 10**4)
 RESULTS = Path(__file__).parent / "results"
-ORDER = ("numpy", "numfuse", "raw")
-LABELS = {"numpy": "numpy", "numfuse": "numfuse", "raw": "raw gufunc"}
+ORDER = ("numpy", "numfuse", "raw", "numfuse_out", "raw_out")
+LABELS = {"numpy": "numpy", "numfuse": "numfuse", "raw": "raw gufunc",
+          "numfuse_out": "numfuse out=", "raw_out": "raw gufunc out="}
 
 
 def raw_gufunc(jitted, args: tuple) -> tuple[Callable, tuple] | None:
@@ -84,6 +88,18 @@ def run_one(workload: Workload, size: int, options, rng: np.random.Generator
     if raw is not None:
         impls["raw"] = Implementation("raw", raw[0])
         converted["raw"] = raw[1]
+    results = expected if isinstance(expected, tuple) else (expected,)
+    if all(isinstance(result, np.ndarray) and result.ndim for result in results):
+        outs = tuple(np.empty_like(result) for result in results)
+        out = outs if isinstance(expected, tuple) else outs[0]
+        impls["numfuse_out"] = Implementation(
+            "numfuse_out", lambda *values: jitted(*values, out=out))
+        converted["numfuse_out"] = args
+        if raw is not None:
+            gufunc = raw[0]
+            impls["raw_out"] = Implementation(
+                "raw_out", lambda *values: gufunc(*values, out=outs))
+            converted["raw_out"] = raw[1]
     cells = {name: Cell() for name in impls}
     batch = {name: max(1, math.ceil(options.min_sample / seconds_per_call(
                  impl.call, converted[name], at_least=0.01, most=100_000)))
@@ -103,8 +119,9 @@ def ratio_text(value: float) -> str:
 
 
 def table(results: dict[str, dict[int, dict[str, Cell]]], sizes: list[int]) -> list[str]:
-    lines = ["| workload | n | numpy | numfuse | raw gufunc | numfuse ÷ raw gufunc | "
-             "numpy ÷ numfuse |", "|---|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| workload | n | numpy | numfuse | raw gufunc | numfuse out= | raw gufunc out= "
+             "| numfuse ÷ raw gufunc | numfuse out= ÷ raw gufunc out= | numpy ÷ numfuse |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, by_size in results.items():
         for size in sizes:
             cells = by_size[size]
@@ -112,6 +129,7 @@ def table(results: dict[str, dict[int, dict[str, Cell]]], sizes: list[int]) -> l
                      for impl in ORDER]
             lines.append(f"| {name} | {size_label(size)} | " + " | ".join(times) + " | "
                          f"{ratio_text(ratio(cells, 'numfuse', 'raw'))} | "
+                         f"{ratio_text(ratio(cells, 'numfuse_out', 'raw_out'))} | "
                          f"{ratio_text(ratio(cells, 'numpy', 'numfuse'))} |")
     return lines
 
@@ -127,6 +145,8 @@ def summary(results: dict[str, dict[int, dict[str, Cell]]], sizes: list[int]) ->
 
     return ["### numfuse ÷ raw gufunc (dispatch overhead; target ≤ 1.3 at 1e3)", "",
             *matrix("numfuse", "raw"), "",
+            "### numfuse out= ÷ raw gufunc out= (the same, writing into given arrays)", "",
+            *matrix("numfuse_out", "raw_out"), "",
             "### numpy ÷ numfuse (above 1: numfuse faster than numpy)", "",
             *matrix("numpy", "numfuse"), ""]
 
@@ -137,8 +157,8 @@ def report(results: dict[str, dict[int, dict[str, Cell]]], sizes: list[int], opt
     return "\n".join([
         "# Dispatch: a numfuse call against a raw call of its gufunc", "",
         f"Median time per call over {options.repeats} interleaved repetitions "
-        "(`python benchmarks/bench_dispatch.py`; each repetition times numpy, numfuse and "
-        f"the raw gufunc once, round-robin, calls batched to at least "
+        "(`python benchmarks/bench_dispatch.py`; each repetition times every "
+        f"implementation once, round-robin, calls batched to at least "
         f"{options.min_sample * 1e3:.0f} ms per sample); took {seconds:.0f} s, load average "
         f"(1 min) {load:.2f} at the end.", "",
         *environment(), "",

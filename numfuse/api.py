@@ -504,16 +504,7 @@ class Jitted:
             # plan has everything decided.  Arguments of the latest such kind never get
             # here: the generated ``__call__`` of their kind (``_guard``) took them.
             generation = self._generation
-            key: tuple[Any, ...] | None = ()
-            for value in args:
-                kind = type(value)
-                if kind is _ndarray:
-                    key += (value.shape, value.dtype)  # type: ignore[operator]
-                elif kind is float or kind is int or kind is complex:
-                    key += (kind,)  # type: ignore[operator]
-                else:
-                    key = None  # not a plain array or Python number: no plan kept
-                    break
+            key = _exact_key(args)
             plan = self._calls.get(key) if key is not None else None
             if plan is not None:
                 guards = self._guards.get(key)  # type: ignore[arg-type]
@@ -527,6 +518,12 @@ class Jitted:
                 result = self._signature_call(args, key)
                 if result is not _GENERAL:
                     return result
+        elif len(kwargs) == 1 and "out" in kwargs and self._out_keyword:
+            # numpy's out= with arguments of a kind in the call cache: its program at once
+            key = _exact_key(args)
+            guards = self._guards.get(key) if key is not None else None
+            if guards is not None:
+                return guards.call(self, *args, **kwargs)
         return self._general_call(args, kwargs)
 
     def _latest(self, guards: Guards | None) -> None:
@@ -561,6 +558,20 @@ class Jitted:
         except OverflowError:
             return self._general_call(args, {})
 
+    def _into(self, program: Program, args: tuple[Any, ...], options: dict[str, Any]) -> Any:
+        """A generated call's run of ``program`` for the positional ``args`` of its kind
+        with ``options`` (keyword arguments): numpy's ``out=`` written by the program
+        itself (``Program._into``), with the general path's handling of its errors;
+        anything else through the general path."""
+        if len(options) != 1 or "out" not in options or not self._out_keyword:
+            return _generally(self, *args, **options)
+        try:
+            return program(args, options["out"])
+        except CallShapeError as error:
+            return self._per_shape(args, options, error)
+        except OverflowError:  # a Python int beyond 64 bits: _numpy_runs
+            return self._general_call(args, options)
+
     def _direct_failed(self, args: tuple[Any, ...], error: Exception) -> Any:
         """The gufunc of a direct call (``Guards.call``) raised ``error``: numpy's error
         for the function as written, or the general path."""
@@ -589,7 +600,7 @@ class Jitted:
             self._by_key[key] = compiled = found
         if exact is not None and len(self._calls) < CALL_CACHE_SIZE:
             plan = compiled.program.call_plan(args)
-            guards = _guard(exact, plan)
+            guards = _guard(exact, plan, compiled.program, self._out_keyword)
             with self._lock:
                 if generation == self._generation:
                     self._calls[exact] = plan
@@ -776,7 +787,23 @@ def _generally(jitted: Jitted, /, *args: Any, **kwargs: Any) -> Any:
                            **kwargs)
 
 
-def _guard(key: tuple[Any, ...], plan: CallPlan) -> Guards:
+def _exact_key(args: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """The key of ``Jitted._calls`` for ``args``: each plain ndarray's shape and dtype,
+    each Python number's type; None when an argument is anything else (no plan kept)."""
+    key: tuple[Any, ...] = ()
+    for value in args:
+        kind = type(value)
+        if kind is _ndarray:
+            key += (value.shape, value.dtype)
+        elif kind is float or kind is int or kind is complex:
+            key += (kind,)
+        else:
+            return None
+    return key
+
+
+def _guard(key: tuple[Any, ...], plan: CallPlan, program: Program,
+           out_keyword: bool = True) -> Guards:
     """The guards of the plan of arguments of the kind ``key`` (a key of
     ``Jitted._calls``) describes: ``guard(*args)`` tells whether arguments are of exactly
     that kind — as many, each plain ndarray of its shape and dtype (the same dtype
@@ -786,7 +813,11 @@ def _guard(key: tuple[Any, ...], plan: CallPlan) -> Guards:
     not serve, ``plan.gufunc`` of the kernel's operands (the small call's whole work; see
     ``CallPlan``), and ``_MISS`` otherwise; ``call(jitted, *args, **kwargs)``, the
     ``__call__`` of a ``Jitted`` whose latest kind this is: ``direct``'s gufunc call, else
-    the plan's ``run`` for such arguments, else ``Jitted.__call__``.  They are written out
+    the plan's ``run`` for such arguments, ``program`` writing into numpy's ``out=`` for
+    such arguments with that keyword (``Jitted._into``; when ``out_keyword``, the
+    function having no parameter of that name) — the gufunc writing into it directly when
+    it fits the plan's ``outputs`` and the loop is not split —, else ``Jitted.__call__``.
+    They are written out
     as expressions (``exec``): about a third of the key's cost, and one Python call for a
     small call's dispatch."""
     tests: list[str] = []
@@ -794,7 +825,8 @@ def _guard(key: tuple[Any, ...], plan: CallPlan) -> Guards:
                                  "gufunc": plan.gufunc, "policy": plan.policy,
                                  "memory": memory, "LOOP": plan.loop, "plan": plan,
                                  "run_plan": Jitted._run_plan, "generally": _generally,
-                                 "failed": Jitted._direct_failed}
+                                 "failed": Jitted._direct_failed, "into": Jitted._into,
+                                 "program": program}
     parts = iter(key)
     count = 0
     for part in parts:
@@ -820,6 +852,20 @@ def _guard(key: tuple[Any, ...], plan: CallPlan) -> Guards:
     test = " and ".join(["not rest", *tests])
     small = "LOOP < policy.small and LOOP < memory.pooled_from"
     given = "".join(f"{name}, " for name in names)
+    # out= arrays the gufunc can write into as they are: the results' own shapes and
+    # dtypes, C-contiguous (numpy's gufunc copies an operand that overlaps one of them)
+    fits = "False"
+    if plan.outputs is not None and out_keyword:
+        targets = ["out"] if program.single else \
+            [f"out[{index}]" for index in range(len(plan.outputs))]
+        checks = [] if program.single else [f"type(out) is tuple and len(out) == "
+                                            f"{len(plan.outputs)}"]
+        for index, ((shape, dtype), target) in enumerate(zip(plan.outputs, targets,
+                                                             strict=True)):
+            constants[f"os{index}"], constants[f"od{index}"] = shape, dtype
+            checks.append(f"type({target}) is ndarray and {target}.shape == os{index} and "
+                          f"{target}.dtype is od{index} and {target}.flags.c_contiguous")
+        fits = " and ".join(checks)
     exec(f"def guard({parameters}*rest):\n"
          f"    return {test}\n"
          f"def direct({parameters}*rest):\n"
@@ -834,6 +880,14 @@ def _guard(key: tuple[Any, ...], plan: CallPlan) -> Guards:
          f"            except (ValueError, OverflowError) as error:\n"
          f"                return failed(self, ({given}), error)\n"
          f"        return run_plan(self, plan, ({given}))\n"
+         f"    if options and {test}:\n"
+         f"        out = options.get('out')\n"
+         f"        if len(options) == 1 and LOOP < policy.small and {fits}:\n"
+         f"            try:\n"
+         f"                return gufunc({arguments}, out=out)\n"
+         f"            except (ValueError, OverflowError):\n"
+         f"                pass  # numpy's error, or the general path's, from the program\n"
+         f"        return into(self, program, ({given}), options)\n"
          f"    return generally(self, {given}*rest, **options)\n", constants)
     return Guards(constants["guard"], plan, constants["direct"], constants["call"])
 

@@ -1067,13 +1067,15 @@ class CallPlan(NamedTuple):
     be ``gufunc`` of the kernel's operands instead, its outputs being the results (the
     call cache's direct call, ``api._guard``): the arguments as they are, or when
     ``operands`` is given, the argument at each of its slots, reshaped to its shape when
-    that is not None."""
+    that is not None.  ``outputs``, when given, are the shape and dtype of each result of
+    such a call: arrays of exactly those, C-contiguous, can be its ``out=``."""
 
     gufunc: Callable[..., Any]  # ``run`` when there is no such shortcut (never called)
     policy: Any  # what holds ``small``: a ``threads.ThreadPolicy`` or ``_NO_SHORTCUT``
     loop: int
     run: Callable[[Sequence[Any]], Any]
     operands: tuple[tuple[int, tuple[int, ...] | None], ...] | None = None
+    outputs: tuple[tuple[tuple[int, ...], np.dtype], ...] | None = None
 
 
 class _NoShortcut:
@@ -1126,13 +1128,16 @@ def _call_plan(program: Program, args: Sequence[Any]) -> CallPlan | None:
     operands = _operands_of(slots, shapes, len(args))
     specs = _output_specs(step, presented)
     shortcut = not step.completions and _structured(program) is None
+    outputs = None if specs is None or None in specs else specs
     if operands is None and shortcut:
         return CallPlan(step.ufunc, policy, int(loop),
                         program.fast or program.interpret if specs is None else
-                        _pooled_run(program, step, policy, slots, specs, int(loop)))
+                        _pooled_run(program, step, policy, slots, specs, int(loop)),
+                        outputs=outputs)  # type: ignore[arg-type]
     run = _shaped_run(program, step, policy, slots, operands, presented, specs, int(loop))
     if shortcut:  # the kernel's results as they come, of reshaped arguments
-        return CallPlan(step.ufunc, policy, int(loop), run, tuple(zip(slots, shapes, strict=True)))
+        return CallPlan(step.ufunc, policy, int(loop), run, tuple(zip(slots, shapes, strict=True)),
+                        outputs)  # type: ignore[arg-type]
     return CallPlan(run, _NO_SHORTCUT, int(loop), run)
 
 

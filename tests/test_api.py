@@ -1046,6 +1046,74 @@ def test_the_latest_kind_of_arguments_is_called_through_its_generated_call():
     assert_same(jitted(x, 1), (x - 1) * 2.0)
 
 
+def test_out_with_arguments_of_a_cached_kind_runs_their_program_at_once(monkeypatch):
+    def logp_grad(x, mu):
+        d = x - mu
+        return -(d**2) / 2, -d
+
+    jitted = numfuse.jit(logp_grad)
+    x, y = np.arange(5.0), np.arange(6.0)
+    for _ in range(2):  # two kinds in the call cache, y's the latest
+        jitted(x, 1.0)
+        jitted(y, 1.0)
+    assert type(jitted).__call__ is jitted._last.call
+
+    def general(*args, **kwargs):
+        raise AssertionError("took the general path")
+
+    monkeypatch.setattr(numfuse.Jitted, "_general_call", general)
+    for values in (y, x):  # the latest kind (its generated call), then the other one
+        first, second = np.empty_like(values), np.empty_like(values)
+        result = jitted(values, 1.0, out=(first, second))
+        assert result[0] is first and result[1] is second
+        assert_same((first, second), logp_grad(values, 1.0))
+        result = jitted(values, 0.5, out=(values, second))  # out= aliasing an argument
+        assert_same(result, logp_grad(np.arange(float(values.size)), 0.5))
+        with pytest.raises(TypeError, match="tuple of 2 arrays"):
+            jitted(values, 1.0, out=(first,))
+        with pytest.raises(ValueError):
+            jitted(values, 1.0, out=(np.empty(values.size + 1), second))
+        read_only = np.empty_like(values)
+        read_only.flags.writeable = False
+        with pytest.raises(ValueError, match="read-only"):
+            jitted(values, 1.0, out=(read_only, second))
+        buffer = np.arange(values.size + 1.0)  # out= overlapping an argument, shifted
+        shifted = buffer[1:]
+        want = logp_grad(buffer[:-1].copy(), 1.0)
+        jitted(buffer[:-1], 1.0, out=(shifted, second))
+        assert_same((shifted, second), want)
+    monkeypatch.undo()
+    other = np.arange(5, dtype=np.float32)  # a kind never called: the general path
+    first, second = np.empty_like(other), np.empty_like(other)
+    jitted(other, 1.0, out=(first, second))
+    assert_same((first, second), logp_grad(other, 1.0))
+    assert_same(jitted(x, 1.0, out=None), logp_grad(x, 1.0))  # out=None: as without
+
+
+def test_out_of_a_small_call_of_reshaped_arguments_goes_straight_to_its_gufunc():
+    def outer(a, b):
+        d = a - b
+        return np.exp(-0.5 * d * d), -d
+
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((7, 1)), rng.standard_normal((1, 9))
+    jitted = numfuse.jit(outer)
+    for _ in range(2):
+        jitted(a, b)
+    assert jitted._last.plan.operands is not None  # the kernel reads them reshaped
+    assert jitted._last.plan.outputs == (((7, 9), np.dtype("float64")),) * 2
+    first, second = np.empty((7, 9)), np.empty((7, 9))
+    result = jitted(a, b, out=(first, second))
+    assert result[0] is first and result[1] is second
+    assert_same((first, second), outer(a, b), rtol=1e-15)
+    fortran, strided = np.empty((7, 9), order="F"), np.empty((7, 18))[:, ::2]
+    jitted(a, b, out=(fortran, strided))  # not C-contiguous: written by the program
+    assert_same((fortran, strided), outer(a, b), rtol=1e-15)
+    wider = np.empty((7, 9), np.float32)  # numpy casts ('same_kind')
+    jitted(a, b, out=(wider, second))
+    assert_same(wider, outer(a, b)[0].astype(np.float32))
+
+
 def test_parameters_named_like_the_generated_calls_own_pass_by_keyword():
     def scaled(self, a0, rest=1.0, options=2.0):
         return (self - a0) * rest + options
