@@ -316,9 +316,9 @@ class Jitted:
         # out= is numfuse's (numpy's out=) unless the function has a parameter of that name.
         self._out_keyword = "out" not in self._signature.parameters and \
             inspect.Parameter.VAR_KEYWORD not in self._kinds
-        variadic = any(kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
-                       for kind in self._kinds)
-        self._traced = fn if variadic else _by_parameter(fn, self._signature)
+        self._variadic = any(kind in (inspect.Parameter.VAR_POSITIONAL,
+                                      inspect.Parameter.VAR_KEYWORD) for kind in self._kinds)
+        self._traced = fn if self._variadic else _by_parameter(fn, self._signature)
         functools.update_wrapper(self, fn)  # type: ignore[arg-type]
         # A class of its own, whose ``__call__`` becomes the generated call of the latest
         # kind of arguments (``_latest``): one Python call for a small call's dispatch.
@@ -382,8 +382,12 @@ class Jitted:
             bound = self._signature.bind(*args, **kwargs)
         except TypeError as error:
             raise TypeError(f"{_name(self.fn)}(): {error}") from None
-        if any(kind == inspect.Parameter.VAR_KEYWORD or kind == inspect.Parameter.VAR_POSITIONAL
-               for kind in self._kinds):
+        if self._variadic:
+            if bound.kwargs:  # calls route these through _with_keywords
+                raise TypeError(
+                    f"{_name(self.fn)}(): keyword arguments {', '.join(bound.kwargs)} of a "
+                    "function with *args or **kwargs have no place among its compiled "
+                    "arguments; call the jitted function with them instead.")
             return bound.args
         return tuple(bound.arguments.get(name, DEFAULT) for name in self._signature.parameters)
 
@@ -614,6 +618,10 @@ class Jitted:
             from .dask import call_jitted
 
             return call_jitted(self, args, kwargs)
+        if kwargs and self._variadic:
+            keywords = self._keywords(args, kwargs)
+            if keywords is not None:
+                return self._with_keywords(args, keywords, kwargs)
         if any(isinstance(value, dict) for value in (*args, *kwargs.values())):
             return self._with_dicts(args, kwargs)
         reason = _numpy_runs(args, kwargs)
@@ -653,6 +661,50 @@ class Jitted:
         warnings.warn(f"{_name(self.fn)} {what}: numpy runs the function as written (its "
                       f"own result, not fused). {advice}", RuntimeWarning,
                       stacklevel=_outside_numfuse())
+
+    def _keywords(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
+        """For a function with ``*args`` or ``**kwargs``: the keyword arguments of a call
+        that bind to no positional parameter (keyword-only ones, and those ``**kwargs``
+        gathers), or None when there are none (numfuse's ``out=`` aside)."""
+        given = {name: value for name, value in kwargs.items()
+                 if name != "out" or not self._out_keyword}
+        try:
+            bound = self._signature.bind(*args, **given)
+        except TypeError as error:
+            raise TypeError(f"{_name(self.fn)}(): {error}") from None
+        return dict(bound.kwargs) or None
+
+    def _with_keywords(self, args: tuple[Any, ...], keywords: dict[str, Any],
+                       kwargs: dict[str, Any]) -> Any:
+        """A call of a function with ``*args`` or ``**kwargs`` given ``keywords`` that no
+        positional parameter takes: the values of the positional arguments, then of the
+        keywords, are the arguments of a jitted function per number of positional
+        arguments and keyword names, which passes them on as the call did."""
+        bound = self._signature.bind(*args, **{name: value for name, value in kwargs.items()
+                                               if name not in keywords and (
+                                                   name != "out" or not self._out_keyword)})
+        positional = bound.args
+        structure = ("keywords", len(positional), tuple(keywords))
+        inner = self._by_structure.get(structure)
+        if inner is None:
+            count, names, fn = len(positional), tuple(keywords), self.fn
+
+            def flat(*values: Any) -> Any:
+                return fn(*values[:count], **dict(zip(names, values[count:], strict=True)))
+
+            functools.update_wrapper(flat, self.fn)
+            flat.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+                [inspect.Parameter("values", inspect.Parameter.VAR_POSITIONAL)])
+            inner = Jitted(flat, static_argnums=[index for index in self.static_argnums
+                                                 if index < count],
+                           cache=self.cache, threads=self.threads, fastmath=self.fastmath,
+                           background=self.background)
+            inner._instance_argument = self._instance_argument
+            self._by_structure[structure] = inner
+        values = (*positional, *keywords.values())
+        if "out" in kwargs and self._out_keyword:
+            return inner(*values, out=kwargs["out"])
+        return inner(*values)
 
     def _with_dicts(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Dict arguments (``params={"w": w, "b": b}``): their values are arguments of a

@@ -590,6 +590,48 @@ def test_variadic_arguments():
     check(total, X, X * 2.0, 1.5)
 
 
+def test_keywords_of_functions_with_star_args_or_star_star_kwargs_reach_the_function():
+    def scaled(x, **options):
+        return x * options.get("scale", 1.0)
+
+    def summed(*values, scale=1.0):
+        return sum(values) * scale
+
+    def shifted(x, y=2, **options):
+        return x * y + options.get("z", 0)
+
+    def reduced(x, **options):
+        return x.sum(**options)  # a static keyword (axis) among the gathered ones
+
+    def only(**options):
+        return options["a"] + 1
+
+    def weighted(x, **options):  # a dict among the keywords
+        return x * options["params"]["w"]
+
+    y = np.arange(6.0).reshape(2, 3)
+    cases = [(scaled, (X,), {"scale": 2.0}), (scaled, (X,), {}),
+             (summed, (X, X * 2.0), {"scale": 3.0}), (summed, (X, X), {}),
+             (shifted, (X,), {"y": 4}), (shifted, (X, 3), {"z": 1.5}),
+             (shifted, (X,), {"z": X}), (reduced, (y,), {"axis": 1}),
+             (reduced, (y,), {"axis": 0, "keepdims": True}), (only, (), {"a": X}),
+             (weighted, (X,), {"params": {"w": 3.0}})]
+    for fn, args, kwargs in cases:
+        jitted = numfuse.jit(fn)
+        for _ in range(2):  # the second call through what the first one compiled
+            assert_same(jitted(*args, **kwargs), fn(*args, **kwargs))
+    jitted = numfuse.jit(summed)
+    assert_same(jitted(X, X, scale=3.0), summed(X, X, scale=3.0))
+    assert_same(jitted(X, X, scale=4.0), summed(X, X, scale=4.0))  # a value, not static
+    out = np.empty_like(X)
+    assert jitted(X, X, scale=3.0, out=out) is out
+    assert_same(out, summed(X, X, scale=3.0))
+    with pytest.raises(TypeError, match="positional arguments"):
+        numfuse.jit(shifted)(X, 1, 2)
+    with pytest.raises(TypeError, match="call the jitted function"):
+        numfuse.jit(scaled).specialize(X, scale=2.0)
+
+
 def test_static_argument_used_in_python_control_flow():
     def apply(x, mode):
         return x + 1.0 if mode == "add" else x - 1.0
