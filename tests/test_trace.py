@@ -1061,6 +1061,28 @@ def test_array_copies_and_asarray_does_not():
     check(write_through_asarray, X)
 
 
+def test_astype_without_copy_to_the_same_dtype_is_the_array_itself():
+    def write_through_astype(x):
+        y = x * 2
+        same = y.astype(y.dtype, copy=False)
+        copied = y.astype(np.float32, copy=False)  # another dtype: a copy all the same
+        same += 1
+        copied += 1
+        return y, copied, x.astype(np.float64, copy=False) is x
+
+    check(write_through_astype, X)
+
+    def into_argument(x):
+        y = x.astype(np.float64, copy=False)  # x itself, as in numpy
+        y *= 2
+        return y
+
+    with pytest.raises(numfuse.UnsupportedOperationError, match="on an argument"):
+        numfuse.jit(into_argument)(X)
+    assert_same(numfuse.jit(into_argument)(X.astype(np.float32)),
+                into_argument(X.astype(np.float32)))
+
+
 def test_python_round_follows_numpy():
     """numpy scalars round with ``round()`` (to a Python int without ndigits, which needs a
     concrete value); arrays have no ``__round__``."""

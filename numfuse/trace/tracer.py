@@ -409,7 +409,11 @@ class Tracer:
     # --- array methods ----------------------------------------------------------
     def astype(self, dtype: Any, order: str = "K", casting: str = "unsafe",
                subok: bool = True, copy: bool = True) -> Tracer:
-        return astype(self, dtype, casting=casting)
+        converted = astype(self, dtype, casting=casting)
+        if not copy and order in ("K", "A") and converted.node.dtype == self.node.dtype \
+                and not _immutable(self.node):
+            return self  # numpy's: the array itself (a write then is a write into it)
+        return converted
 
     @property
     def real(self) -> Tracer:
