@@ -1083,6 +1083,22 @@ def test_astype_without_copy_to_the_same_dtype_is_the_array_itself():
                 into_argument(X.astype(np.float32)))
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int64, np.uint64, np.float32])
+def test_clip_with_python_int_bounds_beyond_an_integer_dtype_as_numpy(dtype):
+    x = np.arange(-3, 9).astype(dtype) if np.dtype(dtype).kind != "u" else \
+        np.arange(12).astype(dtype)
+    cases = [lambda x: np.clip(x, 0, 300), lambda x: np.clip(x, -1000, 5),
+             lambda x: np.clip(x, 1, 4)]
+    if np.dtype(dtype).kind in "iu":  # (a float array with such ints: numpy's own run)
+        cases += [lambda x: x.clip(max=2**70), lambda x: x.clip(min=-(2**70)),
+                  lambda x: np.clip(x, -(2**65), 2**65)]
+    for fn in cases:
+        assert_like_numpy(fn, x)
+    if np.dtype(dtype).kind in "iu":  # a bound beyond the range on the other side
+        with pytest.raises(OverflowError):
+            numfuse.jit(lambda x: np.clip(x, 2**70, 2**71))(x)
+
+
 def test_python_round_follows_numpy():
     """numpy scalars round with ``round()`` (to a Python int without ndigits, which needs a
     concrete value); arrays have no ``__round__``."""

@@ -60,6 +60,15 @@ def clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None,
     if out is not None or kwargs:
         raise UnsupportedOperationError("np.clip with out= or extra keywords",
                                         "call np.clip(a, a_min, a_max) and use its result.")
+    dtype = _node(a).dtype
+    if dtype.kind in "iu":
+        # numpy's: a Python int bound beyond the integer dtype's range on its own side
+        # bounds nothing (rather than being out of bounds for the dtype)
+        info = np.iinfo(dtype)
+        if type(a_min) is int and a_min <= info.min:
+            a_min = None
+        if type(a_max) is int and a_max >= info.max:
+            a_max = None
     if a_min is None and a_max is None:
         return apply_ufunc(np.positive, (a,), {})
     if a_min is None:
