@@ -10,7 +10,7 @@ import collections
 
 import numpy as np
 import pytest
-from conftest import assert_like_numpy, assert_same, check, line_of, numpy_result
+from conftest import assert_like_numpy, assert_same, check, line_of, numpy_result, observe
 
 import numfuse
 from numfuse.dtypes import spec_of
@@ -1248,6 +1248,30 @@ def test_round_of_bool_is_float16_and_scaling_refused_like_numpy():
         np.round(b, 1)
     with pytest.raises(TypeError):
         numfuse.jit(lambda b: np.round(b, 1))(b)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
+@pytest.mark.parametrize("decimals", [2, 22, 23, 30, 39, 300, 310, -5, -23, -100, -400])
+def test_rounding_floats_scales_by_numpys_power_of_ten(dtype, decimals):
+    # numpy's factor is 1e9 times ten, step by step (off by ulps past 1e22, inf past the
+    # largest float) and a Python float: converted to float32 or float16, it overflows
+    # with numpy's warning.  Fused, a flag raised by several of the operations is
+    # reported once (numpy: once per operation).
+    rng = np.random.default_rng(decimals % 97)
+    x = np.concatenate([rng.standard_normal(40) * 10.0 ** rng.integers(-30, 30, 40),
+                        [469.15430281842896, 1e30, 0.0, -0.0, 1.5, 2.5]]).astype(dtype)
+    expected, expected_warnings = observe(lambda x: np.round(x, decimals), x)
+    actual, actual_warnings = observe(numfuse.jit(lambda x: np.round(x, decimals)), x)
+    assert_same(actual, expected)
+    assert set(actual_warnings) == set(expected_warnings)
+
+
+def test_rounding_complex_numbers_rounds_each_part_like_numpy():
+    z = np.array([1.2345 - 6.789j, complex(np.inf, 0), complex(-0.0, 0.0),
+                  complex(0.5, -np.inf), complex(np.nan, 2.25)])
+    for dtype in (np.complex64, np.complex128):
+        for decimals in (0, 1, 3, -1):
+            assert_like_numpy(lambda z, d=decimals: np.round(z, d) * 2, z.astype(dtype))
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,

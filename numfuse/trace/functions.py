@@ -79,6 +79,17 @@ def clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None,
     return Tracer(elementwise(OPS["clip"], nodes), owned=True)
 
 
+def power_of_ten(n: int) -> float:
+    """10.0 ** n as numpy's round computes it: exact up to 1e8, then 1e9 multiplied by ten
+    (rounding at each step past 1e22, and +inf past the largest float, not an error)."""
+    if n < 9:
+        return float(10**n)
+    value = 1e9
+    for _ in range(n - 9):
+        value *= 10.0
+    return value
+
+
 def round_(a: Any, decimals: int = 0, out: Any = None) -> Any:
     """numpy's round: rint for decimals=0, else scale, rint and unscale like numpy."""
     if out is not None:
@@ -99,8 +110,11 @@ def round_(a: Any, decimals: int = 0, out: Any = None) -> Any:
         return astype(rounded, node.dtype)
     if decimals == 0:
         return apply_ufunc(np.rint, (a,), {})
-    factor = node.dtype.type(10.0 ** abs(decimals)) if node.dtype.kind == "f" else \
-        np.float64(10.0 ** abs(decimals))
+    if node.dtype.kind == "c":  # numpy rounds the two parts apart: its own call
+        return record_call(np.round, "round", (a, decimals), {})
+    # numpy's factor, a Python float: weak (a float32 array scales in float32, its
+    # conversion overflowing to inf with numpy's warning) and not correctly rounded
+    factor = power_of_ten(abs(decimals))
     if decimals > 0:
         scaled = apply_ufunc(np.multiply, (a, factor), {})
         return apply_ufunc(np.true_divide, (apply_ufunc(np.rint, (scaled,), {}), factor), {})
