@@ -213,12 +213,15 @@ def right_shift(a, b, bits):  # type: ignore[no-untyped-def]
 # ------------------------------------------------------------------ float division
 
 
-def divmod_float(a, b):  # type: ignore[no-untyped-def]
-    """numpy's ``npy_divmod``: floor quotient and Python-style remainder of floats.
+def divmod_float(a, b, one):  # type: ignore[no-untyped-def]
+    """numpy's ``npy_divmod``: floor quotient and Python-style remainder of floats, every
+    step in the operands' dtype (``one`` is 1 of it: a float32 quotient past 2**24 rounds
+    as numpy's does, where float64 steps gave another integer).
 
     numpy's tests (``isless``, ``isgreater``) are quiet on NaN; ``_is_negative`` and
     ``_is_positive`` are too, so a NaN operand raises no "invalid value" flag.
     """
+    zero = one - one
     mod = np.fmod(a, b)
     if b == 0:
         return a / b, mod
@@ -226,15 +229,15 @@ def divmod_float(a, b):  # type: ignore[no-untyped-def]
     if mod != 0:
         if _is_negative(b) != _is_negative(mod):
             mod = mod + b
-            div = div - 1
+            div = div - one
     else:
-        mod = math.copysign(0.0, b)
+        mod = np.copysign(zero, b)
     if div != 0:
         floordiv = np.floor(div)
-        if _is_positive(div - floordiv - 0.5):
-            floordiv = floordiv + 1
+        if _is_positive(div - floordiv - one / (one + one)):
+            floordiv = floordiv + one
     else:
-        floordiv = math.copysign(0.0, a / b)
+        floordiv = np.copysign(zero, a / b)
     return floordiv, mod
 
 
@@ -274,7 +277,7 @@ def power_float(a, b):  # type: ignore[no-untyped-def]
     return a ** b
 
 
-def floor_divide_float(a, b):  # type: ignore[no-untyped-def]
+def floor_divide_float(a, b, one):  # type: ignore[no-untyped-def]
     if b == 0:
         return a / b
     # LLVM may compute this branch for a zero ``b`` too.  It is given operands that raise
@@ -282,15 +285,15 @@ def floor_divide_float(a, b):  # type: ignore[no-untyped-def]
     # of ``b`` itself it would fold to true here, knowing ``b != 0`` on this branch).
     seen = hidden(b)
     nonzero = seen != 0
-    return divmod_float(a if nonzero else seen, seen if nonzero else seen + 1)[0]
+    return divmod_float(a if nonzero else seen, seen if nonzero else seen + one, one)[0]
 
 
-def remainder_float(a, b):  # type: ignore[no-untyped-def]
+def remainder_float(a, b, one):  # type: ignore[no-untyped-def]
     if b == 0:
         return np.fmod(a, b)
     seen = hidden(b)
     nonzero = seen != 0
-    return divmod_float(a if nonzero else seen, seen if nonzero else seen + 1)[1]
+    return divmod_float(a if nonzero else seen, seen if nonzero else seen + one, one)[1]
 
 
 # ------------------------------------------------------------------ float helpers

@@ -261,10 +261,10 @@ _row("true_divide", np.true_divide, 2, DIVISION, exactness=Exactness.EXACT_FOR_R
      c="complex_divide({0}, {1})", star="({0} / {1})",
      vjp=lambda g, ans, x, y: (g / y, -g * ans / y))
 _row("floor_divide", np.floor_divide, 2, DIVISION, i="floor_divide_int({0}, {1}, {min})",
-     u="floor_divide_int({0}, {1}, {min})", f="floor_divide_float({0}, {1})",
+     u="floor_divide_int({0}, {1}, {min})", f="floor_divide_float({0}, {1}, {L}(1))",
      b="floor_divide_int({0}, {1}, {min})", vjp=_no_derivative)
 _row("remainder", np.remainder, 2, DIVISION, i="remainder_int({0}, {1})",
-     u="remainder_int({0}, {1})", f="remainder_float({0}, {1})",
+     u="remainder_int({0}, {1})", f="remainder_float({0}, {1}, {L}(1))",
      vjp=lambda g, ans, x, y: (g, -g * np.floor_divide(x, y)))
 _row("fmod", np.fmod, 2, DIVISION, i="fmod_int({0}, {1})", u="fmod_int({0}, {1})",
      f="np.fmod({0}, {1})", vjp=lambda g, ans, x, y: (g, -g * np.trunc(x / y)))

@@ -202,8 +202,11 @@ def test_a_helper_is_compiled_per_dtypes_with_the_result_numba_would_give():
     assert HELPERS.helper("less_float", (float32, float32, float32), ()).result == T.BOOL
     # sign_float returns its argument or Python floats: numba unifies them to float64
     assert HELPERS.helper("sign_float", (float32,), ()).result == float64
-    quotient = HELPERS.helper("divmod_float", (float64, float64), ())
+    quotient = HELPERS.helper("divmod_float", (float64, float64, float64), ())
     assert quotient.result == (float64, float64)
+    # every step in float32 for float32 operands (numpy's float32 npy_divmod)
+    assert HELPERS.helper("divmod_float", (float32, float32, float32), ()).result == \
+        (float32, float32)
     assert "alwaysinline" in quotient.text
 
 

@@ -387,6 +387,18 @@ def test_float_floor_divide_and_remainder_of_nan_raise_no_flag(dtype):
             assert_same(jitted(b, a), ufunc(b, a))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_float_floor_divide_of_a_large_quotient_rounds_in_the_operands_dtype(dtype):
+    """Found by a conformance hunt: float32 quotients past 2**24 took another integer
+    when the steps after the division ran in float64 (numpy's run in float32)."""
+    rng = np.random.default_rng(5)
+    a = (rng.standard_normal(20_000) * 10.0 ** rng.integers(-8, 8, 20_000)).astype(dtype)
+    b = (rng.standard_normal(20_000) * 10.0 ** rng.integers(-8, 8, 20_000)).astype(dtype)
+    a[:2], b[:2] = np.array([-4.032229, 2.0], dtype), np.array([-8.649529e-07, 1e-7], dtype)
+    for ufunc in (np.floor_divide, np.remainder, np.divmod):
+        assert_same(numfuse.jit(_binary(ufunc))(a, b), ufunc(a, b))
+
+
 def _binary(ufunc):
     return lambda x, y: ufunc(x, y)
 
