@@ -24,7 +24,17 @@ from collections.abc import Sequence
 import numpy as np
 
 from .graph import CONST, ELEMENTWISE, Node
-from .ops import HELPER_NAMES, OPS, template_for
+from .ops import (
+    ARITHMETIC,
+    CONVERSION,
+    DIVISION,
+    EXPONENTIAL,
+    HELPER_NAMES,
+    OPS,
+    ROOT,
+    TRIGONOMETRIC,
+    template_for,
+)
 from .partition import Region, Schedule, is_kernel_input, schedule, varies
 from .reductions import Reduction
 
@@ -91,6 +101,37 @@ class KernelSource:
     rows_inputs: tuple[bool, ...] = ()
     rows_outputs: tuple[bool, ...] = ()
     reduced: tuple[int, ...] = ()
+    # The name its floating-point warnings give ("... encountered in divide", see
+    # ``reported_name``); "" for the kernel's own name.
+    reports: str = ""
+
+
+# numpy's warning names the ufunc whose loop raised the flag.  A fused kernel raises its
+# flags together: its warnings name its first operation that raises flags on ordinary
+# operands (a division, a root, an exponential or logarithm, a trigonometric function, a
+# float-to-integer cast), else its first arithmetic operation (overflow), else its first
+# cast — numpy's name whenever one operation raised.
+_RAISING = (DIVISION, ROOT, EXPONENTIAL, TRIGONOMETRIC)
+
+
+def reported_name(nodes: Sequence[Node]) -> str:
+    """The name a kernel computing ``nodes`` (in order) gives in its floating-point
+    warnings: a numpy ufunc's ("divide"), "cast" for an ``astype``, or "" for none."""
+    def rank(node: Node) -> int | None:
+        row = OPS.get(node.op)
+        if row is None or not (row.name == "astype" or isinstance(row.reference, np.ufunc)):
+            return None
+        if row.category in _RAISING or (row.name == "astype" and node.dtype.kind in "iu"
+                                        and node.inputs[0].dtype.kind in "fc"):
+            return 0
+        return {ARITHMETIC: 1, CONVERSION: 2}.get(row.category)
+
+    ranked = [(found, position, node) for position, node in enumerate(nodes)
+              if (found := rank(node)) is not None]
+    if not ranked:
+        return ""
+    node = min(ranked, key=lambda entry: entry[:2])[2]
+    return "cast" if node.op == "astype" else OPS[node.op].reference.__name__
 
 
 def numba_type(dtype: np.dtype) -> str:
@@ -309,7 +350,8 @@ def emit(region: Region, fastmath: frozenset[str] = frozenset()) -> KernelSource
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
     return KernelSource(f"kernel_{digest}", source, layout, signature, helpers, core_inputs,
                         dropped, ndim, core_outputs, flags, region.donate,
-                        program.outputs[-1].name == "done", program)
+                        program.outputs[-1].name == "done", program,
+                        reports=reported_name(region.nodes))
 
 
 def _program(region: Region, core_inputs: tuple[bool, ...]) -> KernelProgram:
@@ -552,7 +594,7 @@ def emit_passes(region: Region, fastmath: frozenset[str] = frozenset()) -> Kerne
                         tuple(operand.core for operand in outputs), flags, (), False, program,
                         rows_inputs=tuple(operand.rows for operand in inputs),
                         rows_outputs=tuple(operand.rows for operand in outputs),
-                        reduced=region.reduced)
+                        reduced=region.reduced, reports=reported_name(region.nodes))
 
 
 def _array_type(operand: Operand) -> str:

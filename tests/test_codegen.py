@@ -131,3 +131,20 @@ def test_a_python_float_beyond_the_loop_dtype_warns_at_every_call(fn, dtype):
     jitted = numfuse.jit(fn)
     for size in (1, 40, 40):
         assert_like_numpy(fn, np.ones(size, dtype), jitted=jitted)
+
+
+def test_the_name_a_kernel_reports_its_flags_under():
+    from numfuse.codegen import reported_name
+    from numfuse.dtypes import spec_of
+    from numfuse.passes import simplify
+    from numfuse.trace import trace_graph
+
+    def named(fn, x):
+        return reported_name(simplify(trace_graph(fn, [spec_of(x)])).nodes)
+
+    x = np.ones(4)
+    assert named(lambda x: x * 2 + np.log(x) / x, x) == "log"  # the first that raises
+    assert named(lambda x: (x * 3 - 1).astype(np.int8), x) == "cast"  # float to int
+    assert named(lambda x: (x * 3 - 1).astype(np.float32), x) == "multiply"
+    assert named(lambda x: x.astype(np.float32) > 0, x) == "cast"
+    assert named(lambda x: x > 0, x) == ""

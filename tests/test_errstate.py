@@ -298,8 +298,6 @@ def test_ordered_comparisons_on_nan_are_quiet(fn):
     _assert_same_outcome(fn, x, all="raise")
 
 
-@pytest.mark.xfail(strict=True, reason="README limit: float32 floor_divide computes its "
-                   "quotient in float64, so an overflowing quotient misses numpy's 'invalid'")
 def test_float32_floor_divide_overflowing_quotient_warns_like_numpy():
     _assert_same_outcome(lambda x: x // np.float32(1e-40), np.ones(20, np.float32))
 
@@ -586,3 +584,30 @@ def test_a_dropped_result_keeps_its_flags_in_a_loop_that_is_not_vectorised():
                                         ("RuntimeWarning", "divide by zero")}
     assert_same(actual[0], expected[0])
 
+
+
+@pytest.mark.parametrize(("fn", "arg"), [
+    (lambda x: x / (x - 1.0) + 1.0, np.array([1.0, 2.0])),  # divide by zero
+    (lambda x: np.log(x) * 2.0 - x, np.array([-1.0, 0.0, 2.0])),
+    (lambda x: np.sqrt(x - 3.0) * x, np.array([1.0, 4.0])),
+    (lambda x: np.arcsin(x * 2.0), np.array([0.25, 0.75])),
+    (lambda x: x * 1e300 * 1e10, np.array([1.0, 2.0])),  # overflow
+    (lambda x: (x * 2.0).astype(np.int32), np.array([np.nan, 1e20])),
+    (lambda x: np.exp(x + 1.0), np.array([1000.0], np.float32)),
+])
+def test_a_warning_names_the_operation_that_raised_it_as_numpy(fn, arg):
+    """numpy names the ufunc whose loop raised a flag; a fused kernel, which raises its
+    flags together, names its operation that raises such flags (``codegen.reported_name``),
+    numpy's name whenever one operation raised them."""
+    for size in (arg.size, 300_000):  # one gufunc call, and a call cut into chunks
+        values = np.resize(arg, size)
+        with warnings.catch_warnings(record=True) as expected:
+            warnings.simplefilter("always")
+            fn(values)
+        with warnings.catch_warnings(record=True) as actual:
+            warnings.simplefilter("always")
+            jitted = numfuse.jit(fn, threads=2)
+            for _ in range(4):  # past the calls that measure the kernel's cost
+                jitted(values)
+        messages = {str(warning.message) for warning in expected}
+        assert messages and {str(warning.message) for warning in actual} == messages

@@ -253,13 +253,7 @@ def _close(actual: Sequence[Any], expected: Sequence[Any]) -> bool:
 # Known differences: (case, variant, dtype) -> why the kernel's flags cannot be numpy's.
 # Each runs alone, as a strict xfail, in test_known_flag_difference; the comparisons
 # leave it out.  README lists them among the limits.
-_FLOOR_DIVIDE_FLOAT32 = ("README limit: float32 floor_divide computes its quotient in float64, "
-                         "so a quotient beyond float32's range warns 'overflow' without "
-                         "numpy's 'invalid value'")
-KNOWN: dict[tuple[str, str, str], str] = {
-    ("floor_divide", "plain", "float32"): _FLOOR_DIVIDE_FLOAT32,
-    ("floor_divide", "guarded-result", "float32"): _FLOOR_DIVIDE_FLOAT32,
-}
+KNOWN: dict[tuple[str, str, str], str] = {}
 
 
 def compare(cases: Sequence[Case], variant: str, dtype: Any, sizes: Sequence[int],

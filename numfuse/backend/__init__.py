@@ -166,8 +166,10 @@ def _gufunc(kernel: KernelSource, code: ObjectCode, from_disk: bool) -> Compiled
     program = kernel.program
     assert program is not None
     dtypes = [operand.dtype.num for operand in program.operands]
-    ufunc = numba_private.make_gufunc(kernel.name, address, dtypes, len(program.inputs),
-                                      len(program.outputs), library, kernel.layout)
+    # named as its warnings name it (numpy writes the gufunc's name into them)
+    ufunc = numba_private.make_gufunc(kernel.reports or kernel.name, address, dtypes,
+                                      len(program.inputs), len(program.outputs), library,
+                                      kernel.layout)
     return CompiledGufunc(ufunc, library, code, from_disk, kernel)
 
 
