@@ -936,7 +936,7 @@ def _guard(key: tuple[Any, ...], plan: CallPlan, program: Program,
          f"        out = options.get('out')\n"
          f"        if len(options) == 1 and LOOP < policy.small and {fits}:\n"
          f"            try:\n"
-         f"                return gufunc({arguments}, out=out)\n"
+         f"                return gufunc({arguments}{', ' if arguments else ''}out=out)\n"
          f"            except (ValueError, OverflowError):\n"
          f"                pass  # numpy's error, or the general path's, from the program\n"
          f"        return into(self, program, ({given}), options)\n"
