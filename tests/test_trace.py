@@ -1117,6 +1117,26 @@ def test_ufunc_casting_rules_other_than_same_kind_run_as_numpy():
         numfuse.jit(lambda x: np.add(x, 1, dtype=np.int32))(X)
 
 
+def test_the_casting_rule_of_a_ufunc_applies_to_its_out_array():
+    def unsafe(a):
+        y = np.zeros(a.shape, np.int32)
+        np.add(y, a, out=y, casting="unsafe")  # float64 sums cast into int32
+        np.multiply(a, 3, out=y, casting="unsafe")
+        return y
+
+    check(unsafe, X * 7.3)
+
+    def safe(a):
+        y = np.zeros(a.shape, np.float32)
+        np.sqrt(a, out=y, casting="safe")
+        return y
+
+    with pytest.raises(TypeError, match="'safe'"):  # numpy's UFuncTypeError
+        numfuse.jit(safe)(X)
+    with pytest.raises(TypeError, match="same_kind"):
+        numfuse.jit(lambda a: np.multiply(a, 2, out=np.zeros(a.shape, np.int32)))(X)
+
+
 @pytest.mark.parametrize("fn", [
     lambda x: np.vectorize(lambda v: v * 2 + 1)(x),
     lambda x: np.vectorize(lambda v, w: v * w)(x.astype(np.float32), 2.5),

@@ -50,9 +50,10 @@ def _in_place(ufunc: np.ufunc, forward: Callable[[Any, Any], Any],
 
 
 def _store(ufunc: np.ufunc, operands: Sequence[Any], result: Any, out: Any,
-           mask: Any = True) -> Tracer:
+           mask: Any = True, casting: str = "same_kind") -> Tracer:
     """``ufunc(*operands, out=out)`` given ``result = ufunc(*operands)``: ``out``, a fresh
-    traced array, takes the result cast (same_kind) to its dtype, keeping its shape."""
+    traced array, takes the result cast (by the rule ``casting``) to its dtype, keeping
+    its shape."""
     if isinstance(out, Tracer):
         if not out.writable or _immutable(out.node):
             return _inplace(f"np.{ufunc.__name__}(..., out=x) or an augmented assignment")
@@ -73,10 +74,11 @@ def _store(ufunc: np.ufunc, operands: Sequence[Any], result: Any, out: Any,
     if node.dtype != target_dtype and ufunc.nout == 1:
         with np.errstate(all="ignore"):  # numpy's own casting error, if any
             probe = np.zeros((), target_dtype)
-            ufunc(*(_sample(_node(operand)) for operand in operands), out=probe)
-    elif not np.can_cast(node.dtype, target_dtype, "same_kind"):
+            ufunc(*(_sample(_node(operand)) for operand in operands), out=probe,
+                  casting=casting)  # type: ignore[call-overload]
+    elif not np.can_cast(node.dtype, target_dtype, casting):  # type: ignore[arg-type]
         raise TypeError(f"Cannot cast ufunc '{ufunc.__name__}' output from {node.dtype!r} to "
-                        f"{np.dtype(target_dtype)!r} with casting rule 'same_kind'")
+                        f"{np.dtype(target_dtype)!r} with casting rule '{casting}'")
     stored = elementwise(OPS["astype"], [node], loop=((target_dtype,), target_dtype),
                          scalar=False)
     if mask is not True:
@@ -220,6 +222,7 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any]) 
     kwargs = dict(kwargs)
     out = kwargs.pop("out", None)
     where = kwargs.pop("where", True)
+    casting = kwargs.get("casting", "same_kind")  # of the operands, and of the outputs
     outs = out if isinstance(out, tuple) else (out,) * ufunc.nout
     if where is not True:
         if any(target is None for target in outs):
@@ -233,7 +236,8 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any]) 
     if all(target is None for target in outs):
         return results
     listed = (results,) if ufunc.nout == 1 else tuple(results)
-    stored = tuple(result if target is None else _store(ufunc, inputs, result, target, where)
+    stored = tuple(result if target is None else
+                   _store(ufunc, inputs, result, target, where, casting)
                    for result, target in zip(listed, outs, strict=True))
     return stored[0] if ufunc.nout == 1 else stored
 
