@@ -168,9 +168,16 @@ def _methods() -> dict[str, NumpyFunction]:
 
 METHODS: dict[str, NumpyFunction] = _methods()
 
+def discarding_imaginary(value: Any, dtype: Any) -> Any:
+    """``value.astype(dtype)`` of complex values to a real ``dtype``, run by numpy at each
+    call: numpy warns ``ComplexWarning`` as it casts (a fused cast would not)."""
+    return value.astype(dtype)
+
+
 # Functions whose results never share memory with an operand, ufuncs (np.matmul) included.
 FRESH_FUNCTIONS: frozenset[Any] = frozenset(
-    function for function in map(_lookup, _FRESH) if function is not None)
+    function for function in map(_lookup, _FRESH) if function is not None) | {
+    discarding_imaginary}
 
 
 def lookup(function: Any) -> NumpyFunction | None:

@@ -1117,6 +1117,21 @@ def test_ufunc_casting_rules_other_than_same_kind_run_as_numpy():
         numfuse.jit(lambda x: np.add(x, 1, dtype=np.int32))(X)
 
 
+@pytest.mark.parametrize("target", [np.float64, np.float32, np.int32])
+def test_casting_complex_values_to_a_real_dtype_warns_like_numpy(target):
+    z = np.array([1.5 + 2j, -3.25 - 1j, 0j])
+
+    def cast(z):
+        y = (z * 2).astype(target)
+        y += 1  # a fresh array, the function's own
+        return y, z.sum().astype(target)
+
+    for _ in range(2):  # every call warns, as numpy's cast does
+        with pytest.warns(np.exceptions.ComplexWarning, match="discards the imaginary"):
+            assert_same(numfuse.jit(cast)(z), cast(z))
+    assert_like_numpy(lambda z: (z * 2).astype(np.bool_), z)  # silent in numpy
+
+
 def test_the_casting_rule_of_a_ufunc_applies_to_its_out_array():
     def unsafe(a):
         y = np.zeros(a.shape, np.int32)

@@ -15,7 +15,7 @@ from ..errors import (
     UnsupportedOperationError,
 )
 from ..ops import OPS
-from ..registry import REGISTRY, Kind
+from ..registry import REGISTRY, Kind, discarding_imaginary
 from .nodes import elementwise
 
 
@@ -41,6 +41,8 @@ def astype(value: Any, dtype: Any, casting: str = "unsafe") -> Tracer:
             f"Cannot cast array data from {node.dtype} to {target} according to the rule "
             f"'{casting}'"
         )
+    if node.dtype.kind == "c" and target.kind not in "cb":  # (to bool: silent, as numpy)
+        return record_call(discarding_imaginary, "astype", (value, target), {})
     return _method("astype", value, target)
 
 
