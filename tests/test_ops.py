@@ -13,7 +13,7 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import assert_same, check
+from conftest import assert_like_numpy, assert_same, check
 
 import numfuse
 from numfuse import vector_math
@@ -245,6 +245,18 @@ def test_astype_matches_numpy(source: str) -> None:
             in_range = np.isfinite(real) & (real >= info.min) & (real <= info.max)
             got, want = got[in_range], want[in_range]
         assert_matches(f"astype {source}->{target}", got, want, [values])
+
+
+def test_an_integer_cast_to_float_and_back_to_a_narrower_integer_is_numpys() -> None:
+    """Found by a conformance hunt: LLVM folded the two casts into one integer cast, where
+    numpy's float cast of a value beyond the target's range gives its x86 result and
+    "invalid value"."""
+    assert_like_numpy(lambda x: x.astype(np.float64).astype(np.int32),
+                      np.array([2**62 + 1, 5, -7], np.int64))
+    assert_like_numpy(lambda x: x.astype(np.float64).astype(np.int8),
+                      np.array([2**64 - 1, 3], np.uint64))
+    assert_like_numpy(lambda x: x.astype(np.float32).astype(np.int64),
+                      np.array([2**24 + 1, -3], np.int64))
 
 
 def test_real_imag_conj() -> None:

@@ -896,6 +896,11 @@ class Emitter:
             convert = builder.sitofp if source.kind == "i" else builder.uitofp
             return Value(dtype, convert(value.ir, target))
         if dtype.kind in "iu":
+            if getattr(value.ir, "opname", None) in ("sitofp", "uitofp"):
+                # an integer made a float, then an integer again: LLVM would fold the two
+                # into one integer cast, where numpy's float gives INT_MIN and "invalid"
+                # for a value beyond the target's range
+                value = self.opaque(value)
             convert = builder.fptosi if dtype.kind == "i" else builder.fptoui
             return Value(dtype, convert(value.ir, target))
         if dtype.itemsize > source.itemsize:
