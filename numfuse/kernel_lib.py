@@ -222,7 +222,8 @@ def divmod_float(a, b, one):  # type: ignore[no-untyped-def]
     ``_is_positive`` are too, so a NaN operand raises no "invalid value" flag.
     """
     zero = one - one
-    mod = np.fmod(a, b)
+    # (hidden: LLVM folds fmod of a constant 0 to 0, where a NaN b makes it NaN)
+    mod = np.fmod(hidden(a), b)
     if b == 0:
         return a / b, mod
     div = (a - mod) / b

@@ -411,6 +411,16 @@ def test_float_floor_divide_of_a_large_quotient_rounds_in_the_operands_dtype(dty
         assert_same(numfuse.jit(_binary(ufunc))(a, b), ufunc(a, b))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_remainder_of_a_constant_zero_by_nan_is_nan(dtype):
+    """Found by a conformance hunt: LLVM folded fmod(0.0, y) to 0.0, NaN y included."""
+    y = np.array([np.nan, -np.nan, 2.0, -3.0, np.inf], dtype)
+    zero = np.dtype(dtype).type(0.0)
+    for fn in (lambda y: zero % y, lambda y: np.divmod(-zero, y), lambda y: 0.0 % y):
+        with np.errstate(all="ignore"):
+            assert_same(numfuse.jit(fn)(y), fn(y))
+
+
 def _binary(ufunc):
     return lambda x, y: ufunc(x, y)
 
