@@ -26,10 +26,13 @@ import numpy as np
 from .graph import CONST, ELEMENTWISE, Node
 from .ops import (
     ARITHMETIC,
+    CLASSIFICATION,
+    COMPARISON,
     CONVERSION,
     DIVISION,
     EXPONENTIAL,
     HELPER_NAMES,
+    LOGICAL,
     OPS,
     ROOT,
     TRIGONOMETRIC,
@@ -214,10 +217,22 @@ def _float_to_int(expression: str, target: np.dtype) -> str:
     return f"hidden({constructor(target)}({expression}))"
 
 
-def _operand(node: Node, names: dict[Node, str], loop_dtype: np.dtype) -> str:
+def _operand(node: Node, names: dict[Node, str], loop_dtype: np.dtype,
+             tested: bool = False) -> str:
     if node.kind == CONST and node.ndim == 0:
         return literal(node.value.value, loop_dtype)
-    return cast(names[node], node.dtype, loop_dtype)
+    name = names[node]
+    if (tested or loop_dtype.kind == "b") and node.dtype.kind in "fc" and \
+            node.kind == ELEMENTWISE and OPS[node.op].category in _RAISING:
+        # A float a flag-raising operation computed, only tested (``isnan(sqrt(x))``,
+        # ``x / y != 0``, ``where(sqrt(x), ...)``): hidden, or LLVM answers the test from
+        # the operation's operands (``x < 0``) and drops the operation and its flag.
+        name = f"hidden({name})"
+    return cast(name, node.dtype, loop_dtype)
+
+
+# The operations that only test their operands (see ``_operand``).
+_TESTS = (COMPARISON, CLASSIFICATION, LOGICAL)
 
 
 def expression(node: Node, names: dict[Node, str]) -> str:
@@ -228,7 +243,8 @@ def expression(node: Node, names: dict[Node, str]) -> str:
     assert template is not None, f"no template for {node.op} on {loop}"
     if node.op in _LIBM_FOR_INTEGERS and node.inputs[0].dtype.kind in "biu":
         template = f"np.{node.op}({{0}})"
-    operands = [_operand(source, names, dtype)
+    tested = op.category in _TESTS
+    operands = [_operand(source, names, dtype, tested)
                 for source, dtype in zip(node.inputs, loop, strict=False)]
     text = template.format(*operands)
     if node.dtype in _PRESERVED and all(dtype == node.dtype for dtype in loop):

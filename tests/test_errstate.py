@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import assert_same
+from conftest import assert_like_numpy, assert_same
 
 import numfuse
 
@@ -611,3 +611,18 @@ def test_a_warning_names_the_operation_that_raised_it_as_numpy(fn, arg):
                 jitted(values)
         messages = {str(warning.message) for warning in expected}
         assert messages and {str(warning.message) for warning in actual} == messages
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: np.isnan(np.sqrt(x)), lambda x: np.sqrt(x) != 0, lambda x: np.sqrt(x) == 0,
+    lambda x: np.sqrt(x).astype(bool), lambda x: np.where(np.sqrt(x), 1.0, 2.0),
+    lambda x: (x / 0) != 0, lambda x: np.isfinite(np.log(x)),
+    lambda x: np.logical_and(np.arcsin(x * 0.3), x > 0), lambda x: np.isinf(1.0 / x),
+], ids=["isnan-sqrt", "sqrt-ne-0", "sqrt-eq-0", "sqrt-as-bool", "where-on-sqrt",
+        "divide-ne-0", "isfinite-log", "and-of-arcsin", "isinf-reciprocal"])
+@pytest.mark.parametrize("size", [1, 20])
+def test_an_operation_whose_result_is_only_tested_raises_its_flags(fn, size):
+    """Found by a conformance hunt: LLVM answered ``sqrt(x) != 0`` as ``x != 0`` and
+    dropped the square root, and its "invalid value" with it."""
+    x = np.resize(np.array([-1.0, 4.0, 0.0, np.nan]), size)
+    assert_like_numpy(fn, x)
