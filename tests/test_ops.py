@@ -331,6 +331,16 @@ def test_power_operator_takes_numpy_fast_paths() -> None:
         assert_matches("power", got, want, [x])
 
 
+def test_power_by_a_constant_half_of_any_float_type_takes_the_square_root() -> None:
+    """numpy's float power loop takes sqrt for a stride-0 exponent of 0.5: a numpy float
+    scalar or a 0-d array as much as a Python float (-0.0 stays -0.0, -inf is NaN)."""
+    x = np.array([-0.0, -np.inf, 2.0, 4.0, -1.0, np.nan] * 3)
+    for fn in (lambda x: x ** np.float64(0.5), lambda x: np.power(x, np.array(0.5)),
+               lambda x: np.power(x, np.float32(0.5)),
+               lambda x: np.power(x.astype(np.float32), np.float32(0.5))):
+        assert_like_numpy(fn, x)
+
+
 def _layouts(values: np.ndarray, arity: int) -> dict[str, list[np.ndarray]]:
     """The same edge values presented in every memory layout and broadcast pattern."""
     size = len(values)

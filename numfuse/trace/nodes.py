@@ -175,10 +175,12 @@ class NoKernelCodeError(UnsupportedOperationError):
 
 
 def _is_const(node: Node, value: float) -> bool:
+    """Whether ``node`` is a constant float ``value``: a Python float, a numpy float scalar
+    or a 0-d float array (numpy's loops see the same stride-0 operand)."""
     if node.kind != CONST or node.ndim != 0:
         return False
     constant = node.value.value
-    return type(constant) is float and constant == value
+    return np.asarray(constant).dtype.kind == "f" and float(constant) == value
 
 
 def _check_with_numpy(op: OpDef, operands: Sequence[Node], out_dtype: Any) -> None:
