@@ -262,19 +262,64 @@ def _numpy_warns_zero_to_minus_infinity(dtype: type) -> bool:
     return False
 
 
+def _numpy_warns_huge_to_infinity(dtype: type) -> bool:
+    """Whether numpy's power raises "overflow" for ``x ** inf`` where ``x * x`` overflows:
+    its SIMD loops (AVX-512 machines) square x on the way, the C library's pow does not."""
+    largest = np.finfo(dtype).max
+    with np.errstate(over="raise", invalid="ignore", divide="ignore", under="ignore"):
+        try:
+            np.power(np.full(16, largest, dtype), np.full(16, np.inf, dtype))
+        except FloatingPointError:
+            return True
+    return False
+
+
 # Facts about numpy on this machine that helpers follow (number constants: the kernel
 # language reads a helper's module-level numbers as literals).
 POWER_ZERO_MINUS_INFINITY_F32 = _numpy_warns_zero_to_minus_infinity(np.float32)
 POWER_ZERO_MINUS_INFINITY_F64 = _numpy_warns_zero_to_minus_infinity(np.float64)
+POWER_HUGE_INFINITY_F32 = _numpy_warns_huge_to_infinity(np.float32)
+POWER_HUGE_INFINITY_F64 = _numpy_warns_huge_to_infinity(np.float64)
+
+
+def _last_finite_square(dtype: type) -> int:
+    """The bits (as an integer) of the largest ``dtype`` value whose square is finite."""
+    with np.errstate(over="ignore"):
+        value = np.sqrt(np.finfo(dtype).max, dtype=dtype)
+        while np.isfinite(value * value):
+            value = np.nextafter(value, dtype(np.inf))
+        while not np.isfinite(value * value):
+            value = np.nextafter(value, dtype(0))
+    return int(value.view(np.int32 if dtype == np.float32 else np.int64))
+
+
+LAST_FINITE_SQUARE_F32 = _last_finite_square(np.float32)
+LAST_FINITE_SQUARE_F64 = _last_finite_square(np.float64)
+
+
+def _square_overflows(a):  # type: ignore[no-untyped-def]
+    """Whether the finite ``a * a`` overflows, from a's bits (computing the square would
+    raise the flag; comparing floats, "invalid" for NaN)."""
+    if isinstance(a, np.float32):
+        bits32 = np.float32(a).view(np.int32) & 0x7FFFFFFF
+        return bits32 > LAST_FINITE_SQUARE_F32 and bits32 < 0x7F800000
+    bits = np.float64(a).view(np.int64) & 0x7FFFFFFFFFFFFFFF
+    return bits > LAST_FINITE_SQUARE_F64 and bits < 0x7FF0000000000000
 
 
 def power_float(a, b):  # type: ignore[no-untyped-def]
     """``a ** b`` for floats; ``0 ** -inf`` is inf, with numpy's "divide by zero" where
-    numpy's loop raises it and the C library's pow does not (found by the fuzzer)."""
+    numpy's loop raises it and the C library's pow does not (found by the fuzzer), and
+    ``x ** inf`` of a finite x whose square overflows is inf with numpy's "overflow"
+    where its loop raises that."""
     warns = POWER_ZERO_MINUS_INFINITY_F32 if isinstance(a, np.float32) else \
         POWER_ZERO_MINUS_INFINITY_F64
     if warns and a == 0 and b == -math.inf:
         raise_divide_by_zero()
+    overflows = POWER_HUGE_INFINITY_F32 if isinstance(a, np.float32) else \
+        POWER_HUGE_INFINITY_F64
+    if overflows and b == math.inf and _square_overflows(a):
+        raise_overflow()
     return a ** b
 
 

@@ -341,6 +341,20 @@ def test_power_by_a_constant_half_of_any_float_type_takes_the_square_root() -> N
         assert_like_numpy(fn, x)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_power_of_a_number_whose_square_overflows_to_infinity_warns_like_numpy(dtype):
+    """numpy's SIMD power loop squares its base on the way to ``x ** inf`` and raises
+    "overflow" for a finite base whose square overflows (the C library's pow does not)."""
+    big = np.sqrt(np.finfo(dtype).max, dtype=dtype)
+    x = np.array([2.0, big * 0.999, big * 1.001, -big * 2, np.finfo(dtype).max, 0.5,
+                  np.inf, np.nan, 0.0], dtype)
+    for exponent in (np.inf, -np.inf, 2.0):
+        assert_like_numpy(lambda x, e=exponent: np.power(x, dtype(e)), x)
+        for size in (x.size, 40):  # one exponent per element: only its +inf lanes warn
+            exponents = np.resize(np.array([exponent, 1.0, -np.inf], dtype), size)
+            assert_like_numpy(lambda x, y: np.power(x, y), np.resize(x, size), exponents)
+
+
 def _layouts(values: np.ndarray, arity: int) -> dict[str, list[np.ndarray]]:
     """The same edge values presented in every memory layout and broadcast pattern."""
     size = len(values)
