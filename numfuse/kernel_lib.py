@@ -657,6 +657,8 @@ def complex_divide(a, b):  # type: ignore[no-untyped-def]
     (LLVM computes them all) raises a flag numpy does not."""
     br_abs = abs(b.real)
     bi_abs = abs(b.imag)
+    if b.real != b.real or b.imag != b.imag:
+        raise_invalid()  # numpy's ordered test of |b.real| >= |b.imag| signals on NaN
     direct = br_abs >= bi_abs
     zero = br_abs == 0 and bi_abs == 0
     larger = _one(b) if zero else (b.real if direct else b.imag)

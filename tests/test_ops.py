@@ -355,6 +355,20 @@ def test_power_of_a_number_whose_square_overflows_to_infinity_warns_like_numpy(d
             assert_like_numpy(lambda x, y: np.power(x, y), np.resize(x, size), exponents)
 
 
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_complex_division_by_a_nan_warns_invalid_like_numpy(dtype):
+    """numpy's complex division tests |b.real| >= |b.imag|, an ordered comparison that
+    signals "invalid value" for a NaN part of the divisor."""
+    values = [complex(np.nan, 0), complex(0, np.nan), complex(np.nan, np.nan), 1 + 0j,
+              complex(np.inf, 1), 0j, 2 - 3j]
+    numerators = np.array([a for a in values for _ in values], dtype)
+    divisors = np.array([b for _ in values for b in values], dtype)
+    for size in (1, numerators.size):
+        assert_like_numpy(lambda x, y: x / y, numerators[:size], divisors[:size])
+    assert_like_numpy(lambda x: x / np.nan, numerators)
+    assert_like_numpy(lambda x, y: x / y, numerators, np.full(numerators.size, np.nan))
+
+
 def _layouts(values: np.ndarray, arity: int) -> dict[str, list[np.ndarray]]:
     """The same edge values presented in every memory layout and broadcast pattern."""
     size = len(values)
