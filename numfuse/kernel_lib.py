@@ -749,9 +749,11 @@ def clip_complex(x, lo, hi):  # type: ignore[no-untyped-def]
 
 
 def _complex_gt_plain(a, b):  # type: ignore[no-untyped-def]
+    """Lexicographic ``a > b`` with quiet comparisons (numpy's clip raises no flag on
+    NaN parts)."""
     if a.real == b.real:
-        return a.imag > b.imag
-    return a.real > b.real
+        return less_float(b.imag, a.imag, a.imag)
+    return less_float(b.real, a.real, a.real)
 
 
 def complex_arccosh(z):  # type: ignore[no-untyped-def]

@@ -369,6 +369,15 @@ def test_complex_division_by_a_nan_warns_invalid_like_numpy(dtype):
     assert_like_numpy(lambda x, y: x / y, numerators, np.full(numerators.size, np.nan))
 
 
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_complex_clip_of_nan_parts_is_quiet_like_numpy(dtype):
+    z = np.array([complex(np.nan, 0), complex(0.5, np.nan), 2 + 1j, -1 - 1j, 0.5 + 0.5j,
+                  complex(np.inf, 0), complex(np.nan, np.nan)] * 3, dtype)
+    assert_like_numpy(lambda x: np.clip(x, 0, 1), z)
+    assert_like_numpy(lambda x: np.clip(x, 0.5 + 0.5j, 1 + 2j), z)
+    assert_like_numpy(lambda x: np.clip(x, x[::-1], 1 + 2j), z)
+
+
 def _layouts(values: np.ndarray, arity: int) -> dict[str, list[np.ndarray]]:
     """The same edge values presented in every memory layout and broadcast pattern."""
     size = len(values)
