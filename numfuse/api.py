@@ -1024,6 +1024,10 @@ def _numpy_runs(args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[str, str] 
             return ("was called with a Python integer beyond 64 bits, which numpy keeps as "
                     "a Python object (or converts to a float)",
                     "Pass it as a float to fuse it.")
+        if type(value) is int and value >= 2**63:  # kernels take Python ints as int64
+            return ("was called with a Python integer beyond int64, which numpy computes "
+                    "with as a uint64 (or converts to a float)",
+                    "Pass it as a float, or as an array of dtype uint64, to fuse it.")
         if isinstance(value, (list, tuple)) and _holds_objects(value):
             return ("was called with a list or tuple numpy converts to an array of dtype "
                     "object (Python ints beyond 64 bits, or other objects)",

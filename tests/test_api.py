@@ -254,10 +254,12 @@ def test_where_with_out_of_range_python_int_argument():
     check(lambda c, x, n: np.where(c, x, n), I8 > 0, I8, 1000)
 
 
-@pytest.mark.xfail(strict=True, reason="a Python int argument reaches the kernel as int64; "
-                   "values >= 2**63 are refused (README: limits)")
-def test_large_python_int_argument_with_uint64_array():
-    check(add, np.array([1, 2], dtype=np.uint64), 2**63 + 1)
+def test_python_int_argument_beyond_int64_runs_with_numpy():
+    """A Python int of 2**63 or more reaches numpy as a uint64 or a float: numpy runs the
+    function (kernels take Python ints as int64)."""
+    for args in ((np.array([1, 2], dtype=np.uint64), 2**63 + 1), (X, 2**63), (X, 2**64 - 1)):
+        with pytest.warns(RuntimeWarning, match="beyond int64"):
+            check(add, *args)
 
 
 # ---------------------------------------------------------------------- numfuse.compile
