@@ -336,3 +336,8 @@ def test_float_next_to_a_finished_math_call_keeps_the_general_advice():
 def test_math_of_a_scalar_argument_still_compiles_as_a_static_value():
     jitted = numfuse.jit(lambda x, mu: x * math.exp(mu))
     assert_same(jitted(X, 0.5), X * math.exp(0.5))
+
+
+def test_a_numpy_scalar_type_called_on_a_traced_value_advises_astype():
+    with pytest.raises(numfuse.ConcretizationError, match=r"x\.sum\(\)\.astype\(np\.float32\)"):
+        numfuse.jit(lambda x: np.float32(x.sum()) * 2)(X)
