@@ -537,6 +537,9 @@ def _why(refusal: Refusal, step: Callable[[Node], str], names: dict[Node, str]) 
                 f"({detail}), and a kernel handles the flags of all its work under one")
     if reason is Reason.REDUCED_AXES:
         return f"one kernel cannot run both: {detail}"
+    if reason is Reason.ROW_LENGTHS:
+        return f"one kernel cannot run both: {detail} ({names[via]})" if via is not None \
+            else f"one kernel cannot run both: {detail}"
     if reason is Reason.PASSES:
         if via is None:
             return f"one kernel for both would need {detail}"

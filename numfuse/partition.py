@@ -82,6 +82,7 @@ class Reason(enum.Enum):
     ERRSTATE = "different floating-point error handling"  # np.errstate inside the function
     REDUCED_AXES = "reductions over other axes"  # one loop cannot accumulate both
     PASSES = "passes over the rows"  # too many, or too much work repeated in them
+    ROW_LENGTHS = "rows of lengths not known equal"  # accumulated across rows that may differ
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -456,6 +457,45 @@ def size_classes(nodes: Sequence[Node]) -> dict[Node, object]:
     return found
 
 
+class Lengths:
+    """Which values' axes have equal lengths whatever the arguments' sizes: numpy's
+    broadcast makes an elementwise operation's operands as long as its result along each
+    axis where both are longer than one (or it raises); any other node's lengths are its
+    own.  Axes count from the last (1), as broadcasting aligns them."""
+
+    def __init__(self, nodes: Sequence[Node]) -> None:
+        self.parent: dict[tuple[Node, int], tuple[Node, int]] = {}
+        for node in nodes:
+            if node.kind != ELEMENTWISE and not is_elementwise_call(node):
+                continue
+            for axis in range(1, node.ndim + 1):
+                if node.shape[-axis] == 1:
+                    continue
+                for source in node.inputs:
+                    if source.ndim >= axis and source.shape[-axis] != 1:
+                        self._union((node, axis), (source, axis))
+
+    def _find(self, key: tuple[Node, int]) -> tuple[Node, int]:
+        root = key
+        while self.parent.get(root, root) != root:
+            root = self.parent[root]
+        while self.parent.get(key, key) != root:
+            self.parent[key], key = root, self.parent[key]
+        return root
+
+    def _union(self, one: tuple[Node, int], other: tuple[Node, int]) -> None:
+        first, second = self._find(one), self._find(other)
+        if first != second:
+            self.parent[second] = first
+
+    def equal(self, one: Node, other: Node, axis: int) -> bool:
+        """Whether ``one`` and ``other`` are as long along ``axis`` (from the last)."""
+        known = one.shape[-axis], other.shape[-axis]
+        if None not in known:
+            return known[0] == known[1]
+        return self._find((one, axis)) == self._find((other, axis))
+
+
 def _same_class(first: object, second: object) -> bool:
     return first is None or second is None or first is second
 
@@ -478,6 +518,7 @@ class _Clusters:
         self.fusible = [node.kind == ELEMENTWISE for node in nodes]
         self.loop = [node.ones for node in nodes]  # each cluster's loop shape
         classes = self.classes = size_classes(nodes)
+        self.lengths = Lengths(nodes)
         self.size_class = [classes[node] for node in nodes]  # where its free sizes come from
         self.cost = [op_cost(node) for node in nodes]  # each cluster's work per element
         self.errstate = [node.errstate for node in nodes]  # shared by a cluster's members
@@ -573,8 +614,28 @@ class _Clusters:
         axes: tuple[int, ...] = reduced.pop()  # type: ignore[assignment]
         loop = max((self.loop[cluster] for cluster in clusters),
                    key=lambda ones: (len(ones), -sum(ones)))
+        rows = self._rows_apart(nodes, sources, axes, len(loop))
+        if rows is not None:
+            return Reason.ROW_LENGTHS, ("one kernel's passes run over one set of rows, and "
+                                        "these may differ in length at run time"), rows
         found = _schedule(nodes, axes, loop, outputs)
         return None if isinstance(found, Schedule) else found
+
+    def _rows_apart(self, nodes: Sequence[Node], sources: set[Node], axes: tuple[int, ...],
+                    ndim: int) -> Node | None:
+        """A value of a region accumulating across the rows ``axes`` (of a loop of
+        ``ndim`` axes) not known to be as long along them as the region's others (see
+        ``Lengths``): ``x[1:] - x.mean(axis=0)`` subtracts from fewer rows than the mean
+        adds up.  None when every value varying along them is."""
+        # the values of the rows: the members' own but the fused reductions' (computed
+        # from the rows, not on them), and the values the members read
+        values = [node for node in nodes if node.kind != NUMPY] + list(sources)
+        for axis in axes:
+            along = [node for node in values if varies(node, (axis,), ndim) is True]
+            for node in along[1:]:
+                if not self.lengths.equal(along[0], node, ndim - axis):
+                    return node
+        return None
 
     def refuse(self, first: Node, second: Node, reason: Reason, detail: str = "",
                via: Node | None = None, shared: Node | None = None) -> None:

@@ -945,6 +945,38 @@ def test_standardising_columns_is_one_region_of_three_passes():
     assert plan_passes.stored == {ops["true_divide"]: 2}
 
 
+_M = np.arange(12.0).reshape(4, 3) ** 2
+_T = np.arange(60.0).reshape(3, 4, 5) ** 1.5
+
+
+@pytest.mark.parametrize(("fn", "args"), [
+    (lambda train, test: (test - train.mean(axis=0)) / train.std(axis=0),
+     (_M, np.ones((2, 3)))),
+    (lambda x: x[1:] - x.mean(axis=0), (_M,)),
+    (lambda a, b: a.mean(axis=0) - b.mean(axis=0), (np.ones((3, 4)), np.ones((5, 4)))),
+    (lambda m: m[::2] - m.mean(axis=0), (_M,)),
+    (lambda m: np.concatenate([m, m]) - m.mean(axis=0), (_M,)),
+    (lambda t: t[:, 1:] - t.mean(axis=(0, 1)), (_T,)),
+    (lambda m: (m[1:] * 2).max(axis=0) + (m * 3).max(axis=0), (_M,)),
+    (lambda x, y: (x.mean(0) - y.mean(0)) / np.sqrt(x.var(0, ddof=1) / len(x) +
+                                                   y.var(0, ddof=1) / len(y)),
+     (_M, np.arange(18.0).reshape(6, 3) * 2)),
+], ids=["test-by-train-statistics", "fewer-rows", "two-means", "strided-rows",
+        "more-rows", "3d", "two-maxima", "welch-t"])
+def test_values_of_other_row_counts_never_share_an_accumulating_kernel(fn, args):
+    """Found by a conformance hunt: ``test - train.mean(axis=0)`` joined the kernel
+    accumulating ``train``'s rows, whose passes then ran over ``test``'s rows too (a
+    broadcast error); rows not known to be equally long keep such work apart."""
+    assert_same(numfuse.jit(fn)(*args), numpy_result(fn, *args), rtol=1e-12)
+
+
+def test_a_refusal_names_rows_of_lengths_not_known_equal():
+    plan = plan_of(lambda train, test: test - train.mean(axis=0), _M, np.ones((2, 3)))
+    assert any(refusal.reason is Reason.ROW_LENGTHS for refusal in plan.refusals)
+    (region,) = plan_of(standardise_columns, _M).regions  # one length: one kernel still
+    assert region.reduced == (0,)
+
+
 def test_cheap_work_needed_by_two_passes_is_computed_in_both():
     def fn(x):
         d = x * 2.0
