@@ -477,3 +477,17 @@ def test_a_call_giving_a_size_1_axis_for_these_sizes_compiles_per_shape():
     for rows, columns in ((5, 2), (7, 2), (5, 1), (5, 2)):
         x = RNG.standard_normal((rows, columns))
         assert_same(jitted(x), np.abs(x) + x[..., ::2])
+
+
+def test_a_size_decided_by_a_traced_array_beside_the_data_is_learnt_from_its_values():
+    """Found by a conformance hunt: np.repeat's counts and np.split's indices, traced,
+    were probed with zeros only, so the sizes they give were taken for fixed."""
+    x = np.array([1.0, 2.0, 3.0])
+    repeated = numfuse.jit(lambda x, k: np.repeat(x, k) * 2)
+    for counts in ([2, 0, 1], [3, 1, 1], [0, 0, 0]):
+        assert_same(repeated(x, np.array(counts)), np.repeat(x, counts) * 2)
+    assert_same(numfuse.jit(lambda x: np.repeat(x, x > 1))(x), np.repeat(x, x > 1))
+    split = numfuse.jit(lambda x, i: [part + 1 for part in np.split(x, i)])
+    for indices in ([2, 5], [1, 3]):
+        assert_same(split(np.arange(6.0), np.array(indices)),
+                    [part + 1 for part in np.split(np.arange(6.0), indices)])

@@ -283,8 +283,11 @@ def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
         warnings.simplefilter("ignore")
         moves = any(_moving_axes(node) for node in nodes)
         masked = fn is operator.getitem and any(node.dtype.kind == "b" for node in nodes[1:])
+        # a traced array beside the data may decide the result's size (np.repeat's counts,
+        # np.split's indices): learnt from other data as for a data-dependent function
+        sizing = any(node.ndim for node in nodes[len(tracers_in(args[0])) if args else 0:])
         variants = _run_on_data(call, nodes) if _data_dependent(fn) or masked or unlisted \
-            else []
+            or sizing else []
         variants += _run_resized(call, nodes) if moves else []
         try:
             first = _run_probe(call, nodes, 1)
