@@ -1099,6 +1099,22 @@ def test_clip_with_python_int_bounds_beyond_an_integer_dtype_as_numpy(dtype):
             numfuse.jit(lambda x: np.clip(x, 2**70, 2**71))(x)
 
 
+def test_numpy_functions_given_a_list_of_traced_values_take_it_as_an_array():
+    """Found by a conformance hunt: numpy's dispatch does not look inside a list, so
+    np.mean([a, b]) asked each traced value for a concrete array."""
+    a, b = X, X * 2.0 - 1.0
+    check(lambda a, b: np.mean([a, b], axis=0), a, b)
+    check(lambda a, b: np.linalg.norm([a, b], axis=0), a, b)
+    check(lambda a: np.max([a.sum(), a.min(), 0.0]), a)
+    check(lambda a, b: np.sum((a, b), axis=0) * 2 + np.std([a, b]), a, b)
+    check(lambda a, b: np.argmax([a, b], axis=0), a, b)
+    check(lambda a: np.mean([1.0, 2.0]) * a, a)  # no traced value: numpy's own call
+    assert np.mean is numpy_mean and np.linalg.norm is numpy_norm  # restored after tracing
+
+
+numpy_mean, numpy_norm = np.mean, np.linalg.norm
+
+
 def test_python_round_follows_numpy():
     """numpy scalars round with ``round()`` (to a Python int without ndigits, which needs a
     concrete value); arrays have no ``__round__``."""

@@ -46,7 +46,19 @@ _CONVERSIONS = {name: getattr(np, name) for name in (
 _CREATIONS = {name: getattr(np, name) for name in (
     "zeros", "ones", "empty", "full", "eye", "identity", "arange", "linspace", "logspace",
     "geomspace", "tri", "zeros_like", "ones_like", "empty_like", "full_like")}
-_WRAPPED = {**_CONVERSIONS, **_CREATIONS}
+# Functions whose data (first argument) may be a list or tuple of traced values
+# (``np.mean([a, b], axis=0)``): numpy's dispatch looks for traced values in the arguments,
+# not in a list, and converting the list asks each for ``__array__``.  While a function is
+# traced they make such a list an array first (``np.array([a, b])``, a numpy call).
+_LIST_DATA = {name: getattr(np, name) for name in (
+    "sum", "prod", "mean", "std", "var", "max", "min", "amax", "amin", "ptp", "median",
+    "percentile", "quantile", "any", "all", "argmax", "argmin", "cumsum", "cumprod",
+    "sort", "argsort", "diff", "nansum", "nanprod", "nanmean", "nanstd", "nanvar",
+    "nanmax", "nanmin", "nanmedian", "nanargmax", "nanargmin", "nanpercentile",
+    "nanquantile", "transpose", "reshape", "ravel", "squeeze", "round", "around", "clip",
+    "flip", "roll", "trace", "cov", "corrcoef", "count_nonzero", "average")}
+_LIST_DATA_LINALG = {"norm": np.linalg.norm}
+_WRAPPED = {**_CONVERSIONS, **_CREATIONS, **_LIST_DATA}
 _conversion_lock = threading.Lock()
 _conversion_depth = 0
 # The globals of the function being traced: calls from its module's code make constants.
@@ -63,6 +75,10 @@ def _converting_tracers() -> Iterator[None]:
                 setattr(np, name, _converter(name, original))
             for name, original in _CREATIONS.items():
                 setattr(np, name, _creator(name, original))
+            for name, original in _LIST_DATA.items():
+                setattr(np, name, _list_taker(original))
+            for name, original in _LIST_DATA_LINALG.items():
+                setattr(np.linalg, name, _list_taker(original))
             for name, original in _RANDOM.items():
                 setattr(np.random, name, _random_draw(name, original))
             np.vectorize.__call__ = _vectorized_call  # type: ignore[method-assign]
@@ -76,6 +92,8 @@ def _converting_tracers() -> Iterator[None]:
             if _conversion_depth == 0:
                 for name, original in _WRAPPED.items():
                     setattr(np, name, original)
+                for name, original in _LIST_DATA_LINALG.items():
+                    setattr(np.linalg, name, original)
                 for name, original in _RANDOM.items():
                     setattr(np.random, name, original)
                 np.vectorize.__call__ = _VECTORIZE_CALL  # type: ignore[method-assign]
@@ -184,6 +202,17 @@ def _converter(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         return _wrapped(result, []) if _from_user_code(name) else result
 
     return functools.wraps(original)(convert)
+
+
+def _list_taker(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``original`` (see ``_LIST_DATA``), its data made an array first when it is a list
+    or tuple holding traced values."""
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if args and isinstance(args[0], (list, tuple)) and has_tracer(args[0]):
+            args = (_converter("array", _CONVERSIONS["array"])(args[0]), *args[1:])
+        return original(*args, **kwargs)
+
+    return functools.wraps(original)(call)
 
 
 # The parameters of the creation functions that are data, which may be traced (a fill
