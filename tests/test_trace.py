@@ -1317,6 +1317,15 @@ def test_rounding_floats_scales_by_numpys_power_of_ten(dtype, decimals):
     assert set(actual_warnings) == set(expected_warnings)
 
 
+def test_rounding_a_0d_integer_value_gives_a_numpy_scalar_like_numpy():
+    ints = np.arange(6)
+    for fn, arg in [(lambda a: np.round(a.sum()), ints), (lambda a: (a * 2).sum().round(1), ints),
+                    (lambda a: np.fix(a.max()), ints), (lambda s: np.round(s + 1), np.int16(7)),
+                    (lambda a: np.round(a), np.array(5)), (lambda a: np.fix(a), np.array(5)),
+                    (lambda a: np.round(a) + 1, ints)]:
+        assert_like_numpy(fn, arg)
+
+
 def test_rounding_complex_numbers_rounds_each_part_like_numpy():
     z = np.array([1.2345 - 6.789j, complex(np.inf, 0), complex(-0.0, 0.0),
                   complex(0.5, -np.inf), complex(np.nan, 2.25)])

@@ -103,7 +103,7 @@ def round_(a: Any, decimals: int = 0, out: Any = None) -> Any:
         return apply_ufunc(np.rint, (a,), {})  # bool is not an integer here: float16
     if node.dtype.kind in "iu":
         if decimals >= 0:
-            return _copy(a)
+            return _unchanged(a)
         # numpy divides into a float64 array, rounds half to even there, multiplies back
         # and casts to the integer dtype (np.round(-5, -1) is 0, np.round(-15, -1) -20).
         factor = np.float64(10.0 ** -decimals)
@@ -153,6 +153,14 @@ def _share(values: Any, result: Any) -> None:
         view.bases = (*view.bases, *bases)
         for base in bases:
             base.views.append(weakref.ref(view))
+
+
+def _unchanged(value: Any) -> Tracer:
+    """An integer value rounded (``np.round``, ``np.fix``): a copy, which is a numpy
+    scalar for a 0-d value as numpy's rounding gives it (``np.copy`` keeps a 0-d array)."""
+    node = _node(value)
+    return Tracer(elementwise(OPS["astype"], [node], loop=((node.dtype,), node.dtype),
+                              scalar=node.ndim == 0), owned=True)
 
 
 def _copy(value: Any, order: str = "K", subok: bool = False) -> Any:
@@ -219,7 +227,7 @@ FUNCTIONS: dict[Any, Callable[..., Any]] = {
     np.imag: _imag,
     np.copy: _copy,
     np.fix: lambda x, out=None: apply_ufunc(np.trunc, (x,), {}) if _node(x).dtype.kind in "fc"
-    else _copy(x),
+    else _unchanged(x),
 }
 
 
