@@ -404,7 +404,11 @@ class Jitted:
         if kwargs or len(args) != len(self._signature.parameters):
             args = self._bind(args, kwargs)
         self._notice_instance(args)
-        fixed = set(self.static_argnums) | self.auto_static
+        # an argument made static for a Python value (axis=k) stays an operand when an
+        # array or list comes in its place (np.percentile(x, q) with q = [25, 75])
+        fixed = set(self.static_argnums) | {
+            index for index in self.auto_static
+            if index >= len(args) or not isinstance(args[index], (np.ndarray, list, tuple))}
         operands = [value if index in fixed or is_setting(value)
                     else as_operand(value, self._describe(index))
                     for index, value in enumerate(args)]

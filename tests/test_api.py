@@ -634,6 +634,16 @@ def test_keywords_of_functions_with_star_args_or_star_star_kwargs_reach_the_func
         numfuse.jit(scaled).specialize(X, scale=2.0)
 
 
+def test_an_argument_made_static_for_a_python_value_takes_an_array_or_list_later():
+    """Found by a conformance hunt: q, made static by np.percentile(x, 50), could not
+    be hashed when a list came in its place."""
+    jitted = numfuse.jit(lambda x, q: np.percentile(x, q))
+    x = np.arange(10.0)
+    for q in (50, [25, 75], np.array([10.0, 90.0]), 30, (5, 95)):
+        assert_same(jitted(x, q), np.percentile(x, q))
+    assert jitted.auto_static == {1}
+
+
 def test_static_argument_used_in_python_control_flow():
     def apply(x, mode):
         return x + 1.0 if mode == "add" else x - 1.0
