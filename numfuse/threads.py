@@ -40,7 +40,8 @@ pays, every ``RETRY_EVERY``-th call runs on one thread to keep the estimate curr
 Fused reductions: a kernel folding a reduction along rows of at least ``chunk_from``
 elements (a length fixed per kernel) always runs them as chunks of ``REDUCTION_CHUNK``
 elements (the last one shorter), one partial per chunk, combined in chunk order
-afterwards — on one thread or several; shorter rows are never cut.  The chunks depend on
+afterwards — on one thread or several; shorter rows are never cut, nor are the rows of a
+float product (numpy multiplies in order, and so does its kernel).  The chunks depend on
 the row length alone, so a result does not depend on the thread count, nor on whether a
 call was split: ``threads=1`` and the default give the same bits.  One gufunc call
 covers a whole range of chunks (its rows, reshaped), so chunking costs one extra call
@@ -497,6 +498,12 @@ class ThreadPolicy:
         self.name = getattr(step.kernel.gufunc, "__name__", "kernel")
         self.classes: dict[int, SizeClass] = {}
         self.chunk_from = max(CHUNKED_FROM, int(CHUNKED_SECONDS / self.guess))
+        if self.folds and any(completion is not None and completion.reduction.ufunc ==
+                              "multiply" and completion.reduction.dtype.kind in "fc"
+                              for completion in step.completions):
+            # a float product multiplies in numpy's order, element after element: its
+            # rows are never cut (the chunks' partials would round otherwise)
+            self.chunk_from = sys.maxsize
         self.small = self._small(self.guess)
 
     def _small(self, cost: float) -> int:

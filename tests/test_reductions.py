@@ -563,3 +563,14 @@ def test_operands_along_rows_columns_or_neither_join_the_passes():
     compiled = _fused(fn, x, weights, shift, 0.5)
     assert [kernel.layout for kernel in compiled.kernels] == ["(m,n),(n),(m),(),()->(n),(n)"]
     assert_same(compiled(x, weights, shift, 0.5), fn(x, weights, shift, 0.5))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_long_float_product_multiplies_in_numpys_order(dtype):
+    """Found by a conformance hunt: rows from CHUNKED_FROM elements were folded in chunks,
+    whose partial products rounded otherwise than numpy's one product in order."""
+    v = (1 + np.random.default_rng(1).standard_normal(1_000_000) * 1e-6).astype(dtype)
+    for threads in (None, 1):
+        jitted = numfuse.jit(lambda v: np.prod(v * 1.0), threads=threads)
+        for _ in range(3):  # past the calls that measure the kernel's cost
+            assert_same(jitted(v), np.prod(v * 1.0))
