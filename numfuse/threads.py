@@ -499,7 +499,7 @@ class ThreadPolicy:
         self.classes: dict[int, SizeClass] = {}
         self.chunk_from = max(CHUNKED_FROM, int(CHUNKED_SECONDS / self.guess))
         if self.folds and any(completion is not None and completion.reduction.ufunc ==
-                              "multiply" and completion.reduction.dtype.kind in "fc"
+                              "multiply" and completion.reduction.dtype.kind == "f"
                               for completion in step.completions):
             # a float product multiplies in numpy's order, element after element: its
             # rows are never cut (the chunks' partials would round otherwise)
