@@ -1326,6 +1326,18 @@ def test_rounding_a_0d_integer_value_gives_a_numpy_scalar_like_numpy():
         assert_like_numpy(fn, arg)
 
 
+def test_fix_writes_into_its_out_array():
+    """Found by a conformance hunt: np.fix(x, out=y) left y as it was."""
+    def into(x):
+        y = np.zeros(x.shape)
+        result = np.fix(x, out=y)
+        np.fix(x * 2, y)  # out given by position
+        return result, y
+
+    assert_like_numpy(into, np.array([1.5, -1.5, 2.7]))
+    assert_like_numpy(into, np.array([1, -2, 3]))
+
+
 def test_rounding_complex_numbers_rounds_each_part_like_numpy():
     z = np.array([1.2345 - 6.789j, complex(np.inf, 0), complex(-0.0, 0.0),
                   complex(0.5, -np.inf), complex(np.nan, 2.25)])

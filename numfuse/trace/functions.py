@@ -226,8 +226,8 @@ FUNCTIONS: dict[Any, Callable[..., Any]] = {
     np.real: _real,
     np.imag: _imag,
     np.copy: _copy,
-    np.fix: lambda x, out=None: apply_ufunc(np.trunc, (x,), {}) if _node(x).dtype.kind in "fc"
-    else _unchanged(x),
+    np.fix: lambda x, out=None: apply_ufunc(np.trunc, (x,), {} if out is None else {"out": out})
+    if _node(x).dtype.kind in "fc" or out is not None else _unchanged(x),
 }
 
 
