@@ -799,10 +799,15 @@ class _Sweep:
         return Sweep(label, rows, program)
 
 
+# Whether numpy's sum of rows of -0.0 is -0.0 (it starts from the first row) or +0.0 (it
+# starts from the identity, as numpy 2.4 does): a fact of the numpy installed.
+NEGATIVE_ZERO_SUMS = bool(np.signbit(np.add.reduce(np.full((2, 2), -0.0), axis=0)[0]))
+
+
 def _start(reduction: Reduction) -> object:
-    """An accumulator's first value: the identity, and -0.0 for float sums (numpy's sum
-    of -0.0 alone is -0.0)."""
-    if reduction.ufunc == "add" and reduction.dtype.kind in "fc":
+    """An accumulator's first value: the identity, and -0.0 for float sums where numpy's
+    sum of rows of -0.0 is -0.0 (``NEGATIVE_ZERO_SUMS``)."""
+    if reduction.ufunc == "add" and reduction.dtype.kind in "fc" and NEGATIVE_ZERO_SUMS:
         return complex(-0.0, -0.0) if reduction.dtype.kind == "c" else -0.0
     return reduction.identity()
 
@@ -821,7 +826,7 @@ def _finished(reduction: Reduction, total: str, dtype: np.dtype) -> str:
     numpy's ``true_divide`` of the total by an ``intp``, then cast to ``dtype``."""
     if reduction.divide is None:
         if reduction.ufunc == "add" and reduction.dtype.kind in "fc":
-            # started at -0.0 so that a sum of -0.0 is -0.0; a sum of nothing is +0.0
+            # started at -0.0 (see ``_start``), a sum of nothing is still +0.0
             return f"({total} if count > np.int64(0) else {literal(0, reduction.dtype)})"
         return total
     divisor = "count"

@@ -10,7 +10,7 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import assert_same, check, numpy_result
+from conftest import assert_like_numpy, assert_same, check, numpy_result
 
 import numfuse
 from numfuse.graph import NUMPY
@@ -574,3 +574,15 @@ def test_a_long_float_product_multiplies_in_numpys_order(dtype):
         jitted = numfuse.jit(lambda v: np.prod(v * 1.0), threads=threads)
         for _ in range(3):  # past the calls that measure the kernel's cost
             assert_same(jitted(v), np.prod(v * 1.0))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+def test_a_sum_of_negative_zeros_across_rows_has_numpys_sign(dtype):
+    """Found by a conformance hunt: accumulators across rows started at -0.0, where
+    numpy 2.4's sum starts from +0.0 (``codegen.NEGATIVE_ZERO_SUMS`` asks numpy)."""
+    x = np.full((2, 3), -0.0, dtype)
+    for fn in (lambda x: np.sum(x * 1, axis=0), lambda x: np.mean(x * 1, axis=0),
+               lambda x: (x * 1).sum(axis=0, keepdims=True), lambda x: np.sum(x * 1),
+               lambda x: np.sum(x * 1, axis=1)):
+        assert_like_numpy(fn, x)
+    assert_like_numpy(lambda x: np.sum(x * 1, axis=(0, 1)), np.full((2, 3, 4), -0.0, dtype))
