@@ -1115,6 +1115,34 @@ def test_numpy_functions_given_a_list_of_traced_values_take_it_as_an_array():
 numpy_mean, numpy_norm = np.mean, np.linalg.norm
 
 
+def test_clip_of_python_number_values_and_int_argument_bounds_as_numpy():
+    """numpy's own TestClip.test_out_of_bound_pyints, with the bounds as arguments; and a
+    Python number clipped is a (strong) array first, as numpy makes it."""
+    u8 = np.array([1, 200], np.uint8)
+    upper = numfuse.jit(lambda x, hi: np.clip(x, 0, hi))
+    for hi in (300, 100, -5, 2**40):
+        assert_like_numpy(lambda x, hi: np.clip(x, 0, hi), u8, hi, jitted=upper)
+    lower = numfuse.jit(lambda x, lo: np.clip(x, lo, 10))
+    for lo in (-1, 3, 300):
+        assert_like_numpy(lambda x, lo: np.clip(x, lo, 10), u8, lo, jitted=lower)
+    i32 = np.array([-(2**31), 0, 2**31 - 1], np.int32)
+    assert_like_numpy(lambda x, lo, hi: np.clip(x, lo, hi), i32, -(2**32), 2**32)
+    assert_like_numpy(lambda a, lo: np.clip(a, lo, 10), 7, u8)
+    assert_like_numpy(lambda lo: np.clip(7, lo, 10), np.float32(2.5))
+    assert_like_numpy(lambda a, lo: np.clip(a, lo, 10), 7.0, np.array([1.0, 2.0], np.float32))
+
+
+def test_numpy_corners_of_conj_std_size_and_round():
+    assert_like_numpy(lambda x: x.conj(), np.array([True, False]))  # the array itself
+    assert_like_numpy(lambda x: x.conjugate() * 2, X)
+    x = np.array([1.0, 2.5, -3.0, 4.0, 0.25, 6.0])
+    assert_like_numpy(lambda x: np.std(x, dtype=np.int64), x)  # cast back to the ints
+    assert_like_numpy(lambda x: np.std(x.reshape(2, 3), axis=0, dtype=np.int64), x)
+    assert_like_numpy(lambda x: x.std(dtype=np.int8), x)
+    assert_like_numpy(lambda x: np.size(x.reshape(2, 3), (0, 1)) * x, x)  # a tuple axis
+    numfuse.jit(lambda x: np.round(x, -400))(np.array([5]))  # numpy's factor: inf, no error
+
+
 def test_python_round_follows_numpy():
     """numpy scalars round with ``round()`` (to a Python int without ndigits, which needs a
     concrete value); arrays have no ``__round__``."""

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -62,8 +63,15 @@ def clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None,
     if out is not None or kwargs:
         raise UnsupportedOperationError("np.clip with out= or extra keywords",
                                         "call np.clip(a, a_min, a_max) and use its result.")
+    if _node(a).weak:  # numpy makes a Python number a (strong) array first
+        a = astype(a, _node(a).dtype)
     dtype = _node(a).dtype
     if dtype.kind in "iu":
+        if any(isinstance(bound, Tracer) and bound.node.weak and bound.node.dtype.kind in "iu"
+               for bound in (a_min, a_max)):
+            # a Python int argument as a bound: whether it bounds anything (below) depends
+            # on its value, so numpy's call, which makes it static (one compile per value)
+            return record_call(np.clip, "clip", (a, a_min, a_max), {})
         # numpy's: a Python int bound beyond the integer dtype's range on its own side
         # bounds nothing (rather than being out of bounds for the dtype)
         info = np.iinfo(dtype)
@@ -106,7 +114,7 @@ def round_(a: Any, decimals: int = 0, out: Any = None) -> Any:
             return _unchanged(a)
         # numpy divides into a float64 array, rounds half to even there, multiplies back
         # and casts to the integer dtype (np.round(-5, -1) is 0, np.round(-15, -1) -20).
-        factor = np.float64(10.0 ** -decimals)
+        factor = np.float64(power_of_ten(-decimals))
         scaled = apply_ufunc(np.true_divide, (astype(a, np.float64), factor), {})
         rounded = apply_ufunc(np.multiply, (apply_ufunc(np.rint, (scaled,), {}), factor), {})
         return astype(rounded, node.dtype)
@@ -195,7 +203,8 @@ def var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any 
 def std(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any = 0,
         keepdims: bool = False, **kwargs: Any) -> Any:
     """``sqrt(var)``, as numpy computes it."""
-    if out is not None or kwargs:
+    if out is not None or kwargs or (dtype is not None and np.dtype(dtype).kind in "biu"):
+        # (an integer dtype: numpy casts the root back into it, or refuses to)
         return record_call(np.std, "std", (a,), dict(axis=axis, dtype=dtype, out=out,
                                                      ddof=ddof, keepdims=keepdims, **kwargs))
     return np.sqrt(var(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims))
@@ -214,7 +223,9 @@ FUNCTIONS: dict[Any, Callable[..., Any]] = {
     np.isrealobj: lambda x: _node(x).dtype.kind != "c",
     np.ndim: lambda a: _node(a).ndim,
     np.shape: lambda a: a.shape if isinstance(a, Tracer) else np.shape(a),
-    np.size: lambda a, axis=None: (a.size if axis is None else a.shape[axis])
+    np.size: lambda a, axis=None: (a.size if axis is None else a.shape[axis]
+                                   if not isinstance(axis, tuple) else
+                                   math.prod(a.shape[index] for index in axis))
     if isinstance(a, Tracer) else np.size(a, axis),
     np.result_type: lambda *values: np.result_type(*(_dtype_or_value(v) for v in values)),
     np.var: var,
