@@ -341,3 +341,14 @@ def test_math_of_a_scalar_argument_still_compiles_as_a_static_value():
 def test_a_numpy_scalar_type_called_on_a_traced_value_advises_astype():
     with pytest.raises(numfuse.ConcretizationError, match=r"x\.sum\(\)\.astype\(np\.float32\)"):
         numfuse.jit(lambda x: np.float32(x.sum()) * 2)(X)
+
+
+def test_in_place_on_a_view_of_the_functions_own_array_advises_item_assignment():
+    def shifted(x):
+        y = x * 2
+        y[1:] += 1
+        return y
+
+    with pytest.raises(numfuse.UnsupportedOperationError,
+                       match=r"view of an array the function made.*y\[1:\] = y\[1:\] \+ v"):
+        numfuse.jit(shifted)(X)
