@@ -43,13 +43,14 @@ def _in_place(ufunc: np.ufunc, forward: Callable[[Any, Any], Any],
         if _immutable(self.node):
             return result
         if not self.writable:
-            if not self.owned and self.bases and all(base.owned for base in self.bases):
+            if not self.owned and self.node.op == "getitem" and self.bases and \
+                    all(base.owned for base in self.bases):
                 raise UnsupportedOperationError(  # y[1:] += 1: a view of the function's own
                     f"in-place {symbol} on a view of an array the function made "
                     f"(y[1:] {symbol} v)",
-                    f"assign the result to the same items instead: y[1:] = y[1:] "
+                    f"assign the result to the same items instead, y[1:] = y[1:] "
                     f"{symbol[:-1]} v (numfuse writes into a view only by item "
-                    "assignment).")
+                    "assignment), or copy first (`x = x.copy()`).")
             return _inplace(symbol)
         return _store(ufunc, (self, other), result, self)
 
