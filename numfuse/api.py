@@ -408,7 +408,8 @@ class Jitted:
         # array or list comes in its place (np.percentile(x, q) with q = [25, 75])
         fixed = set(self.static_argnums) | {
             index for index in self.auto_static
-            if index >= len(args) or not isinstance(args[index], (np.ndarray, list, tuple))}
+            if index >= len(args) or _int_tuple(args[index]) or
+            not isinstance(args[index], (np.ndarray, list, tuple))}
         operands = [value if index in fixed or is_setting(value)
                     else as_operand(value, self._describe(index))
                     for index, value in enumerate(args)]
@@ -435,6 +436,21 @@ class Jitted:
                                  f"({error})", "Write the value as a float (2.0**70) or "
                                  "convert it to an array of a numeric dtype to fuse it."))
                 return None, operands
+            except (TypeError, ValueError, IndexError, CallShapeError) as error:
+                # A tuple of ints traced as an array where numpy wants the numbers (a
+                # shape, axis=(0, 2), pad widths): traced again with such tuples static.
+                tuples = {index for index, value in enumerate(args)
+                          if _int_tuple(value) and index not in fixed}
+                if not tuples:
+                    raise
+                self.auto_static = self.auto_static | tuples
+                with self._lock:
+                    self._forget_calls()
+                try:
+                    return self._specialize(args, {}, wait)
+                except Exception:
+                    self.auto_static = self.auto_static - tuples
+                    raise error from None
         return compiled, operands
 
     def _adapt(self, error: SizeDependentError | StaticArgumentError | CallShapeError) -> None:
@@ -841,6 +857,12 @@ def _generally(jitted: Jitted, /, *args: Any, **kwargs: Any) -> Any:
     stands for an argument not given)."""
     return Jitted.__call__(jitted, *[value for value in args if value is not _MISSING],
                            **kwargs)
+
+
+def _int_tuple(value: Any) -> bool:
+    """A tuple of Python ints (or of such tuples): a shape, an axis, pad widths."""
+    return type(value) is tuple and all(type(item) is int or _int_tuple(item)
+                                        for item in value)
 
 
 def _exact_key(args: tuple[Any, ...]) -> tuple[Any, ...] | None:
