@@ -929,6 +929,9 @@ def _guard(key: tuple[Any, ...], plan: CallPlan, program: Program,
         arguments = ", ".join(picked)
     test = " and ".join(["not rest", *tests])
     small = "LOOP < policy.small and LOOP < memory.pooled_from"
+    if plan.unit_strides is not None:  # a whole reduction: operands of unit stride
+        small = " and ".join([small, *(f"a{slot}.strides[-1] == {itemsize}"
+                                       for slot, itemsize in plan.unit_strides)])
     given = "".join(f"{name}, " for name in names)
     # out= arrays the gufunc can write into as they are: the results' own shapes and
     # dtypes, C-contiguous (numpy's gufunc copies an operand that overlaps one of them)

@@ -1076,6 +1076,10 @@ class CallPlan(NamedTuple):
     run: Callable[[Sequence[Any]], Any]
     operands: tuple[tuple[int, tuple[int, ...] | None], ...] | None = None
     outputs: tuple[tuple[tuple[int, ...], np.dtype], ...] | None = None
+    # A fused reduction of the whole of its input, whose one partial is the value: the
+    # shortcut applies when the argument at each slot has unit stride (``(slot,
+    # itemsize)``; another order of its elements would add them in another order).
+    unit_strides: tuple[tuple[int, int], ...] | None = None
 
 
 class _NoShortcut:
@@ -1135,10 +1139,35 @@ def _call_plan(program: Program, args: Sequence[Any]) -> CallPlan | None:
                         _pooled_run(program, step, policy, slots, specs, int(loop)),
                         outputs=outputs)  # type: ignore[arg-type]
     run = _shaped_run(program, step, policy, slots, operands, presented, specs, int(loop))
+    strides = _value_of_partial(program, step, presented)
+    if operands is None and strides is not None:  # the partial is the value
+        return CallPlan(step.ufunc, policy, int(loop), run,
+                        unit_strides=tuple((slots[position], itemsize)
+                                           for position, itemsize in strides))
     if shortcut:  # the kernel's results as they come, of reshaped arguments
         return CallPlan(step.ufunc, policy, int(loop), run, tuple(zip(slots, shapes, strict=True)),
                         outputs)  # type: ignore[arg-type]
     return CallPlan(run, _NO_SHORTCUT, int(loop), run)
+
+
+def _value_of_partial(program: Program, step: KernelStep, presented: Sequence[Any]
+                      ) -> tuple[tuple[int, int], ...] | None:
+    """For a kernel whose one result is a fused reduction of all its input and whose one
+    partial is that value (``ReductionCompletion.complete``), the ``(n)`` operands that
+    must have unit stride (position, itemsize) for a plain call to be the whole call;
+    None for other kernels."""
+    layout, completions = step.operands, step.completions
+    if not (program.single and len(completions) == 1 and completions[0] is not None) or \
+            layout.rows or any(np.ndim(value) > 1 for value in presented):
+        return None
+    core = presented[layout.core]
+    length = np.shape(core)[-1] if np.ndim(core) else 1
+    if not _passes_partial(completions[0], length):
+        return None
+    return tuple((position, np.dtype(value.dtype).itemsize)
+                 for position, (value, (_slot, _prepare, core_operand))
+                 in enumerate(zip(presented, layout.operands, strict=True))
+                 if core_operand and np.ndim(value))
 
 
 def _shaped_run(program: Program, step: KernelStep, policy: threads.ThreadPolicy,

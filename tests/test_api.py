@@ -1191,6 +1191,23 @@ def test_out_of_a_small_call_of_reshaped_arguments_goes_straight_to_its_gufunc()
     assert_same(wider, outer(a, b)[0].astype(np.float32))
 
 
+def test_a_small_whole_reduction_goes_straight_to_its_gufunc():
+    def squares(x, mu):
+        return np.sum((x - mu) ** 2)
+
+    jitted = numfuse.jit(squares)
+    y = np.random.default_rng(6).standard_normal(2000)
+    x = y[:1000].copy()
+    for _ in range(2):
+        assert_same(jitted(x, 0.25), squares(x, 0.25), rtol=1e-13)
+    guard, plan, direct, _call = jitted._last
+    assert plan.unit_strides == ((0, 8),)  # the partial is the value for contiguous x
+    assert direct(x, 0.25) == jitted(x, 0.25) and type(direct(x, 0.25)) is np.float64
+    strided = y[::2]  # the same kind of argument, another order of its elements
+    assert guard(strided, 0.25) and direct(strided, 0.25) is MISS
+    assert jitted(strided, 0.25) == jitted(strided.copy(), 0.25)  # added in order
+
+
 def test_parameters_named_like_the_generated_calls_own_pass_by_keyword():
     def scaled(self, a0, rest=1.0, options=2.0):
         return (self - a0) * rest + options
