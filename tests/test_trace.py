@@ -1174,6 +1174,11 @@ def test_casting_complex_values_to_a_real_dtype_warns_like_numpy(target):
         with pytest.warns(np.exceptions.ComplexWarning, match="discards the imaginary"):
             assert_same(numfuse.jit(cast)(z), cast(z))
     assert_like_numpy(lambda z: (z * 2).astype(np.bool_), z)  # silent in numpy
+    with pytest.warns(np.exceptions.ComplexWarning):  # a numpy scalar's cast: a scalar
+        assert_same(numfuse.jit(lambda z: np.arccos(z).astype(target))(z[2:].reshape(())),
+                    np.arccos(z[2:].reshape(())).astype(target))
+        assert_same(numfuse.jit(lambda z: z.astype(target))(np.complex64(1 + 2j)),
+                    np.complex64(1 + 2j).astype(target))
 
 
 def test_the_casting_rule_of_a_ufunc_applies_to_its_out_array():

@@ -43,7 +43,11 @@ def astype(value: Any, dtype: Any, casting: str = "unsafe") -> Tracer:
             f"'{casting}'"
         )
     if node.dtype.kind == "c" and target.kind not in "cb":  # (to bool: silent, as numpy)
-        return record_call(discarding_imaginary, "astype", (value, target), {})
+        cast = record_call(discarding_imaginary, "astype", (value, target), {})
+        if node.scalar and node.ndim == 0:  # a numpy scalar's astype gives one
+            return Tracer(elementwise(OPS["astype"], [cast.node], loop=((target,), target),
+                                      scalar=True), owned=True)
+        return cast
     return _method("astype", value, target)
 
 
