@@ -31,6 +31,7 @@ from .ops import (
     CONVERSION,
     DIVISION,
     EXPONENTIAL,
+    EXTREMUM,
     HELPER_NAMES,
     LOGICAL,
     OPS,
@@ -231,8 +232,11 @@ def _operand(node: Node, names: dict[Node, str], loop_dtype: np.dtype,
     return cast(name, node.dtype, loop_dtype)
 
 
-# The operations that only test their operands (see ``_operand``).
-_TESTS = (COMPARISON, CLASSIFICATION, LOGICAL)
+# The operations that test their operands (see ``_operand``): comparisons, and those
+# choosing by a NaN test (``maximum``'s ``a != a``, which LLVM turned into a signalling
+# ``x < 0`` for ``a = sqrt(x)``).
+_TESTS = (COMPARISON, CLASSIFICATION, LOGICAL, EXTREMUM)
+_TESTING = frozenset({"sign", "heaviside"})
 
 
 def expression(node: Node, names: dict[Node, str]) -> str:
@@ -243,7 +247,7 @@ def expression(node: Node, names: dict[Node, str]) -> str:
     assert template is not None, f"no template for {node.op} on {loop}"
     if node.op in _LIBM_FOR_INTEGERS and node.inputs[0].dtype.kind in "biu":
         template = f"np.{node.op}({{0}})"
-    tested = op.category in _TESTS
+    tested = op.category in _TESTS or op.name in _TESTING
     operands = [_operand(source, names, dtype, tested)
                 for source, dtype in zip(node.inputs, loop, strict=False)]
     text = template.format(*operands)

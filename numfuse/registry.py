@@ -87,6 +87,7 @@ _REFUSED = {
 # Results that never share memory with an operand (every data-dependent call's but
 # trim_zeros', which slices).
 _FRESH = frozenset((
+    "sum", "prod", "mean", "std", "var", "min", "max", "amin", "amax", "any", "all",
     "cumsum", "cumprod", "argmin", "argmax", "nansum", "nanprod", "nanmean", "nanmin",
     "nanmax", "nanstd", "nanvar", "median", "percentile", "quantile", "average", "ptp", "dot",
     "vdot", "inner", "outer", "tensordot", "kron", "cross", "concatenate", "stack", "hstack",

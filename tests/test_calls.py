@@ -491,3 +491,28 @@ def test_a_size_decided_by_a_traced_array_beside_the_data_is_learnt_from_its_val
     for indices in ([2, 5], [1, 3]):
         assert_same(split(np.arange(6.0), np.array(indices)),
                     [part + 1 for part in np.split(np.arange(6.0), indices)])
+
+
+def test_the_results_of_reductions_run_as_numpy_calls_may_be_written():
+    """Found by a conformance hunt: scipy's logsumexp writes into np.amax(..., initial=)."""
+    def logsumexp(x):
+        m = np.amax(x, axis=-1, keepdims=True, initial=-np.inf)
+        m[~np.isfinite(m)] = 0
+        return np.log(np.sum(np.exp(x - m), axis=-1)) + m[..., 0]
+
+    check(logsumexp, np.array([[1.0, 2.0, 3.0], [-np.inf, -np.inf, -np.inf]]))
+
+    def positive_sums(x):
+        total = np.sum(x, where=x > 0, axis=0)
+        total += 1
+        return total
+
+    check(positive_sums, np.array([[1.0, -2.0], [3.0, 4.0]]))
+
+
+def test_bincount_with_minlength_learns_its_size_from_large_values():
+    """Found by a conformance hunt: every stand-in value stayed below minlength, so the
+    size was taken for fixed at it."""
+    jitted = numfuse.jit(lambda i: np.bincount(i, minlength=5) * 2)
+    for indices in ([2, 7], [0, 1], [3, 3, 9, 1]):
+        assert_same(jitted(np.array(indices)), np.bincount(np.array(indices), minlength=5) * 2)

@@ -626,3 +626,15 @@ def test_an_operation_whose_result_is_only_tested_raises_its_flags(fn, size):
     dropped the square root, and its "invalid value" with it."""
     x = np.resize(np.array([-1.0, 4.0, 0.0, np.nan]), size)
     assert_like_numpy(fn, x)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: np.maximum(np.sqrt(x), 1e-12), lambda x: np.minimum(np.sqrt(x), 1.0),
+    lambda x: np.fmax(np.sqrt(x), 0.5), lambda x: np.sign(np.sqrt(x)),
+    lambda x: np.heaviside(np.sqrt(x), 0.5), lambda x: np.clip(np.sqrt(x), 1e-3, None),
+], ids=["maximum", "minimum", "fmax", "sign", "heaviside", "clip"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_nan_quiet_choice_on_a_square_root_stays_quiet(fn, dtype):
+    """Found by a conformance hunt: maximum's NaN test of sqrt(x) became a signalling
+    ``x < 0``, which raised "invalid value" for a NaN x (numpy's maximum is quiet)."""
+    assert_like_numpy(fn, np.array([np.nan, 4.0, -1.0, 0.0] * 5, dtype))

@@ -147,8 +147,9 @@ def _probe(node: Node, scale: int, varied: bool) -> Any:
 
 def _filled(node: Node, fill: str, seed: int) -> Any:
     """A stand-in for ``node`` holding ``fill`` data: ``ones``, ``distinct`` values (none
-    shared with another operand) or seeded ``random`` values (small integers, normal
-    floats, a mix of True and False)."""
+    shared with another operand), seeded ``random`` values (small integers, normal
+    floats, a mix of True and False) or ``large`` ones (integers beyond the stand-ins'
+    sizes, which ``np.bincount(x, minlength=5)`` counts up to)."""
     if node.kind == CONST:
         return _probe(node, 1, varied=False)
     if node.weak:  # a Python number: 1 or 0 (True or False as a mask)
@@ -160,6 +161,11 @@ def _filled(node: Node, fill: str, seed: int) -> Any:
         count = int(np.prod(shape))
         return (np.arange(count) % 2 == 1 if node.dtype.kind == "b" else
                 np.arange(seed * count, (seed + 1) * count)).astype(node.dtype).reshape(shape)
+    if fill == "large":
+        count = int(np.prod(shape))
+        spread = np.arange(count) * 7 + 11 + seed * count
+        return (spread % 3 == 0 if node.dtype.kind == "b" else
+                spread.astype(node.dtype)).reshape(shape)
     rng = np.random.default_rng(seed)
     if node.dtype.kind == "b":
         return rng.random(shape) < 0.5
@@ -173,9 +179,9 @@ def _filled(node: Node, fill: str, seed: int) -> Any:
 
 def _run_on_data(call: NumpyCall, nodes: Sequence[Node]) -> list[Any]:
     """What ``call`` returns on stand-ins holding other data than the zero probes (all
-    ones, distinct values, random values): its sizes may depend on them."""
+    ones, distinct, random and large values): its sizes may depend on them."""
     results = []
-    for fill in ("ones", "distinct", "random"):
+    for fill in ("ones", "distinct", "random", "large"):
         try:
             results.append(call.invoke([_filled(node, fill, seed)
                                         for seed, node in enumerate(nodes)]))
