@@ -1132,6 +1132,24 @@ def test_clip_of_python_number_values_and_int_argument_bounds_as_numpy():
     assert_like_numpy(lambda a, lo: np.clip(a, lo, 10), 7.0, np.array([1.0, 2.0], np.float32))
 
 
+def test_clip_writes_into_an_out_array_the_function_made():
+    """scikit-learn's hinge loss: np.clip(losses, 0, None, out=losses)."""
+    def hinge(y, p):
+        losses = 1 - y * p
+        np.clip(losses, 0, None, out=losses)
+        return losses.mean()
+
+    assert_like_numpy(hinge, np.array([1.0, -1.0, 1.0]), np.array([0.5, 0.3, 2.0]))
+
+    def into_other(x):
+        y = np.empty_like(x)
+        return np.clip(x, -1, 1, out=y), y
+
+    assert_like_numpy(into_other, np.array([-3.0, 0.5, 3.0]))
+    with pytest.raises(TypeError, match="'clip' output"):  # numpy's same_kind error
+        numfuse.jit(lambda x: np.clip(x, -1, 1, out=np.empty(x.shape, np.int64)))(X)
+
+
 def test_numpy_corners_of_conj_std_size_and_round():
     assert_like_numpy(lambda x: x.conj(), np.array([True, False]))  # the array itself
     assert_like_numpy(lambda x: x.conjugate() * 2, X)

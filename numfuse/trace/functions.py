@@ -64,9 +64,11 @@ def clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None,
          **kwargs: Any) -> Any:
     a_min = kwargs.pop("min", a_min)
     a_max = kwargs.pop("max", a_max)
-    if out is not None or kwargs:
-        raise UnsupportedOperationError("np.clip with out= or extra keywords",
+    if kwargs:
+        raise UnsupportedOperationError("np.clip with extra keywords",
                                         "call np.clip(a, a_min, a_max) and use its result.")
+    if out is not None:  # into an array the function made, as a ufunc's out=
+        return _store(OPS["clip"].reference, (a, a, a), clip(a, a_min, a_max), out)
     if _node(a).weak:  # numpy makes a Python number a (strong) array first
         a = astype(a, _node(a).dtype)
     dtype = _node(a).dtype
@@ -259,4 +261,4 @@ def supported_functions() -> list[str]:
 # Imported last: these modules and this one use each other's functions at call time.
 from .probes import record_call  # noqa: E402
 from .tracer import Tracer, tracers_in  # noqa: E402
-from .ufuncs import _node, apply_ufunc  # noqa: E402
+from .ufuncs import _node, _store, apply_ufunc  # noqa: E402
