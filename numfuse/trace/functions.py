@@ -60,9 +60,6 @@ def where(condition: Any, x: Any = None, y: Any = None) -> Any:
     return Tracer(elementwise(OPS["where"], nodes, scalar=False), owned=True)
 
 
-_CLIP: np.ufunc = np._core.umath.clip  # type: ignore[attr-defined]  # np.clip's ufunc
-
-
 def clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None,
          **kwargs: Any) -> Any:
     a_min = kwargs.pop("min", a_min)
@@ -71,7 +68,9 @@ def clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None,
         raise UnsupportedOperationError("np.clip with extra keywords",
                                         "call np.clip(a, a_min, a_max) and use its result.")
     if out is not None:  # into an array the function made, as a ufunc's out=
-        return _store(_CLIP, (a, a, a), clip(a, a_min, a_max), out)
+        clipping = OPS["clip"].reference  # np.clip's ufunc
+        assert isinstance(clipping, np.ufunc)
+        return _store(clipping, (a, a, a), clip(a, a_min, a_max), out)
     if _node(a).weak:  # numpy makes a Python number a (strong) array first
         a = astype(a, _node(a).dtype)
     dtype = _node(a).dtype
