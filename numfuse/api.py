@@ -38,6 +38,7 @@ from .errors import (
     SignatureMismatchError,
     SizeDependentError,
     StaticArgumentError,
+    UnsupportedOperationError,
 )
 from .graph import Graph, verify
 from .inspection import Explanation, explain, kernel_vector_report
@@ -305,7 +306,11 @@ class Jitted:
         # Counts the changes of how arguments are specialised (static, per shape), each of
         # which empties _by_key and _calls: a runner made before one is not kept.
         self._generation = 0
-        self._lock = threading.Lock()
+        # Reentrant: the function may call itself while it is traced (on other values);
+        # the signatures being compiled (``_building``) tell a call of one of them, which
+        # would compile it again forever.
+        self._lock = threading.RLock()
+        self._building: set[tuple[Any, ...]] = set()
         self._by_structure: dict[Any, Jitted] = {}  # per structure of dict arguments
         # Set once the function turns out to read array sizes: it then compiles per shape.
         self.per_shape = False
@@ -490,7 +495,17 @@ class Jitted:
                 shapes = [np.shape(value) if isinstance(part, ArgSpec) else ()
                           for part, value in zip(key, operands, strict=True)]
                 if wait:
-                    compiled = self.compiled[key] = self._build(specs, static, shapes)
+                    if key in self._building:
+                        raise UnsupportedOperationError(
+                            f"{_name(self.fn)} calling itself, while it is traced, with "
+                            f"arguments of the kind it is traced for ({_describe_key(key)})",
+                            "recurse on a static argument (static_argnums) that reaches a "
+                            "base case, or loop instead of recursing.")
+                    self._building.add(key)
+                    try:
+                        compiled = self.compiled[key] = self._build(specs, static, shapes)
+                    finally:
+                        self._building.discard(key)
                     return compiled
                 planned = _plan(self._traced, specs, static, shapes, fastmath=self.fastmath)
                 pending = self._pending[key] = compile_later(

@@ -1309,3 +1309,34 @@ def test_compile_and_jit_specialise_alike():
     compiled = numfuse.compile(fn, x, 3)
     np.testing.assert_array_equal(compiled(x, 3), fn(x, 3))
     assert jitted.per_shape and jitted.auto_static == {1}
+
+
+_BASE = np.ones(3)
+
+
+def test_a_function_calling_itself_while_traced_never_hangs():
+    """Found by an API hunt: a call of the function's own signature while it was traced
+    waited for the lock its compile held; the lock is reentrant and such a call says so."""
+    @numfuse.jit
+    def itself(x):
+        if x is _BASE:
+            return x
+        return itself(_BASE) + x  # concrete values of the kind being compiled
+
+    with pytest.raises(numfuse.UnsupportedOperationError, match="calling itself"):
+        itself(np.arange(3.0))
+
+    @numfuse.jit(static_argnums=(1,))
+    def power(x, n):  # recursion on a static argument: fine
+        return np.ones_like(x) if n == 0 else x * power(x, n - 1)
+
+    assert_same(power(np.arange(3.0), 3), np.arange(3.0) ** 3)
+
+
+@pytest.mark.parametrize("value", [True, None, 3.0])
+def test_a_gradient_with_respect_to_a_constant_raises_instead_of_hanging(value):
+    """A bool, None, or a float made static (int(v)) has no gradient: numfuse.grad says
+    so (it recompiled itself forever under its own lock)."""
+    fn = (lambda v: np.sum(np.arange(int(v)) * 1.0)) if value == 3.0 else (lambda v: 1.0)
+    with pytest.raises(TypeError, match="has no gradient"):
+        numfuse.grad(fn)(value)

@@ -27,7 +27,7 @@ import numpy as np
 from .. import pytree
 from ..api import Jitted
 from ..graph import Node, shape_text, tracing_phase
-from ..trace import Tracer
+from ..trace import Tracer, traced_now
 from ..trace.nodes import const_node
 from .backward import backward, differentiable
 from .values import NotDifferentiableError, broadcast_to_node
@@ -92,7 +92,10 @@ def _differentiated(fn: Callable[..., Any], positions: tuple[int, ...], single: 
 
     @functools.wraps(fn)
     def differentiated(*args: Any, **kwargs: Any) -> Any:
-        if not pytree.any_leaf(lambda leaf: isinstance(leaf, Tracer), (args, kwargs)):
+        traced = traced_now()
+        if traced is not differentiated and getattr(traced, "__wrapped__", None) is not \
+                differentiated and \
+                not pytree.any_leaf(lambda leaf: isinstance(leaf, Tracer), (args, kwargs)):
             # called with values, not while tracing (numfuse.jit runs an ndarray subclass
             # with numpy): run the jitted function on plain arrays
             plain = [np.asarray(arg) if isinstance(arg, np.ndarray) else arg for arg in args]

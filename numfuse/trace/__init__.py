@@ -24,6 +24,7 @@ tracing; each imports the others' names at its end.
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -40,7 +41,16 @@ from .patches import _converting_tracers, _own_globals, _user_globals
 from .probes import _examples
 from .tracer import Tracer
 
-__all__ = ["Tracer", "supported_functions", "trace_graph"]
+__all__ = ["Tracer", "supported_functions", "trace_graph", "traced_now"]
+
+# The function ``trace_graph`` is running on tracers in this context, if any.
+_traced_now: contextvars.ContextVar[Callable[..., Any] | None] = contextvars.ContextVar(
+    "numfuse_traced_function", default=None)
+
+
+def traced_now() -> Callable[..., Any] | None:
+    """The function being traced in this context (innermost), or None."""
+    return _traced_now.get()
 
 
 # ------------------------------------------------------------------------------ trace
@@ -65,10 +75,12 @@ def trace_graph(fn: Callable[..., Any], specs: Sequence[ArgSpec],
                         if len(shape) == node.ndim)
     token = _examples.set(examples)
     user = _user_globals.set(_own_globals(fn))
+    current = _traced_now.set(fn)
     try:
         with np.errstate(all="ignore"), _converting_tracers(), errstate.recording():
             result = fn(*arguments)
     finally:
+        _traced_now.reset(current)
         _user_globals.reset(user)
         _examples.reset(token)
     leaves, treedef = pytree.flatten(result)
