@@ -20,6 +20,7 @@ import threading
 import time
 import types
 import warnings
+import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any, NamedTuple, TypeVar
@@ -53,6 +54,8 @@ _kernel_cache: dict[str, Any] = {}
 # arguments of other shapes beyond these run through their signature's Compiled.
 CALL_CACHE_SIZE = 256
 _kernel_lock = threading.Lock()
+# Every Jitted, so that a forked child can give each fresh locks (see ``_after_fork``).
+_JITTED: weakref.WeakSet[Jitted] = weakref.WeakSet()
 _log = logging.getLogger("numfuse")
 _T = TypeVar("_T")
 
@@ -311,6 +314,7 @@ class Jitted:
         # would compile it again forever.
         self._lock = threading.RLock()
         self._building: set[tuple[Any, ...]] = set()
+        _JITTED.add(self)
         self._by_structure: dict[Any, Jitted] = {}  # per structure of dict arguments
         # Set once the function turns out to read array sizes: it then compiles per shape.
         self.per_shape = False
@@ -1228,3 +1232,21 @@ def _sized(spec: ArgSpec, value: Any, per_shape: bool) -> ArgSpec:
 def _with_sizes(specs: Sequence[ArgSpec], shapes: Sequence[tuple[int, ...]]) -> list[ArgSpec]:
     return [spec._replace(sizes=tuple(shape)) if spec.kind == "array" else spec
             for spec, shape in zip(specs, shapes, strict=True)]
+
+
+def _after_fork_in_child() -> None:
+    """A forked child has only the thread that forked: the locks other threads held (a
+    Jitted compiling) are fresh, and compiles under way in the parent's background thread
+    start again when called for."""
+    _kernel_lock.release()
+    for jitted in list(_JITTED):
+        jitted._lock = threading.RLock()
+        jitted._building.clear()
+        jitted._pending.clear()
+
+
+# A fork while another thread compiles a kernel waits for that kernel (the kernel lock is
+# held across the fork).
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_kernel_lock.acquire, after_in_parent=_kernel_lock.release,
+                        after_in_child=_after_fork_in_child)

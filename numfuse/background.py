@@ -30,6 +30,16 @@ def submit(work: Callable[[], _T]) -> Future[_T]:
         return _executor.submit(work)
 
 
+def _forget_executor() -> None:
+    """In a forked child: the parent's compile thread is not there; a new one is made."""
+    global _executor, _lock
+    _executor, _lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_executor)
+
+
 def _shutdown() -> None:
     executor = _executor
     if executor is not None:

@@ -15,6 +15,7 @@ that fails, and callers then only sleep.
 from __future__ import annotations
 
 import ctypes
+import os
 import platform
 import threading
 import time
@@ -112,6 +113,9 @@ class Spinner:
 _lock = threading.Lock()
 _spinner: Spinner | None = None
 _failed = False
+if hasattr(os, "register_at_fork"):  # a child never inherits the lock held
+    os.register_at_fork(before=_lock.acquire, after_in_parent=_lock.release,
+                        after_in_child=_lock.release)
 
 
 def spinner() -> Spinner | None:

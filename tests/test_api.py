@@ -6,6 +6,7 @@ import ast
 import contextlib
 import dataclasses
 import mmap
+import os
 import warnings
 
 import numpy as np
@@ -1340,3 +1341,49 @@ def test_a_gradient_with_respect_to_a_constant_raises_instead_of_hanging(value):
     fn = (lambda v: np.sum(np.arange(int(v)) * 1.0)) if value == 3.0 else (lambda v: 1.0)
     with pytest.raises(TypeError, match="has no gradient"):
         numfuse.grad(fn)(value)
+
+
+def _forked_child_call(queue):  # run in a forked child
+    from numfuse.trace import patches
+
+    patched = np.asarray is not patches._CONVERSIONS["asarray"]
+    queue.put((patched, numfuse.jit(lambda v: np.asarray(v) * 2 + 1, cache=False)(
+        np.ones(3)).tolist(), _FORK_JITTED(np.arange(3.0)).tolist()))
+
+
+_FORK_JITTED = numfuse.jit(lambda x: x * 3.0, cache=False)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_child_forked_while_other_threads_hold_numfuse_state_works():
+    """Found by an API hunt: a child forked while another thread traced or compiled
+    inherited numfuse's locks held (and numpy's attributes replaced) and hung."""
+    import multiprocessing
+    import threading
+
+    from numfuse.trace import patches
+
+    entered, release = threading.Event(), threading.Event()
+
+    def hold():  # a thread in the middle of a trace and of a Jitted's compile
+        with patches._converting_tracers(), _FORK_JITTED._lock:
+            entered.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert entered.wait(30)
+        context = multiprocessing.get_context("fork")
+        queue = context.Queue()
+        child = context.Process(target=_forked_child_call, args=(queue,))
+        child.start()
+        child.join(60)
+        hung = child.is_alive()
+        if hung:
+            child.kill()
+        assert not hung and child.exitcode == 0
+        assert queue.get(timeout=5) == (False, [3.0, 3.0, 3.0], [0.0, 3.0, 6.0])
+    finally:
+        release.set()
+        holder.join()

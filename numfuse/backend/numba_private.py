@@ -11,6 +11,7 @@ were read for numba ``WRITTEN_FOR`` and are checked against it at import.
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Sequence
 from functools import cache
@@ -83,6 +84,14 @@ def optimisation_pipeline() -> tuple[Any, Any]:
                                   loop_vectorize=setting("LOOP_VECTORIZE"),
                                   slp_vectorize=setting("SLP_VECTORIZE"))
     return builder.getModulePassManager(), builder
+
+
+# A fork while another thread compiles waits for that compile: numba's compiler lock is
+# held across the fork, so a child never inherits it held by a thread it does not have.
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=global_compiler_lock.acquire,
+                        after_in_parent=global_compiler_lock.release,
+                        after_in_child=global_compiler_lock.release)
 
 
 def load_object(name: str, object_code: bytes, bitcode: bytes) -> Any:

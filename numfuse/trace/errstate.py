@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import os
 import sys
 import threading
 import warnings
@@ -120,6 +121,17 @@ def recording() -> Iterator[None]:
             _patch_depth -= 1
             if _patch_depth == 0:
                 _ufunc_config._make_extobj = _MAKE_EXTOBJ
+
+
+def _after_fork_in_child() -> None:
+    """A child forked while another thread traced: numpy's own ``_make_extobj`` again."""
+    global _patch_depth, _patch_lock
+    _ufunc_config._make_extobj = _MAKE_EXTOBJ
+    _patch_depth, _patch_lock = 0, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def current() -> ErrState | None:

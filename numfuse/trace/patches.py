@@ -8,6 +8,7 @@ import contextvars
 import dis
 import functools
 import inspect
+import os
 import sys
 import threading
 import types
@@ -90,14 +91,7 @@ def _converting_tracers() -> Iterator[None]:
         with _conversion_lock:
             _conversion_depth -= 1
             if _conversion_depth == 0:
-                for name, original in _WRAPPED.items():
-                    setattr(np, name, original)
-                for name, original in _LIST_DATA_LINALG.items():
-                    setattr(np.linalg, name, original)
-                for name, original in _RANDOM.items():
-                    setattr(np.random, name, original)
-                np.vectorize.__call__ = _VECTORIZE_CALL  # type: ignore[method-assign]
-                np.isscalar = _ISSCALAR
+                _restore_numpy()
 
 
 # np.random's functions drawing from the global generator: the traced function's own code
@@ -112,6 +106,30 @@ _RANDOM["default_rng"] = np.random.default_rng
 
 _VECTORIZE_CALL = np.vectorize.__call__
 _ISSCALAR = np.isscalar
+
+
+def _restore_numpy() -> None:
+    """numpy's own attributes again, in place of the wrappers of ``_converting_tracers``."""
+    for name, original in _WRAPPED.items():
+        setattr(np, name, original)
+    for name, original in _LIST_DATA_LINALG.items():
+        setattr(np.linalg, name, original)
+    for name, original in _RANDOM.items():
+        setattr(np.random, name, original)
+    np.vectorize.__call__ = _VECTORIZE_CALL  # type: ignore[method-assign]
+    np.isscalar = _ISSCALAR
+
+
+def _after_fork_in_child() -> None:
+    """A child forked while another thread traced (or was replacing numpy's attributes):
+    numpy's own attributes again (the tracing thread is not there to restore them)."""
+    global _conversion_depth, _conversion_lock
+    _restore_numpy()
+    _conversion_depth, _conversion_lock = 0, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _isscalar(element: Any) -> bool:
