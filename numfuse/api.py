@@ -413,10 +413,11 @@ class Jitted:
         if kwargs or len(args) != len(self._signature.parameters):
             args = self._bind(args, kwargs)
         self._notice_instance(args)
+        tried = self.per_shape, self.auto_static  # what this key is specialised for
         # an argument made static for a Python value (axis=k) stays an operand when an
         # array or list comes in its place (np.percentile(x, q) with q = [25, 75])
         fixed = set(self.static_argnums) | {
-            index for index in self.auto_static
+            index for index in tried[1]
             if index >= len(args) or _int_tuple(args[index]) or
             not isinstance(args[index], (np.ndarray, list, tuple))}
         operands = [value if index in fixed or is_setting(value)
@@ -424,7 +425,7 @@ class Jitted:
                     for index, value in enumerate(args)]
         key = tuple(
             self._static_key(index, value) if index in fixed or is_setting(value)
-            else _sized(spec_of(value, self._describe(index)), value, self.per_shape)
+            else _sized(spec_of(value, self._describe(index)), value, tried[0])
             for index, value in enumerate(operands)
         )
         compiled = self.compiled.get(key)
@@ -434,7 +435,7 @@ class Jitted:
             try:
                 compiled = self._compile(key, operands, wait or not self.background)
             except (SizeDependentError, StaticArgumentError) as error:
-                self._adapt(error)
+                self._adapt(error, tried)
                 return self._specialize(args, {}, wait)
             except ObjectValuesError as error:
                 if wait:
@@ -462,11 +463,16 @@ class Jitted:
                     raise error from None
         return compiled, operands
 
-    def _adapt(self, error: SizeDependentError | StaticArgumentError | CallShapeError) -> None:
-        """Specialise further as ``retry_policy`` says after ``error`` (or raise it)."""
-        self.per_shape, self.auto_static = retry_policy(error, self.per_shape,
-                                                        self.auto_static)
+    def _adapt(self, error: SizeDependentError | StaticArgumentError | CallShapeError,
+               tried: tuple[bool, frozenset[int]] | None = None) -> None:
+        """Specialise further as ``retry_policy`` says after ``error`` (or raise it), the
+        specialisation ``tried`` (per shape?, static arguments; default: the current one)
+        having failed.  Another thread may have specialised further since: both stand."""
+        per_shape, static = retry_policy(error, *(tried or (self.per_shape,
+                                                            self.auto_static)))
         with self._lock:
+            self.per_shape = self.per_shape or per_shape
+            self.auto_static = self.auto_static | static
             self._forget_calls()
         detail = (f" ({', '.join(self._describe(index) for index in sorted(error.arguments))})"
                   if isinstance(error, StaticArgumentError) else "")

@@ -1387,3 +1387,31 @@ def test_a_child_forked_while_other_threads_hold_numfuse_state_works():
     finally:
         release.set()
         holder.join()
+
+
+@pytest.mark.parametrize("kind", ["per shape", "static"])
+def test_concurrent_first_calls_of_a_function_that_specialises_further_all_succeed(kind):
+    """Found by an API hunt: threads that built their key before another thread switched
+    the function to per-shape (or static) compiles got its internal error."""
+    import threading
+
+    fn = (lambda x, n: x[:3] * n + x.shape[0]) if kind == "per shape" else \
+        (lambda x, n: x * 2 if n > 1 else x)
+    jitted = numfuse.jit(fn)
+    barrier, results, errors = threading.Barrier(6), [], []
+
+    def call():
+        barrier.wait()
+        try:
+            results.append(jitted(np.arange(10.0), 2.0))
+        except Exception as error:  # reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=call) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    for result in results:
+        assert_same(result, fn(np.arange(10.0), 2.0))
