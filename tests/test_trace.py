@@ -1422,3 +1422,26 @@ def test_an_argument_fixes_the_size_of_a_data_dependent_axis_it_broadcasts_with(
     # The where's last axis has x's size whatever unique returns: probing the slice after
     # it must not take it for a data-dependent axis and broadcast two guessed sizes.
     assert_like_numpy(_unique_meets_argument, np.array(values))
+
+
+def test_returning_an_object_that_holds_traced_values_raises():
+    """Found by an API hunt: a dataclass (or any object) returned with traced values in
+    it came back holding the tracers, the same object at every call."""
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Result:
+        mean: object
+        scaled: object
+
+    class Holder:
+        def __init__(self, value):
+            self.value = value
+
+    for fn in (lambda x: Result(x.mean(), x * 2), lambda x: Holder(x * 2),
+               lambda x: (x * i for i in range(2)), lambda x: (lambda: x * 2),
+               lambda x: (x, {1, Holder(x)})):
+        with pytest.raises(numfuse.UnsupportedOperationError, match="holds traced values"):
+            numfuse.jit(fn)(X)
+    constant = Holder(np.arange(2.0))  # an object made outside, of no traced value
+    assert numfuse.jit(lambda x: (x * 2, constant))(X)[1] is constant

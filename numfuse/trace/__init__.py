@@ -25,6 +25,7 @@ tracing; each imports the others' names at its end.
 from __future__ import annotations
 
 import contextvars
+import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -32,6 +33,7 @@ import numpy as np
 
 from .. import pytree
 from ..dtypes import ArgSpec
+from ..errors import UnsupportedOperationError
 from ..graph import Graph, Node
 from . import errstate
 from .constants import _leaf_const
@@ -46,6 +48,31 @@ __all__ = ["Tracer", "supported_functions", "trace_graph", "traced_now"]
 # The function ``trace_graph`` is running on tracers in this context, if any.
 _traced_now: contextvars.ContextVar[Callable[..., Any] | None] = contextvars.ContextVar(
     "numfuse_traced_function", default=None)
+
+
+def _holds_tracer(value: Any, depth: int = 4) -> bool:
+    """Whether a returned value that is no container numfuse rebuilds holds a traced value
+    (an object's attributes, a dataclass's fields, a generator's or a closure's variables,
+    the items of a set), ``depth`` levels down."""
+    if isinstance(value, Tracer):
+        return True
+    if depth == 0 or isinstance(value, (str, bytes, int, float, complex, type, np.ndarray,
+                                        np.generic, types.ModuleType)) or value is None:
+        return False
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items: Any = value
+    elif isinstance(value, dict):
+        items = value.values()
+    elif isinstance(value, types.GeneratorType):
+        items = value.gi_frame.f_locals.values() if value.gi_frame is not None else ()
+    elif isinstance(value, types.FunctionType):
+        items = [cell.cell_contents for cell in value.__closure__ or ()
+                 if cell.cell_contents is not value]
+    else:
+        items = list(getattr(value, "__dict__", {}).values()) + [
+            getattr(value, name, None) for name in getattr(type(value), "__slots__", ())
+            if isinstance(name, str)]
+    return any(_holds_tracer(item, depth - 1) for item in items)
 
 
 def traced_now() -> Callable[..., Any] | None:
@@ -84,6 +111,13 @@ def trace_graph(fn: Callable[..., Any], specs: Sequence[ArgSpec],
         _user_globals.reset(user)
         _examples.reset(token)
     leaves, treedef = pytree.flatten(result)
+    for leaf in leaves:
+        if not isinstance(leaf, Tracer) and _holds_tracer(leaf):
+            raise UnsupportedOperationError(
+                f"returning a {type(leaf).__name__} that holds traced values",
+                "return the arrays in a tuple, list, dict or namedtuple (and build the "
+                "object from them outside the jitted function); a generator or a function "
+                "made inside it cannot be returned either.")
     outputs = tuple(leaf.node if isinstance(leaf, Tracer) else _leaf_const(leaf)
                     for leaf in leaves)
     first_position = {id(leaf): position for position, leaf in reversed(list(enumerate(leaves)))}
