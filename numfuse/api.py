@@ -105,10 +105,20 @@ class Compiled:
         self.run: Callable[..., Any] = self.program.fast or self.program
         self._dynamic = [index for index in range(len(self.specs)) if index not in self.static]
         self._labels = argument_labels(fn, len(self.specs))
+        # Compiled (by ``compile``) for dict arguments of this structure: calls pass such
+        # dicts, whose values are the signature's arguments.
+        self.structure: tuple[Any, ...] | None = None
 
     def __call__(self, *args: Any, out: Any = None) -> Any:
         """Run on ``args``; ``out`` (an array, or a tuple of arrays for a tuple of results)
         receives the results as numpy's ``out=`` does, kernels writing into it directly."""
+        if self.structure is not None:  # compiled for dict arguments of this structure
+            structure, leaves = _flatten_dicts(args)
+            if structure != self.structure:
+                raise SignatureMismatchError(
+                    f"{_name(self.fn)} was compiled for dict arguments of other keys or "
+                    "nesting; call numfuse.compile again for these arguments.")
+            args = tuple(leaves)
         if _holds_dask_array(args, {}):
             from .dask import call_compiled
 
@@ -755,6 +765,13 @@ class Jitted:
         """Dict arguments (``params={"w": w, "b": b}``): their values are arguments of a
         jitted function per dict structure (keys and nesting), which rebuilds the dicts."""
         out = kwargs.pop("out", None) if "out" in kwargs and self._out_keyword else None
+        inner, _structure, leaves = self._flat(args, kwargs)
+        return inner(*leaves) if out is None else inner(*leaves, out=out)
+
+    def _flat(self, args: tuple[Any, ...], kwargs: dict[str, Any]
+              ) -> tuple[Jitted, tuple[Any, ...], list[Any]]:
+        """The jitted function of the leaves of dict arguments for their structure (see
+        ``_with_dicts``), the structure, and the leaves."""
         bound = self._bind(args, kwargs)
         structure, leaves = _flatten_dicts(bound)
         inner = self._by_structure.get(structure)
@@ -775,7 +792,7 @@ class Jitted:
             if self._instance_argument in positions:
                 inner._instance_argument = positions[self._instance_argument]
             self._by_structure[structure] = inner
-        return inner(*leaves) if out is None else inner(*leaves, out=out)
+        return inner, structure, leaves
 
     def _run(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if "out" in kwargs and self._out_keyword:
@@ -818,6 +835,9 @@ class Jitted:
 
     def explain(self, *args: Any, vectorisation: bool = True, **kwargs: Any) -> Explanation:
         """``Compiled.explain`` for these arguments (compiling for them if needed)."""
+        if any(isinstance(value, dict) for value in (*args, *kwargs.values())):
+            inner, _structure, leaves = self._flat(args, kwargs)
+            return inner.explain(*leaves, vectorisation=vectorisation)
         compiled, operands = self.specialize(*args, **kwargs)
         return compiled.explain(*operands, vectorisation=vectorisation)
 
@@ -1173,6 +1193,13 @@ def compile(fn: Callable[..., Any], *example_args: Any, cache: bool | None = Non
     ``threads`` and ``fastmath`` are as for ``jit`` (defaults: a ``Jitted``'s own settings).
     """
     _log.info("compiling %s: numfuse.compile called", _name(fn))
+    if any(isinstance(value, dict) for value in example_args):
+        # dict arguments: the function of their leaves, called with dicts of this structure
+        jitted = fn if isinstance(fn, Jitted) else Jitted(fn)
+        inner, structure, leaves = jitted._flat(example_args, {})
+        compiled = compile(inner, *leaves, cache=cache, threads=threads, fastmath=fastmath)
+        compiled.structure = structure
+        return compiled
     function, specs, static, shapes = _example_signature(fn, example_args)
     if cache is None:
         cache = fn.cache if isinstance(fn, Jitted) else True
@@ -1186,7 +1213,12 @@ def compile(fn: Callable[..., Any], *example_args: Any, cache: bool | None = Non
 
 
 def trace(fn: Callable[..., Any], *example_args: Any) -> Graph:
-    """The simplified graph of ``fn`` for ``example_args``, annotated with its kernels."""
+    """The simplified graph of ``fn`` for ``example_args``, annotated with its kernels
+    (the values of dict arguments are its inputs, in order)."""
+    if any(isinstance(value, dict) for value in example_args):
+        jitted = fn if isinstance(fn, Jitted) else Jitted(fn)
+        inner, _structure, leaves = jitted._flat(example_args, {})
+        return trace(inner, *leaves)
     function, specs, static, shapes = _example_signature(fn, example_args)
     plan, _sources = _retrying(lambda specs, static: _plan(function, specs, static, shapes),
                                specs, static, shapes, example_args)

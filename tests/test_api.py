@@ -1415,3 +1415,24 @@ def test_concurrent_first_calls_of_a_function_that_specialises_further_all_succe
     assert not errors
     for result in results:
         assert_same(result, fn(np.arange(10.0), 2.0))
+
+
+def test_compile_trace_and_explain_take_dict_arguments_as_a_call_does():
+    """Found by an API hunt: numfuse.compile, numfuse.trace and explain refused the dict
+    arguments a call of the jitted function takes."""
+    def loss(p, X, y):
+        z = X @ p["w"] + p["b"]
+        return np.mean(np.logaddexp(0, z) - y * z)
+
+    X, y = np.ones((10, 3)), np.ones(10)
+    p = {"w": np.linspace(-1.0, 1.0, 3), "b": 0.5}
+    value_and_grad = numfuse.value_and_grad(loss)
+    compiled = numfuse.compile(value_and_grad, p, X, y)
+    assert_same(compiled(p, X, y), value_and_grad(p, X, y))
+    other = {"w": np.zeros(3), "b": 0.0}
+    assert_same(compiled(other, X, y), value_and_grad(other, X, y))
+    with pytest.raises(numfuse.SignatureMismatchError, match="dict arguments"):
+        compiled({"w": np.zeros(3)}, X, y)
+    assert_same(numfuse.compile(loss, p, X, y)(p, X, y), loss(p, X, y), rtol=1e-15)
+    assert "matmul" in str(numfuse.trace(loss, p, X, y))
+    assert value_and_grad.explain(p, X, y).regions
