@@ -324,6 +324,8 @@ class Jitted:
         # would compile it again forever.
         self._lock = threading.RLock()
         self._building: set[tuple[Any, ...]] = set()
+        # How to make it again when pickled, for one made by another function (grad).
+        self.rebuild: tuple[Callable[..., Any], tuple[Any, ...]] | None = None
         _JITTED.add(self)
         self._by_structure: dict[Any, Jitted] = {}  # per structure of dict arguments
         # Set once the function turns out to read array sizes: it then compiles per shape.
@@ -822,7 +824,10 @@ class Jitted:
 
     def __reduce__(self) -> Any:
         """Pickle by name when importable as such, else as the function and options,
-        rebuilt without compilations (workers of dask.distributed compile on first use)."""
+        rebuilt without compilations (workers of dask.distributed compile on first use);
+        one made by another function (``numfuse.grad``) as that call (``rebuild``)."""
+        if self.rebuild is not None:
+            return self.rebuild
         module = sys.modules.get(getattr(self, "__module__", ""))
         if module is not None and module.__name__ != "__main__" and \
                 _lookup(module, _name(self)) is self:

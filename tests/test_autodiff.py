@@ -686,3 +686,22 @@ def test_the_gradient_of_prod_with_specials_is_jaxs(jax):
             ours = numfuse.grad(lambda v: np.prod(v))(x)
         theirs = np.asarray(jax.grad(lambda v: jax.numpy.prod(v))(jax.numpy.asarray(x)))
         np.testing.assert_array_equal(ours, theirs)
+
+
+def _sine_energy(x, scale):
+    return np.sum(np.sin(x) ** 2) * scale
+
+
+SINE_ENERGY_GRAD = numfuse.grad(_sine_energy)  # a module-level gradient, by another name
+
+
+def test_gradients_pickle_as_the_call_that_made_them():
+    """Found by an API hunt: a module-level numfuse.grad pickled by its function's name,
+    which names the function, not the gradient (and the wrapper does not pickle)."""
+    import pickle
+
+    x = np.linspace(-1.0, 2.0, 7)
+    for made in (SINE_ENERGY_GRAD, numfuse.value_and_grad(_sine_energy, argnums=(0, 1)),
+                 numfuse.grad(numfuse.jit(_sine_energy), argnums=1)):
+        again = pickle.loads(pickle.dumps(made))
+        np.testing.assert_equal(again(x, 1.5), made(x, 1.5))

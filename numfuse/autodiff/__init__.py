@@ -73,6 +73,9 @@ def _jitted(fn: Callable[..., Any], argnums: int | Sequence[int], has_aux: bool,
     jitted = Jitted(wrapper, static_argnums=static_argnums, cache=cache, threads=threads,
                     fastmath=fastmath, background=False)
     wrapper.jitted = jitted  # type: ignore[attr-defined]
+    # pickled as the call that made it (its wrapper is a closure): fn by reference
+    jitted.rebuild = (_jitted, (fn, argnums, has_aux, with_value, tuple(static_argnums),
+                                cache, threads, fastmath))
     return jitted
 
 
