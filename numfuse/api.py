@@ -47,6 +47,7 @@ from .kernel import Kernel
 from .partition import Plan, partition
 from .passes import simplify
 from .runtime import BroadcastError, CallPlan, Program, Settings, raise_broadcast_error
+from .threads import checked as threads_checked
 from .trace import Tracer, trace_graph
 
 _kernel_cache: dict[str, Any] = {}
@@ -99,7 +100,7 @@ class Compiled:
         self.graph: Graph = plan.graph
         self.kernels: tuple[Kernel, ...] = _build_kernels(_name(fn), plan, sources, cache)
         # threads: None chooses per call (see numfuse.threads); changeable later.
-        self.settings = Settings(threads, backend.thread_count)
+        self.settings = Settings(threads_checked(threads), backend.thread_count)
         self.program = Program(plan, self.kernels, self.settings)
         # Run on already-converted operands that match this signature (the hot path).
         self.run: Callable[..., Any] = self.program.fast or self.program
@@ -299,7 +300,8 @@ class Jitted:
         # Scalar arguments found to be used as Python values (x[:n]): static from then on.
         self.auto_static: frozenset[int] = frozenset()
         self.cache = cache  # False: compiled kernels are not saved to the disk cache
-        self.threads = threads  # None: numba's thread count from the main thread, else 1
+        # None: numba's thread count from the main thread, else 1
+        self.threads = threads_checked(threads)
         self.fastmath = fastmath_flags(fastmath)  # LLVM fast-math flags; none by default
         self.compiled: dict[tuple[Any, ...], Compiled] = {}
         self._by_key: dict[tuple[Any, ...], Compiled] = {}

@@ -305,6 +305,17 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_crew)
 
 
+def checked(threads: Any) -> int | None:
+    """The ``threads=`` option, checked: None (choose per call) or a positive int."""
+    if threads is None:
+        return None
+    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or \
+            threads < 1:
+        raise ValueError(f"threads= must be a positive int, or None for numba's thread "
+                         f"count, not {threads!r}")
+    return int(threads)
+
+
 def resolve(threads: int | None, default: Callable[[], int]) -> int:
     """The thread count for a call now (see the module docstring)."""
     if threads is not None:

@@ -682,3 +682,11 @@ def test_a_class_retries_as_far_apart_as_its_retry_says(chunk_calls):
         known.gain = 1.0  # not paying
         compiled(x, 0.25)
     assert len(chunk_calls) == 1
+
+
+@pytest.mark.parametrize("threads", [0, -1, 1.5, True, "2"])
+def test_a_thread_count_that_is_no_positive_int_is_refused(threads):
+    with pytest.raises(ValueError, match="positive int"):
+        numfuse.jit(lambda x: x + 1, threads=threads)
+    with pytest.raises(ValueError, match="positive int"):
+        numfuse.compile(lambda x: x + 1, np.ones(3), threads=threads)
