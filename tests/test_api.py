@@ -940,28 +940,35 @@ def test_another_dtype_is_another_kernel():
     assert_same(numfuse.jit(logp_and_grad)(F32, 0.5), logp_and_grad(F32, 0.5))
 
 
-def test_eight_threads_calling_a_cold_function_compile_it_once():
+def _concurrently(call, count: int) -> tuple[list, list]:
+    """``call()`` in ``count`` threads that start together: the results, the errors."""
     import threading
 
+    barrier, results, errors = threading.Barrier(count), [], []
+
+    def run():
+        barrier.wait()
+        try:
+            results.append(call())
+        except Exception as error:  # reported by the caller
+            errors.append(error)
+
+    threads = [threading.Thread(target=run) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results, errors
+
+
+def test_eight_threads_calling_a_cold_function_compile_it_once():
     @numfuse.jit
     def logp_and_total(x, mu):
         d = x - mu * 1.2345  # a structure no other test compiles
         return -(d ** 2) / 2, np.sum(d)
 
     x = np.linspace(-2.0, 2.0, 1001)
-    results, errors = [], []
-
-    def call():
-        try:
-            results.append(logp_and_total(x, 0.3))
-        except Exception as error:  # pragma: no cover - reported below
-            errors.append(error)
-
-    threads = [threading.Thread(target=call) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    results, errors = _concurrently(lambda: logp_and_total(x, 0.3), 8)
     assert not errors
     assert len(logp_and_total.compiled) == 1
     expected = logp_and_total.fn(x, 0.3)
@@ -1393,25 +1400,10 @@ def test_a_child_forked_while_other_threads_hold_numfuse_state_works():
 def test_concurrent_first_calls_of_a_function_that_specialises_further_all_succeed(kind):
     """Found by an API hunt: threads that built their key before another thread switched
     the function to per-shape (or static) compiles got its internal error."""
-    import threading
-
     fn = (lambda x, n: x[:3] * n + x.shape[0]) if kind == "per shape" else \
         (lambda x, n: x * 2 if n > 1 else x)
     jitted = numfuse.jit(fn)
-    barrier, results, errors = threading.Barrier(6), [], []
-
-    def call():
-        barrier.wait()
-        try:
-            results.append(jitted(np.arange(10.0), 2.0))
-        except Exception as error:  # reported below
-            errors.append(error)
-
-    threads = [threading.Thread(target=call) for _ in range(6)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    results, errors = _concurrently(lambda: jitted(np.arange(10.0), 2.0), 6)
     assert not errors
     for result in results:
         assert_same(result, fn(np.arange(10.0), 2.0))
