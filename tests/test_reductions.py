@@ -586,3 +586,16 @@ def test_a_sum_of_negative_zeros_across_rows_has_numpys_sign(dtype):
                lambda x: np.sum(x * 1, axis=1)):
         assert_like_numpy(fn, x)
     assert_like_numpy(lambda x: np.sum(x * 1, axis=(0, 1)), np.full((2, 3, 4), -0.0, dtype))
+
+
+def test_complex_values_reduced_into_a_real_dtype_warn_like_numpy():
+    """A reduction of complex values with a real dtype= discards the imaginary parts:
+    numpy warns ComplexWarning (numfuse's fused cast did not; it runs as numpy's call)."""
+    z = np.array([1 + 1j, 2 - 3j, -0.5 + 2j])
+    for fn in (lambda z: np.sum(z * 1, dtype=np.float64),
+               lambda z: np.mean(z * 1, dtype=np.float64),
+               lambda z: np.add.reduce(z * 1, dtype=float)):
+        with pytest.warns(np.exceptions.ComplexWarning):
+            expected = fn(z)
+        with pytest.warns(np.exceptions.ComplexWarning):
+            assert_same(numfuse.jit(fn)(z), expected)

@@ -426,9 +426,11 @@ def _call_tracer(call: NumpyCall, nodes: Sequence[Node], first: Any, second: Any
         raise SizeDependentError(
             f"np.{name} gives a size-1 axis for these argument sizes",
             "numfuse compiles such functions once per argument shape.")
+    # (complex values reduced into a real dtype: numpy's call, which warns ComplexWarning)
     reduction = reductions.recognise(call.fn, name, call.args, call.kwargs, nodes[0].ndim,
                                      dtype) if len(nodes) == 1 and \
-        nodes[0].dtype in KERNEL_DTYPES and dtype in KERNEL_DTYPES else None
+        nodes[0].dtype in KERNEL_DTYPES and dtype in KERNEL_DTYPES and \
+        not (nodes[0].dtype.kind == "c" and dtype.kind in "iuf") else None
     node = Node(name, NUMPY, tuple(nodes), dtype, shape,
                 Call(call, frozenset(moving), reduction),
                 scalar=isinstance(first, np.generic), errstate=errstate.current())
