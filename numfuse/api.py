@@ -55,7 +55,7 @@ _kernel_cache: dict[str, Any] = {}
 # arguments of other shapes beyond these run through their signature's Compiled.
 CALL_CACHE_SIZE = 256
 _kernel_lock = threading.Lock()
-# Every Jitted, so that a forked child can give each fresh locks (see ``_after_fork``).
+# Every Jitted, so that a forked child can give each fresh locks (``_after_fork_in_child``).
 _JITTED: weakref.WeakSet[Jitted] = weakref.WeakSet()
 _log = logging.getLogger("numfuse")
 _T = TypeVar("_T")
@@ -678,9 +678,9 @@ class Jitted:
 
             return call_jitted(self, args, kwargs)
         if kwargs and self._variadic:
-            keywords = self._keywords(args, kwargs)
-            if keywords is not None:
-                return self._with_keywords(args, keywords, kwargs)
+            bound = self._keywords(args, kwargs)
+            if bound is not None:
+                return self._with_keywords(bound, kwargs)
         if any(isinstance(value, dict) for value in (*args, *kwargs.values())):
             return self._with_dicts(args, kwargs)
         reason = _numpy_runs(args, kwargs)
@@ -721,45 +721,34 @@ class Jitted:
                       f"own result, not fused). {advice}", RuntimeWarning,
                       stacklevel=_outside_numfuse())
 
-    def _keywords(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
-        """For a function with ``*args`` or ``**kwargs``: the keyword arguments of a call
-        that bind to no positional parameter (keyword-only ones, and those ``**kwargs``
-        gathers), or None when there are none (numfuse's ``out=`` aside)."""
+    def _keywords(self, args: tuple[Any, ...],
+                  kwargs: dict[str, Any]) -> inspect.BoundArguments | None:
+        """For a function with ``*args`` or ``**kwargs``: the binding of a call with
+        keyword arguments that bind to no positional parameter (keyword-only ones, and
+        those ``**kwargs`` gathers: its ``kwargs``), or None when there are none
+        (numfuse's ``out=`` aside)."""
         given = {name: value for name, value in kwargs.items()
                  if name != "out" or not self._out_keyword}
         try:
             bound = self._signature.bind(*args, **given)
         except TypeError as error:
             raise TypeError(f"{_name(self.fn)}(): {error}") from None
-        return dict(bound.kwargs) or None
+        return bound if bound.kwargs else None
 
-    def _with_keywords(self, args: tuple[Any, ...], keywords: dict[str, Any],
-                       kwargs: dict[str, Any]) -> Any:
-        """A call of a function with ``*args`` or ``**kwargs`` given ``keywords`` that no
-        positional parameter takes: the values of the positional arguments, then of the
-        keywords, are the arguments of a jitted function per number of positional
-        arguments and keyword names, which passes them on as the call did."""
-        bound = self._signature.bind(*args, **{name: value for name, value in kwargs.items()
-                                               if name not in keywords and (
-                                                   name != "out" or not self._out_keyword)})
-        positional = bound.args
-        structure = ("keywords", len(positional), tuple(keywords))
-        inner = self._by_structure.get(structure)
-        if inner is None:
-            count, names, fn = len(positional), tuple(keywords), self.fn
+    def _with_keywords(self, bound: inspect.BoundArguments, kwargs: dict[str, Any]) -> Any:
+        """A call of a function with ``*args`` or ``**kwargs`` bound to keywords that no
+        positional parameter takes (``_keywords``): the values of the positional
+        arguments, then of the keywords, are the arguments of a jitted function per
+        number of positional arguments and keyword names, which passes them on as the
+        call did."""
+        positional, keywords = bound.args, bound.kwargs
+        count, names, fn = len(positional), tuple(keywords), self.fn
 
-            def flat(*values: Any) -> Any:
-                return fn(*values[:count], **dict(zip(names, values[count:], strict=True)))
+        def flat(*values: Any) -> Any:
+            return fn(*values[:count], **dict(zip(names, values[count:], strict=True)))
 
-            functools.update_wrapper(flat, self.fn)
-            flat.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-                [inspect.Parameter("values", inspect.Parameter.VAR_POSITIONAL)])
-            inner = Jitted(flat, static_argnums=[index for index in self.static_argnums
-                                                 if index < count],
-                           cache=self.cache, threads=self.threads, fastmath=self.fastmath,
-                           background=self.background)
-            inner._instance_argument = self._instance_argument
-            self._by_structure[structure] = inner
+        inner = self._inner(("keywords", count, names), flat,
+                            {index: index for index in range(count)})
         values = (*positional, *keywords.values())
         if "out" in kwargs and self._out_keyword:
             return inner(*values, out=kwargs["out"])
@@ -778,14 +767,22 @@ class Jitted:
         ``_with_dicts``), the structure, and the leaves."""
         bound = self._bind(args, kwargs)
         structure, leaves = _flatten_dicts(bound)
+        traced = self._traced
+
+        def flat(*values: Any) -> Any:
+            return traced(*_unflatten_dicts(structure, values))
+
+        inner = self._inner(structure, flat, _leaf_positions(structure))
+        return inner, structure, leaves
+
+    def _inner(self, structure: tuple[Any, ...], flat: Callable[..., Any],
+               positions: dict[int, int]) -> Jitted:
+        """The jitted function of this one's arguments regrouped as ``structure`` says
+        (``_with_keywords``, ``_flat``): ``flat`` jitted with this one's options, once per
+        structure; ``positions`` maps an argument's index to its position among the inner
+        function's (for the static ones and a method's instance)."""
         inner = self._by_structure.get(structure)
         if inner is None:
-            positions = _leaf_positions(structure)
-            traced = self._traced
-
-            def flat(*values: Any) -> Any:
-                return traced(*_unflatten_dicts(structure, values))
-
             functools.update_wrapper(flat, self.fn)
             flat.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
                 [inspect.Parameter("values", inspect.Parameter.VAR_POSITIONAL)])
@@ -796,7 +793,7 @@ class Jitted:
             if self._instance_argument in positions:
                 inner._instance_argument = positions[self._instance_argument]
             self._by_structure[structure] = inner
-        return inner, structure, leaves
+        return inner
 
     def _run(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if "out" in kwargs and self._out_keyword:
