@@ -1164,10 +1164,17 @@ def _value_of_partial(program: Program, step: KernelStep, presented: Sequence[An
     length = np.shape(core)[-1] if np.ndim(core) else 1
     if not _passes_partial(completions[0], length):
         return None
+    return _needing_unit_stride(layout, presented)
+
+
+def _needing_unit_stride(layout: KernelOperands, presented: Sequence[Any]
+                         ) -> tuple[tuple[int, int], ...]:
+    """(position, itemsize) of each ``(n)`` operand a fused reduction needs contiguous:
+    its elements in another order would be added in another order."""
     return tuple((position, np.dtype(value.dtype).itemsize)
                  for position, (value, (_slot, _prepare, core_operand))
                  in enumerate(zip(presented, layout.operands, strict=True))
-                 if core_operand and np.ndim(value))
+                 if core_operand and np.shape(value)[-1:] != (1,) and np.ndim(value))
 
 
 def _shaped_run(program: Program, step: KernelStep, policy: threads.ThreadPolicy,
@@ -1191,12 +1198,7 @@ def _shaped_run(program: Program, step: KernelStep, policy: threads.ThreadPolicy
                        for completion in completions)
     fast = program.fast or general
     structured = _structured(program)
-    # (position, itemsize) of each (n) operand a fused reduction needs contiguous
-    contiguous = tuple((position, np.dtype(value.dtype).itemsize)
-                       for position, (value, (_slot, _prepare, core_operand))
-                       in enumerate(zip(presented, layout.operands, strict=True))
-                       if completions and core_operand and np.shape(value)[-1:] != (1,)
-                       and np.ndim(value))
+    contiguous = _needing_unit_stride(layout, presented) if completions else ()
 
     def shaped(args: Sequence[Any]) -> Any:
         values = args if operands is None else operands(args)
