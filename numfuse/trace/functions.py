@@ -15,6 +15,7 @@ from ..dtypes import check_dtype
 from ..errors import (
     UnsupportedOperationError,
 )
+from ..graph import Node
 from ..ops import OPS
 from ..registry import REGISTRY, Kind, discarding_imaginary
 from .nodes import elementwise
@@ -45,8 +46,7 @@ def astype(value: Any, dtype: Any, casting: str = "unsafe") -> Tracer:
     if node.dtype.kind == "c" and target.kind not in "cb":  # (to bool: silent, as numpy)
         cast = record_call(discarding_imaginary, "astype", (value, target), {})
         if node.scalar and node.ndim == 0:  # a numpy scalar's astype gives one
-            return Tracer(elementwise(OPS["astype"], [cast.node], loop=((target,), target),
-                                      scalar=True), owned=True)
+            return fresh_copy(cast.node, scalar=True)
         return cast
     return _method("astype", value, target)
 
@@ -171,18 +171,21 @@ def _share(values: Any, result: Any) -> None:
             base.views.append(weakref.ref(view))
 
 
+def fresh_copy(node: Node, scalar: bool) -> Tracer:
+    """A new array holding ``node``'s values (a numpy scalar when ``scalar``)."""
+    return Tracer(elementwise(OPS["astype"], [node], loop=((node.dtype,), node.dtype),
+                              scalar=scalar), owned=True)
+
+
 def _unchanged(value: Any) -> Tracer:
     """An integer value rounded (``np.round``, ``np.fix``): a copy, which is a numpy
     scalar for a 0-d value as numpy's rounding gives it (``np.copy`` keeps a 0-d array)."""
     node = _node(value)
-    return Tracer(elementwise(OPS["astype"], [node], loop=((node.dtype,), node.dtype),
-                              scalar=node.ndim == 0), owned=True)
+    return fresh_copy(node, scalar=node.ndim == 0)
 
 
 def _copy(value: Any, order: str = "K", subok: bool = False) -> Any:
-    node = _node(value)
-    return Tracer(elementwise(OPS["astype"], [node], loop=((node.dtype,), node.dtype),
-                              scalar=False), owned=True)
+    return fresh_copy(_node(value), scalar=False)
 
 
 def var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any = 0,

@@ -26,7 +26,7 @@ from ..graph import (
     Node,
     toposort,
 )
-from ..ops import OPS, OpDef
+from ..ops import OpDef
 from ..registry import METHODS, Kind, lookup, numpy_name
 from .nodes import _advice_for, const_node, elementwise
 
@@ -439,9 +439,7 @@ class Tracer:
 
     def copy(self, order: str = "K") -> Any:
         # ndarray.copy keeps a 0-d array an array; a numpy scalar's copy is a scalar
-        node = self.node
-        return Tracer(elementwise(OPS["astype"], [node], loop=((node.dtype,), node.dtype),
-                                  scalar=node.scalar), owned=True)
+        return fresh_copy(self.node, scalar=self.node.scalar)
 
     def __round__(self, ndigits: int | None = None) -> Any:
         # numpy arrays have no __round__; a numpy scalar rounds to a Python int without
@@ -553,6 +551,6 @@ def _scalar_type_name(node: Node) -> str:
 
 # Imported last: these modules and this one use each other's functions at call time.
 from .constants import _constants_only, _eager  # noqa: E402
-from .functions import FUNCTIONS, _copy, _method, astype, clip, round_  # noqa: E402
+from .functions import FUNCTIONS, _copy, _method, astype, clip, fresh_copy, round_  # noqa: E402
 from .probes import LINALG_UFUNCS, _moving_axes, record_call  # noqa: E402
 from .ufuncs import _fast_power, _operator, apply_ufunc, assign_item  # noqa: E402
