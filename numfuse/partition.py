@@ -518,7 +518,7 @@ class _Clusters:
         self.fusible = [node.kind == ELEMENTWISE for node in nodes]
         self.loop = [node.ones for node in nodes]  # each cluster's loop shape
         classes = self.classes = size_classes(nodes)
-        self.lengths = Lengths(nodes)
+        self._lengths: Lengths | None = None  # made when first asked (``_rows_apart``)
         self.size_class = [classes[node] for node in nodes]  # where its free sizes come from
         self.cost = [op_cost(node) for node in nodes]  # each cluster's work per element
         self.errstate = [node.errstate for node in nodes]  # shared by a cluster's members
@@ -629,11 +629,13 @@ class _Clusters:
         adds up.  None when every value varying along them is."""
         # the values of the rows: the members' own but the fused reductions' (computed
         # from the rows, not on them), and the values the members read
+        if self._lengths is None:
+            self._lengths = Lengths(self.nodes)
         values = [node for node in nodes if node.kind != NUMPY] + list(sources)
         for axis in axes:
             along = [node for node in values if varies(node, (axis,), ndim) is True]
             for node in along[1:]:
-                if not self.lengths.equal(along[0], node, ndim - axis):
+                if not self._lengths.equal(along[0], node, ndim - axis):
                     return node
         return None
 
