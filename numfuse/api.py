@@ -1199,8 +1199,7 @@ def compile(fn: Callable[..., Any], *example_args: Any, cache: bool | None = Non
     _log.info("compiling %s: numfuse.compile called", _name(fn))
     if any(isinstance(value, dict) for value in example_args):
         # dict arguments: the function of their leaves, called with dicts of this structure
-        jitted = fn if isinstance(fn, Jitted) else Jitted(fn)
-        inner, structure, leaves = jitted._flat(example_args, {})
+        inner, structure, leaves = _of_leaves(fn, example_args)
         compiled = compile(inner, *leaves, cache=cache, threads=threads, fastmath=fastmath)
         compiled.structure = structure
         return compiled
@@ -1216,12 +1215,17 @@ def compile(fn: Callable[..., Any], *example_args: Any, cache: bool | None = Non
                      specs, static, shapes, example_args)
 
 
+def _of_leaves(fn: Callable[..., Any], example_args: tuple[Any, ...]
+               ) -> tuple[Jitted, tuple[Any, ...], list[Any]]:
+    """For ``compile``/``trace`` of dict arguments: ``Jitted._flat`` of ``fn``."""
+    return (fn if isinstance(fn, Jitted) else Jitted(fn))._flat(example_args, {})
+
+
 def trace(fn: Callable[..., Any], *example_args: Any) -> Graph:
     """The simplified graph of ``fn`` for ``example_args``, annotated with its kernels
     (the values of dict arguments are its inputs, in order)."""
     if any(isinstance(value, dict) for value in example_args):
-        jitted = fn if isinstance(fn, Jitted) else Jitted(fn)
-        inner, _structure, leaves = jitted._flat(example_args, {})
+        inner, _structure, leaves = _of_leaves(fn, example_args)
         return trace(inner, *leaves)
     function, specs, static, shapes = _example_signature(fn, example_args)
     plan, _sources = _retrying(lambda specs, static: _plan(function, specs, static, shapes),
