@@ -29,8 +29,12 @@ faulted in, its operands do not stay in cache — so the cost learnt at one size
 decide at another); the first large call of each class runs on one thread. A call is
 split only when its expected time is well above the cost of handing out chunks, and
 only while splitting pays in its class: each split call compares its time with the
-class's single-threaded estimate, and when the gain falls below ``MIN_GAIN`` (the other
-cores are busy) the class stays on one thread, trying a split again after
+class's single-threaded estimate, and when the gain falls below ``MIN_GAIN`` the next
+call runs on one thread and the splits are judged against it instead — a call made under
+the same conditions: after a pause every call is slow for some milliseconds (measured on
+a memory-bound logp/grad at 1e6: the first of eight calls 2x the last, split or not), and
+the estimate is the fastest call ever made.  When that confirms it (the other cores are
+busy) the class stays on one thread, trying a split again after
 ``RETRY_EVERY`` large calls in case the machine has become free — twice as many calls
 after each retry that did not pay, up to ``MAX_RETRY_EVERY`` (on a saturated machine a
 split call can take several times the single-thread time, as a helper thread holding a
@@ -93,9 +97,13 @@ MIN_GAIN = 1.2
 # A class's gain is the best of its last ``GAIN_WINDOW`` split calls: a split is slowed now
 # and then (a page fault, another process for a moment), and a mean of the gains let a
 # few slow splits stop splitting that paid (Black-Scholes, GELU at 1e6 amid the suite's
-# peers: splits of 470-600 µs against 755 µs on one thread, then one of 970).  Splits
-# slowed by a busy core are all slow: the best of four stays low.
-GAIN_WINDOW = 4
+# peers: splits of 470-600 µs against 755 µs on one thread, then one of 970), and the first
+# four or five calls after a pause are all slow (the module docstring): a window of eight
+# spans them (logp/grad at 1e6 in batches of ten calls among other implementations' batches:
+# 56-106 calls of 200 split with a window of four, 185-187 with eight; mean call 486 µs
+# against 510-540 on one thread, 650-690 with four).  Splits slowed by a busy core are
+# all slow: the best of eight stays low.
+GAIN_WINDOW = 8
 RETRY_EVERY = 16
 # A split this much faster per thread than the single-thread estimate shows the estimate
 # wrong (caches shared by more threads gain some tens of percent, not this).
@@ -467,7 +475,7 @@ class SizeClass:
     (at most ``GAIN_WINDOW``) was; ``large``, how many calls it has seen; ``retry``, how
     many calls apart splits are retried while they do not pay (see ``next_retry``)."""
 
-    __slots__ = ("cost", "gain", "large", "measured", "recent", "retry")
+    __slots__ = ("cost", "doubt", "gain", "large", "measured", "recent", "retry")
 
     def __init__(self, cost: float) -> None:
         self.cost = cost
@@ -476,6 +484,20 @@ class SizeClass:
         self.recent: list[float] = []
         self.large = 0
         self.retry = RETRY_EVERY
+        self.doubt: float | None = None
+
+    def confirm(self, single: float) -> None:
+        """After splits stopped paying (``doubt``: the best recent split's seconds per
+        element), a single-threaded call took ``single`` seconds per element: the gain
+        measured against it, a call made under the same conditions, decides.  The
+        estimate ``cost`` is the least over all single-threaded calls, so splits slowed
+        with everything else (the first calls after a pause: the cores' clocks, the
+        caches) are not judged against a call made at full speed."""
+        if self.doubt is None:
+            return
+        gain, self.doubt = single / self.doubt, None
+        if gain >= MIN_GAIN:
+            self.gain, self.recent, self.retry = gain, [gain], RETRY_EVERY
 
 
 class ThreadPolicy:
@@ -588,6 +610,7 @@ class ThreadPolicy:
                                                                             out=outs)
         if elements >= CALIBRATE_ELEMENTS:  # learn this kernel's cost per element
             measured = (time.perf_counter() - start) / elements
+            known.confirm(measured)
             known.cost = measured if not known.measured else min(known.cost, measured)
             known.measured = True
             lowest = min(found.cost for found in self.classes.values() if found.measured)
@@ -615,6 +638,8 @@ class ThreadPolicy:
         del known.recent[:-GAIN_WINDOW]
         known.gain = max(known.recent)
         known.retry = next_retry(known.retry, known.gain)
+        # not paying: the next call runs on one thread, and ``confirm`` decides
+        known.doubt = known.cost / known.gain if known.gain < MIN_GAIN else None
         return results
 
     def _rows(self, operands: list[Any]) -> tuple[int, ...]:

@@ -319,6 +319,45 @@ def test_a_slow_split_among_fast_ones_does_not_stop_splitting_but_slow_ones_do()
     assert known.gain >= threads.MIN_GAIN and known.retry == threads.RETRY_EVERY
 
 
+def test_splits_slowed_with_everything_else_are_judged_against_a_call_as_slow():
+    """After a pause every call is slow for a while: splits slowed so are judged against
+    the next single-threaded call, not against the fastest call ever made, and go on
+    when they beat it; splits slowed by a busy core stay stopped."""
+    expected = 0.02  # seconds on one thread, at full speed
+
+    def slowed_splits(seconds):
+        known = threads.SizeClass(expected / 1000)
+        known.measured = True
+        for _ in range(threads.GAIN_WINDOW):
+            threads.ThreadPolicy._timed_split(known, expected, 2, time.sleep, seconds)
+        return known
+
+    known = slowed_splits(0.025)  # slower than the estimate: not paying, in doubt
+    assert known.gain < threads.MIN_GAIN and known.doubt is not None
+    known.confirm(0.04 / 1000)  # one thread, now, takes twice its best
+    assert known.gain >= threads.MIN_GAIN and known.doubt is None
+    assert known.retry == threads.RETRY_EVERY and len(known.recent) == 1
+
+    known = slowed_splits(0.025)
+    known.confirm(0.021 / 1000)  # one thread is as fast as ever: the splits do not pay
+    assert known.gain < threads.MIN_GAIN and known.doubt is None
+    known.confirm(0.04 / 1000)  # no doubt left: a later slow call changes nothing
+    assert known.gain < threads.MIN_GAIN
+
+
+def test_a_single_threaded_call_after_splits_that_stopped_paying_decides(chunk_calls):
+    x = RNG.standard_normal(600_000)
+    compiled = numfuse.compile(logp_and_sums, x, 0.25, threads=2)
+    compiled(x, 0.25)  # measures
+    (known,) = compiled.program.runners[0].calls.classes.values()
+    known.gain, known.recent = 1.0, [1.0]
+    known.doubt = known.cost / 100  # as if the last splits had been 100x faster than now
+    compiled(x, 0.25)  # not paying: one thread, which confirms or clears the doubt
+    assert chunk_calls == [] and known.doubt is None and known.gain >= threads.MIN_GAIN
+    compiled(x, 0.25)
+    assert len(chunk_calls) == 1
+
+
 def test_while_splitting_pays_one_call_in_retry_every_measures_on_one_thread(chunk_calls,
                                                                             monkeypatch):
     # a split much faster than its first, cold, single-threaded measurement makes the
