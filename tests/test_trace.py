@@ -1247,6 +1247,21 @@ def test_isscalar_of_traced_values_answers_as_numpy(other):
     check(lambda x, b: x * 2 if np.isscalar(b) else x - b, X, other)
 
 
+def test_np_broadcast_of_traced_values_gives_their_shape_and_counts():
+    """scipy.stats-style ``np.broadcast(a, b).shape``: the shape, ``ndim``, ``size`` and
+    ``numiter`` numpy gives, nested broadcasts included; its iterators are refused."""
+    def fn(x, y):
+        both = np.broadcast(x, y, 1.0)
+        again = np.broadcast(both, x)
+        return np.zeros(both.shape) + both.size * 10 + both.ndim + both.numiter + \
+            again.numiter * 100 + again.nd
+
+    check(fn, np.ones((2, 1, 3)), np.arange(4.0).reshape(4, 1))
+    assert isinstance(np.broadcast(np.ones(2), 1.0), np.broadcast)  # numpy's own again
+    with pytest.raises(numfuse.UnsupportedOperationError, match=r"np\.broadcast_arrays"):
+        numfuse.jit(lambda x, y: [a for a in np.broadcast(x, y)])(X, X)
+
+
 RNG_FOR_TRACING = np.random.default_rng(5)
 
 

@@ -84,6 +84,7 @@ def _converting_tracers() -> Iterator[None]:
                 setattr(np.random, name, _random_draw(name, original))
             np.vectorize.__call__ = _vectorized_call  # type: ignore[method-assign]
             np.isscalar = _isscalar  # type: ignore[assignment]
+            np.broadcast = _broadcast  # type: ignore[misc]
         _conversion_depth += 1
     try:
         yield
@@ -106,6 +107,7 @@ _RANDOM["default_rng"] = np.random.default_rng
 
 _VECTORIZE_CALL = np.vectorize.__call__
 _ISSCALAR = np.isscalar
+_BROADCAST = np.broadcast
 
 
 def _restore_numpy() -> None:
@@ -118,6 +120,7 @@ def _restore_numpy() -> None:
         setattr(np.random, name, original)
     np.vectorize.__call__ = _VECTORIZE_CALL  # type: ignore[method-assign]
     np.isscalar = _ISSCALAR
+    np.broadcast = _BROADCAST  # type: ignore[misc]
 
 
 def _after_fork_in_child() -> None:
@@ -137,6 +140,53 @@ def _isscalar(element: Any) -> bool:
     if isinstance(element, Tracer):
         return element.node.ndim == 0 and (element.node.scalar or element.node.weak)
     return _ISSCALAR(element)
+
+
+class _TracedBroadcast:
+    """``np.broadcast(...)`` of traced values: its shape and counts, which tracing knows;
+    its iterators would hand out values, which it does not."""
+
+    __slots__ = ("numiter", "shape")
+
+    def __init__(self, shape: tuple[int, ...], numiter: int) -> None:
+        self.shape, self.numiter = shape, numiter
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    nd = ndim
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def index(self) -> int:
+        return 0
+
+    def reset(self) -> None:
+        pass
+
+    def __iter__(self) -> Iterator[Any]:
+        raise UnsupportedOperationError(
+            "iterating over np.broadcast(...) of traced values",
+            "its elements are not known while the function is traced; use "
+            "np.broadcast_arrays(...) for the broadcast arrays.")
+
+    iters = property(__iter__)
+
+
+def _broadcast(*args: Any) -> Any:
+    """``np.broadcast``: of traced values, an object with the broadcast ``shape``, ``ndim``,
+    ``size`` and ``numiter``."""
+    if not has_tracer(args):
+        return _BROADCAST(*args)
+    shapes = [value.shape if isinstance(value, (Tracer, _TracedBroadcast, _BROADCAST))
+              else np.shape(value) for value in args]
+    count = sum(value.numiter if isinstance(value, (_TracedBroadcast, _BROADCAST)) else 1
+                for value in args)
+    return _TracedBroadcast(np.broadcast_shapes(*shapes), count)
 
 
 def _vectorized_call(self: np.vectorize, *args: Any, **kwargs: Any) -> Any:
