@@ -84,7 +84,7 @@ def _converting_tracers() -> Iterator[None]:
                 setattr(np.random, name, _random_draw(name, original))
             np.vectorize.__call__ = _vectorized_call  # type: ignore[method-assign]
             np.isscalar = _isscalar  # type: ignore[assignment]
-            np.broadcast = _broadcast  # type: ignore[misc]
+            np.broadcast = _broadcast  # type: ignore[misc,assignment]
         _conversion_depth += 1
     try:
         yield
