@@ -1262,6 +1262,14 @@ def test_np_broadcast_of_traced_values_gives_their_shape_and_counts():
         numfuse.jit(lambda x, y: [a for a in np.broadcast(x, y)])(X, X)
 
 
+@pytest.mark.parametrize("number", [1.5, 2, True, 1 + 2j], ids=type)
+def test_real_and_imag_of_a_python_number_are_python_numbers(number):
+    """``np.real(s)`` of a Python number is its ``.real``: a Python number, weak in what
+    follows (a float32 stays float32)."""
+    check(lambda x, s: (np.real(s), np.imag(s), s.real, s.imag, np.real(s) * np.float32(2),
+                        np.imag(s) + x.astype(np.float32)), X, number)
+
+
 RNG_FOR_TRACING = np.random.default_rng(5)
 
 

@@ -29,7 +29,9 @@ def _method(name: str, value: Any, target: Any = None) -> Tracer:
         return Tracer(elementwise(op, [node], loop=((dtype,), dtype), scalar=node.scalar),
                       owned=True)
     loop = op.loop_dtypes([node.dtype])
-    return Tracer(elementwise(op, [node], loop=loop, scalar=node.scalar))
+    # a Python number's own ``.real`` and ``.imag`` are Python numbers: weak, as it is
+    weak = node.weak and name in ("real", "imag")
+    return Tracer(elementwise(op, [node], loop=loop, scalar=node.scalar, weak=weak))
 
 
 # ------------------------------------------------------------------ numpy functions
