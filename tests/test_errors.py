@@ -343,12 +343,25 @@ def test_a_numpy_scalar_type_called_on_a_traced_value_advises_astype():
         numfuse.jit(lambda x: np.float32(x.sum()) * 2)(X)
 
 
-def test_in_place_on_a_view_of_the_functions_own_array_advises_item_assignment():
+def test_in_place_on_a_view_of_the_functions_own_array_advises_writing_through_it():
     def shifted(x):
         y = x * 2
-        y[1:] += 1
+        tail = y[1:]
+        tail += 1
         return y
 
     with pytest.raises(numfuse.UnsupportedOperationError,
-                       match=r"(?s)view of an array the function made.*y\[1:\] = y\[1:\] \+ v"):
+                       match=r"(?s)view of an array the function made.*y\[1:\] \+= w"):
+        numfuse.jit(shifted)(X)
+
+
+def test_item_assignment_while_a_named_view_is_alive_says_why():
+    def shifted(x):
+        y = x * 2
+        head = y[:-1]
+        y[1:] = head
+        return y, head
+
+    with pytest.raises(numfuse.UnsupportedOperationError,
+                       match=r"(?s)view of it held in a variable.*`del v`"):
         numfuse.jit(shifted)(X)

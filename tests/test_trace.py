@@ -7,6 +7,7 @@ user's source file and line (not a numfuse internal), and it says what to do ins
 from __future__ import annotations
 
 import collections
+import warnings
 
 import numpy as np
 import pytest
@@ -272,6 +273,58 @@ def test_temporary_views_do_not_block_writes():
     """numpy idioms that write into a fresh array after reading views of it, ``np.add.at``
     into an array made in the function, ``np.linspace`` between traced bounds."""
     check(_moving_average, np.array([3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0]))
+
+
+def _augmented_items(x):
+    y = x.copy()
+    y[0] += 1
+    y[:, 0] *= 2
+    y[1:] -= y[:-1]
+    y[1:, 1:] /= y[:-1, :-1] + 1
+    y[...] += 1
+    return y
+
+
+def _shifted_by_views(x):
+    y = x * 2
+    y[1:] = y[:-1]  # numpy reads the items before it writes them
+    y[0] = y[-1]
+    return y
+
+
+def _accumulated_rows(x):
+    y = np.zeros_like(x)
+    y[1] += x[0]
+    y[1] += x[1]
+    return y
+
+
+@pytest.mark.parametrize("fn", [_augmented_items, _shifted_by_views, _accumulated_rows])
+def test_augmented_and_item_assignment_through_temporary_views_write_as_numpy(fn):
+    """``y[0] += 1`` is ``t = y[0]; t += 1; y[0] = t``: the temporary view's in-place
+    result is what the item assignment writes; ``y[1:] = y[:-1]`` assigns a temporary
+    view of the array itself.  Both compile (no numpy fallback)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check(fn, np.arange(12.0).reshape(3, 4))
+
+
+def test_augmented_item_assignment_keeps_numpys_casting_and_shape_rules():
+    def casts(x):
+        y = x.astype(np.int64)
+        y[0] += 1.5
+        return y
+
+    def grows(x):
+        y = x.copy()
+        y[0:1] += np.ones((3, 4))
+        return y
+
+    for fn, error in ((casts, TypeError), (grows, ValueError)):  # (numpy's UFuncTypeError)
+        with pytest.raises(error):
+            fn(np.ones((3, 4)))
+        with pytest.raises(error):
+            numfuse.jit(fn)(np.ones((3, 4)))
 
 
 def _writes_after_a_view_of_a_view(x):
@@ -957,7 +1010,7 @@ def _item_assignment_on_scalar(x):
 
 @pytest.mark.parametrize(("fn", "operation", "advice"), [
     (_writes_through_view, "in-place +=", "copy first"),
-    (_writes_after_view, "item assignment", "copy first"),
+    (_writes_after_view, "item assignment", "copy the view"),
     (_writes_into_real_part, "in-place +=", "copy first"),
 ])
 def test_writes_that_a_view_would_see_raise(fn, operation, advice):

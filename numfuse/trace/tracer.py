@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dis
 import operator
+import sys
+import types
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -51,6 +54,16 @@ class Tracer:
         that may share its memory is still alive (a temporary view, as in
         ``y[1:] = y[1:] - y[:-1]``, is gone by the time of the write)."""
         return self.owned and all(view() is None for view in self.views)
+
+    def writable_from(self, value: Any) -> bool:
+        """Whether ``self[...] = value`` is numpy's write: ``writable``, but for ``value``
+        itself when it is a temporary view of this array (``y[1:] = y[:-1]``: numpy reads
+        the items before it writes, and nothing can read the view afterwards)."""
+        if self.writable:
+            return True
+        return self.owned and isinstance(value, Tracer) and \
+            all(view() is None or view() is value for view in self.views) and \
+            not _named(value, sys._getframe(2))
 
     # --- static facts --------------------------------------------------------
     @property
@@ -311,7 +324,14 @@ class Tracer:
         if _immutable(self.node):
             raise TypeError(f"'{_scalar_type_name(self.node)}' object does not support item "
                             "assignment")
-        if not self.writable:
+        if not self.writable_from(value):
+            if self.owned:
+                raise UnsupportedOperationError(
+                    "item assignment into an array the function made while a view of it "
+                    "held in a variable is alive (v = y[:-1]; y[1:] = v)",
+                    "numpy's view would see the write; index the array itself "
+                    "(y[1:] = y[:-1]), copy the view (`v = y[:-1].copy()`), or `del v` "
+                    "first.")
             _inplace("item assignment (x[...] = v)")
         if _constants_only((self, key, value), {}):
             _eager(operator.setitem, (self, key, value), {})
@@ -535,6 +555,43 @@ def _inplace(operation: str) -> Any:
         "with another value; write `x = x + 1` instead of `x += 1`, or copy first "
         "(`x = x.copy()`).",
     )
+
+
+def _named(value: Any, frame: types.FrameType) -> bool:
+    """Whether a variable of ``frame`` holds ``value`` (else it is a temporary of the
+    statement running there)."""
+    return any(item is value for item in frame.f_locals.values())
+
+
+# Instructions that only move the stack between an augmented operator and the store of its
+# result (``y[0] += 1`` is ``t = y[0]; t = t.__iadd__(1); y[0] = t``).
+_STACK_MOVES = frozenset({"SWAP", "ROT_TWO", "ROT_THREE", "ROT_FOUR", "CACHE", "NOP",
+                          "EXTENDED_ARG"})
+_instructions: weakref.WeakKeyDictionary[types.CodeType, dict[int, str]] = \
+    weakref.WeakKeyDictionary()
+
+
+def stored_by_item(frame: types.FrameType) -> bool:
+    """Whether the instruction running in ``frame`` (an augmented operator) is followed
+    by an item assignment of its result: ``y[key] op= v``."""
+    code = frame.f_code
+    names = _instructions.get(code)
+    if names is None:
+        names = _instructions[code] = {instruction.offset: instruction.opname
+                                       for instruction in dis.get_instructions(code)}
+    offsets = sorted(offset for offset in names if offset > frame.f_lasti)
+    for offset in offsets:
+        if names[offset] not in _STACK_MOVES:
+            return names[offset] == "STORE_SUBSCR"
+    return False
+
+
+def augmented_item(view: Any) -> bool:
+    """Whether ``view op= v``, called from the user's code two frames up, is ``y[key] op=
+    v`` on a temporary view: numpy's in-place write into it is then the same as assigning
+    the result to ``y[key]``, which the next instruction does."""
+    frame = sys._getframe(2)
+    return stored_by_item(frame) and not _named(view, frame)
 
 
 def _immutable(node: Node) -> bool:

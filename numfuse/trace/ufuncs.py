@@ -45,12 +45,17 @@ def _in_place(ufunc: np.ufunc, forward: Callable[[Any, Any], Any],
         if not self.writable:
             if not self.owned and self.node.op == "getitem" and self.bases and \
                     all(base.owned for base in self.bases):
-                raise UnsupportedOperationError(  # y[1:] += 1: a view of the function's own
-                    f"in-place {symbol} on a view of an array the function made "
-                    f"(y[1:] {symbol} v)",
-                    f"assign the result to the same items instead, y[1:] = y[1:] "
-                    f"{symbol[:-1]} v (numfuse writes into a view only by item "
-                    "assignment), or copy first (`x = x.copy()`).")
+                if augmented_item(self):
+                    # y[1:] += v: the items of y[1:], computed as an in-place operator
+                    # computes them (numpy's casting and shape rules), which the item
+                    # assignment that follows writes into y
+                    return _store(ufunc, (self, other), result, Tracer(self.node, owned=True))
+                raise UnsupportedOperationError(  # v = y[1:]; v += 1
+                    f"in-place {symbol} on a view of an array the function made, held in a "
+                    f"variable (v = y[1:]; v {symbol} w)",
+                    f"write through the array itself instead, y[1:] {symbol} w (numfuse "
+                    "writes into a view only by item assignment), or copy first "
+                    "(`v = v.copy()`).")
             return _inplace(symbol)
         return _store(ufunc, (self, other), result, self)
 
@@ -302,7 +307,7 @@ def _compute_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any
 from .constants import _constants_only, _eager  # noqa: E402
 from .functions import astype, where  # noqa: E402
 from .probes import _moving_axes, _strip, record_call  # noqa: E402
-from .tracer import Tracer, _immutable, _inplace  # noqa: E402
+from .tracer import Tracer, _immutable, _inplace, augmented_item  # noqa: E402
 
 for _name, _ufunc, _symbol in (
         ("add", np.add, "+="), ("sub", np.subtract, "-="), ("mul", np.multiply, "*="),
