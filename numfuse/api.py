@@ -396,7 +396,7 @@ class Jitted:
                 hash(value)
             except TypeError:
                 return ("static", type(value), _Identity(value))
-        return ("static", type(value), value)
+        return ("static", type(value), _frozen(value) if type(value) is list else value)
 
     def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         """All arguments in parameter order (keyword-only ones last); ``DEFAULT`` for each
@@ -430,9 +430,12 @@ class Jitted:
         tried = self.per_shape, self.auto_static  # what this key is specialised for
         # an argument made static for a Python value (axis=k) stays an operand when an
         # array or list comes in its place (np.percentile(x, q) with q = [25, 75])
+        # and a tuple of ints is always static: numpy reads it as numbers (an index x[t]
+        # is x[0, 1], not x[[0, 1]]; a shape, axes), never as an array
         fixed = set(self.static_argnums) | {
+            index for index, value in enumerate(args) if _int_tuple(value)} | {
             index for index in tried[1]
-            if index >= len(args) or _int_tuple(args[index]) or
+            if index >= len(args) or _int_sequence(args[index]) or
             not isinstance(args[index], (np.ndarray, list, tuple))}
         operands = [value if index in fixed or is_setting(value)
                     else as_operand(value, self._describe(index))
@@ -461,10 +464,10 @@ class Jitted:
                                  "convert it to an array of a numeric dtype to fuse it."))
                 return None, operands
             except (TypeError, ValueError, IndexError, CallShapeError) as error:
-                # A tuple of ints traced as an array where numpy wants the numbers (a
-                # shape, axis=(0, 2), pad widths): traced again with such tuples static.
+                # A list of ints traced as an array where numpy wants the numbers (a
+                # shape, axes, pad widths): traced again with such lists static.
                 tuples = {index for index, value in enumerate(args)
-                          if _int_tuple(value) and index not in fixed}
+                          if _int_sequence(value) and index not in fixed}
                 if not tuples:
                     raise
                 self.auto_static = self.auto_static | tuples
@@ -912,6 +915,21 @@ def _int_tuple(value: Any) -> bool:
     """A tuple of Python ints (or of such tuples): a shape, an axis, pad widths."""
     return type(value) is tuple and all(type(item) is int or _int_tuple(item)
                                         for item in value)
+
+
+def _int_sequence(value: Any) -> bool:
+    """A tuple or list of Python ints (or of such tuples and lists)."""
+    return type(value) in (tuple, list) and all(type(item) is int or _int_sequence(item)
+                                                for item in value)
+
+
+def _frozen(value: Any) -> Any:
+    """``value`` with its lists made tuples (hashable), marked apart from tuples."""
+    if type(value) is list:
+        return (list, tuple(_frozen(item) for item in value))
+    if type(value) is tuple:
+        return tuple(_frozen(item) for item in value)
+    return value
 
 
 def _exact_key(args: tuple[Any, ...]) -> tuple[Any, ...] | None:

@@ -645,25 +645,44 @@ def test_an_argument_made_static_for_a_python_value_takes_an_array_or_list_later
     assert jitted.auto_static == {1}
 
 
-def test_a_tuple_of_ints_numpy_needs_as_numbers_becomes_static():
-    """A shape, axis=(0, 2) or pad widths given as a tuple argument: traced as an array
-    they failed; traced again as static values they compile (once per value)."""
+def test_a_tuple_of_ints_is_static_and_a_list_numpy_needs_as_numbers_becomes_static():
+    """A shape, axis=(0, 2), pad widths or an index given as a tuple argument is read as
+    numbers, as numpy reads it (``x[t]`` is ``x[0, 1]``, not ``x[[0, 1]]``); given as a
+    list, it is traced as an array first and, failing, traced again as a static value."""
     x = np.arange(24.0).reshape(2, 3, 4)
     cases = [(lambda x, s: (x * 2).reshape(s), (x, (4, 6))),
              (lambda x, ax: x.sum(axis=ax) + 1, (x, (0, 2))),
              (lambda x, w: np.pad(x, w), (X, (1, 2))),
              (lambda x, a: np.transpose(x, a) * 2, (x, (2, 0, 1))),
              (lambda v, s: np.broadcast_to(v, s) + 1, (X, (2, X.size))),
-             (lambda x, r: np.tile(x, r), (X, (2, 2)))]
+             (lambda x, r: np.tile(x, r), (X, (2, 2))),
+             (lambda x, i: x[i] * 2, (x, (0, 1))),
+             (lambda x, i: x[i], (x, (1, (0, 2)))),
+             (lambda x, i: x[i], (x, ()))]
     for fn, args in cases:
+        assert_same(numfuse.jit(fn)(*args), fn(*args))
+        listed = (args[0], list(args[1]))
+        try:
+            expected = fn(*listed)
+        except (TypeError, ValueError):
+            continue  # (numpy takes no list for axis=, nor a ragged index list)
+        if expected.shape != fn(*args).shape:
+            continue  # (x[list] is fancy indexing)
         jitted = numfuse.jit(fn)
-        assert_same(jitted(*args), fn(*args))
-        assert jitted.auto_static == {1} or fn is cases[2][0]  # (np.pad: learnt sizes)
+        for _ in range(2):
+            assert_same(jitted(*listed), fn(*listed))
+
+    def assigned(x, i):
+        y = x.copy()
+        y[i] = -1
+        return y
+
+    assert_same(numfuse.jit(assigned)(x, (0, 1)), assigned(x, (0, 1)))
     summed = numfuse.jit(lambda x, ax: x.sum(axis=ax))
     for axes in ((0, 2), (1,), (0, 1, 2)):
         assert_same(summed(x, axes), x.sum(axis=axes))
     assert_same(numfuse.jit(lambda x, t: x * np.array(t))(X[:3], (1, 2, 3)),
-                X[:3] * np.array((1, 2, 3)))  # data: stays an array
+                X[:3] * np.array((1, 2, 3)))
     with pytest.raises(ValueError, match="could not be broadcast"):  # numpy's error stands
         numfuse.jit(lambda x, y: x + y)(X, (1, 2))
 
