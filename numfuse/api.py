@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import itertools
 import logging
 import os
 import sys
@@ -106,19 +107,20 @@ class Compiled:
         self.run: Callable[..., Any] = self.program.fast or self.program
         self._dynamic = [index for index in range(len(self.specs)) if index not in self.static]
         self._labels = argument_labels(fn, len(self.specs))
-        # Compiled (by ``compile``) for dict arguments of this structure: calls pass such
-        # dicts, whose values are the signature's arguments.
+        # Compiled (by ``compile``) for container arguments of this structure (dicts, lists
+        # and tuples of arrays): calls pass such containers, whose leaves are the
+        # signature's arguments.
         self.structure: tuple[Any, ...] | None = None
 
     def __call__(self, *args: Any, out: Any = None) -> Any:
         """Run on ``args``; ``out`` (an array, or a tuple of arrays for a tuple of results)
         receives the results as numpy's ``out=`` does, kernels writing into it directly."""
-        if self.structure is not None:  # compiled for dict arguments of this structure
-            structure, leaves = _flatten_dicts(args)
+        if self.structure is not None:  # compiled for container arguments of this structure
+            structure, leaves = _flatten_structured(args)
             if structure != self.structure:
                 raise SignatureMismatchError(
-                    f"{_name(self.fn)} was compiled for dict arguments of other keys or "
-                    "nesting; call numfuse.compile again for these arguments.")
+                    f"{_name(self.fn)} was compiled for dict, list or tuple arguments of other "
+                    "keys, lengths or nesting; call numfuse.compile again for these arguments.")
             args = tuple(leaves)
         if _holds_dask_array(args, {}):
             from .dask import call_compiled
@@ -329,7 +331,7 @@ class Jitted:
         # How to make it again when pickled, for one made by another function (grad).
         self.rebuild: tuple[Callable[..., Any], tuple[Any, ...]] | None = None
         _JITTED.add(self)
-        self._by_structure: dict[Any, Jitted] = {}  # per structure of dict arguments
+        self._by_structure: dict[Any, Jitted] = {}  # per structure of container arguments
         # Set once the function turns out to read array sizes: it then compiles per shape.
         self.per_shape = False
         self._signature = inspect.signature(fn)
@@ -684,8 +686,10 @@ class Jitted:
             bound = self._keywords(args, kwargs)
             if bound is not None:
                 return self._with_keywords(bound, kwargs)
-        if any(isinstance(value, dict) for value in (*args, *kwargs.values())):
-            return self._with_dicts(args, kwargs)
+        if any(_structured(value) for name, value in
+               itertools.chain(enumerate(args), kwargs.items())
+               if name != "out" or not self._out_keyword):
+            return self._with_containers(args, kwargs)
         reason = _numpy_runs(args, kwargs)
         if reason is not None:
             self._warn_once(reason)
@@ -757,23 +761,24 @@ class Jitted:
             return inner(*values, out=kwargs["out"])
         return inner(*values)
 
-    def _with_dicts(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def _with_containers(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Dict arguments (``params={"w": w, "b": b}``): their values are arguments of a
-        jitted function per dict structure (keys and nesting), which rebuilds the dicts."""
+        jitted function per dict structure (keys and nesting), which rebuilds the dicts; so
+        are the items of lists and tuples holding arrays (``_structured``)."""
         out = kwargs.pop("out", None) if "out" in kwargs and self._out_keyword else None
         inner, _structure, leaves = self._flat(args, kwargs)
         return inner(*leaves) if out is None else inner(*leaves, out=out)
 
     def _flat(self, args: tuple[Any, ...], kwargs: dict[str, Any]
               ) -> tuple[Jitted, tuple[Any, ...], list[Any]]:
-        """The jitted function of the leaves of dict arguments for their structure (see
-        ``_with_dicts``), the structure, and the leaves."""
+        """The jitted function of the leaves of container arguments for their structure
+        (see ``_with_containers``), the structure, and the leaves."""
         bound = self._bind(args, kwargs)
-        structure, leaves = _flatten_dicts(bound)
+        structure, leaves = _flatten_structured(bound)
         traced = self._traced
 
         def flat(*values: Any) -> Any:
-            return traced(*_unflatten_dicts(structure, values))
+            return traced(*_unflatten_structured(structure, values))
 
         inner = self._inner(structure, flat, _leaf_positions(structure))
         return inner, structure, leaves
@@ -842,7 +847,7 @@ class Jitted:
 
     def explain(self, *args: Any, vectorisation: bool = True, **kwargs: Any) -> Explanation:
         """``Compiled.explain`` for these arguments (compiling for them if needed)."""
-        if any(isinstance(value, dict) for value in (*args, *kwargs.values())):
+        if any(_structured(value) for value in (*args, *kwargs.values())):
             inner, _structure, leaves = self._flat(args, kwargs)
             return inner.explain(*leaves, vectorisation=vectorisation)
         compiled, operands = self.specialize(*args, **kwargs)
@@ -1063,14 +1068,29 @@ def _holds_dask_array(args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
         isinstance(value, array_type) for value in (*args, *kwargs.values()))
 
 
-def _flatten_dicts(values: Sequence[Any]) -> tuple[tuple[Any, ...], list[Any]]:
+def _structured(value: Any) -> bool:
+    """Whether an argument is a container of arguments: a dict, or a list or tuple holding
+    an array or a dict (an MLP's weights; ``(np.float32(2), x)``).  Its leaves are the
+    arguments; a list or tuple of numbers stays one argument (an array)."""
+    if isinstance(value, dict):
+        return True
+    return isinstance(value, (list, tuple)) and any(
+        isinstance(item, np.ndarray) or _structured(item) for item in value)
+
+
+def _unstructured(value: Any) -> bool:
+    return not _structured(value)
+
+
+def _flatten_structured(values: Sequence[Any]) -> tuple[tuple[Any, ...], list[Any]]:
     """(structure, leaves) of arguments: the treedef of each argument, flattening dicts
-    only (anything else is a leaf), and all their leaves in order."""
-    flat = [pytree.flatten(value, pytree.is_not_dict) for value in values]
+    and the lists and tuples holding arrays (anything else is a leaf), and all their
+    leaves in order."""
+    flat = [pytree.flatten(value, _unstructured) for value in values]
     return tuple(treedef for _, treedef in flat), [leaf for leaves, _ in flat for leaf in leaves]
 
 
-def _unflatten_dicts(structure: tuple[Any, ...], leaves: Sequence[Any]) -> list[Any]:
+def _unflatten_structured(structure: tuple[Any, ...], leaves: Sequence[Any]) -> list[Any]:
     supply = iter(leaves)
     return [pytree.unflatten(treedef, supply) for treedef in structure]
 
@@ -1215,8 +1235,9 @@ def compile(fn: Callable[..., Any], *example_args: Any, cache: bool | None = Non
     ``threads`` and ``fastmath`` are as for ``jit`` (defaults: a ``Jitted``'s own settings).
     """
     _log.info("compiling %s: numfuse.compile called", _name(fn))
-    if any(isinstance(value, dict) for value in example_args):
-        # dict arguments: the function of their leaves, called with dicts of this structure
+    if any(_structured(value) for value in example_args):
+        # container arguments: the function of their leaves, called with containers of
+        # this structure
         inner, structure, leaves = _of_leaves(fn, example_args)
         compiled = compile(inner, *leaves, cache=cache, threads=threads, fastmath=fastmath)
         compiled.structure = structure
@@ -1235,14 +1256,14 @@ def compile(fn: Callable[..., Any], *example_args: Any, cache: bool | None = Non
 
 def _of_leaves(fn: Callable[..., Any], example_args: tuple[Any, ...]
                ) -> tuple[Jitted, tuple[Any, ...], list[Any]]:
-    """For ``compile``/``trace`` of dict arguments: ``Jitted._flat`` of ``fn``."""
+    """For ``compile``/``trace`` of container arguments: ``Jitted._flat`` of ``fn``."""
     return (fn if isinstance(fn, Jitted) else Jitted(fn))._flat(example_args, {})
 
 
 def trace(fn: Callable[..., Any], *example_args: Any) -> Graph:
     """The simplified graph of ``fn`` for ``example_args``, annotated with its kernels
-    (the values of dict arguments are its inputs, in order)."""
-    if any(isinstance(value, dict) for value in example_args):
+    (the leaves of container arguments are its inputs, in order)."""
+    if any(_structured(value) for value in example_args):
         inner, _structure, leaves = _of_leaves(fn, example_args)
         return trace(inner, *leaves)
     function, specs, static, shapes = _example_signature(fn, example_args)

@@ -563,6 +563,38 @@ def test_dict_arguments_are_rebuilt_for_the_function():
     assert_same(out, layer(params, rows, "gain"))
 
 
+def _mlp(x, weights):
+    for weight in weights:
+        x = np.tanh(x @ weight)
+    return x
+
+
+def test_lists_and_tuples_of_arrays_pass_their_items_as_arguments():
+    """An MLP's weights (arrays of different shapes: numpy could not make one array of
+    them) and a tuple mixing a numpy scalar with an array: their items are arguments, the
+    function gets the list or tuple rebuilt (Python's list operations stay list
+    operations), and each length compiles on its own."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((2, 3))
+    weights = [rng.standard_normal((3, 4)), rng.standard_normal((4, 2))]
+    jitted = numfuse.jit(_mlp)
+    for given in (weights, tuple(weights), weights, [*weights, np.eye(2)]):
+        assert_same(jitted(x, given), _mlp(x, given), rtol=1e-14)  # (tanh: a few ulp)
+    assert len(jitted._by_structure) == 3
+    assert_same(numfuse.compile(_mlp, x, weights)(x, weights), _mlp(x, weights), rtol=1e-14)
+    assert "matmul" in str(numfuse.trace(_mlp, x, weights))
+
+    def scaled(x, pair):
+        scale, shift = pair
+        return x * scale + shift, pair + [x]  # noqa: RUF005 (a list: concatenation)
+
+    pair = [np.float32(2.0), np.ones(3, np.float32)]
+    x32 = x.astype(np.float32)
+    assert_same(numfuse.jit(scaled)(x32, pair), scaled(x32, pair))
+    stacked = numfuse.jit(lambda x, xs: np.asarray(xs).sum(axis=0) * x)
+    assert_same(stacked(X, [X, X * 2]), np.asarray([X, X * 2]).sum(axis=0) * X)
+
+
 def test_compile_of_a_jitted_function_with_defaults_left_out():
     def scaled(x, scale=2.0, *, shift=0.5):
         return x * scale + shift
@@ -1442,7 +1474,7 @@ def test_compile_trace_and_explain_take_dict_arguments_as_a_call_does():
     assert_same(compiled(p, X, y), value_and_grad(p, X, y))
     other = {"w": np.zeros(3), "b": 0.0}
     assert_same(compiled(other, X, y), value_and_grad(other, X, y))
-    with pytest.raises(numfuse.SignatureMismatchError, match="dict arguments"):
+    with pytest.raises(numfuse.SignatureMismatchError, match="dict, list or tuple arguments"):
         compiled({"w": np.zeros(3)}, X, y)
     assert_same(numfuse.compile(loss, p, X, y)(p, X, y), loss(p, X, y), rtol=1e-15)
     assert "matmul" in str(numfuse.trace(loss, p, X, y))

@@ -481,6 +481,27 @@ def test_dict_arguments_get_dict_gradients():
     np.testing.assert_allclose(grads["nested"]["c"], 6.0)
 
 
+def test_list_arguments_of_arrays_get_list_gradients():
+    x = RNG.standard_normal((2, 3))
+    weights = [RNG.standard_normal((3, 4)), RNG.standard_normal((4, 2))]
+
+    def loss(weights, x):
+        for weight in weights:
+            x = np.tanh(x @ weight)
+        return np.sum(x**2)
+
+    grads = numfuse.grad(loss)(weights, x)
+    assert type(grads) is list and [g.shape for g in grads] == [(3, 4), (4, 2)]
+    step = 1e-6
+    for index in range(len(weights)):
+        bumped = [w.copy() for w in weights]
+        bumped[index][0, 0] += step
+        lowered = [w.copy() for w in weights]
+        lowered[index][0, 0] -= step
+        numeric = (loss(bumped, x) - loss(lowered, x)) / (2 * step)
+        np.testing.assert_allclose(grads[index][0, 0], numeric, rtol=1e-6)
+
+
 def test_static_argnums_and_compile_and_a_jitted_function():
     x = RNG.standard_normal(5)
 
