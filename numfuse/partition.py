@@ -614,6 +614,15 @@ class _Clusters:
         axes: tuple[int, ...] = reduced.pop()  # type: ignore[assignment]
         loop = max((self.loop[cluster] for cluster in clusters),
                    key=lambda ones: (len(ones), -sum(ones)))
+        lower = next((node for node in nodes if accumulation(node) is not None
+                      and node.inputs[0].ndim != len(loop)), None)
+        if lower is not None:
+            # its axes are counted in its input's dimensions, which broadcast against the
+            # loop's last ones: b.mean(axis=0) of a matrix reduces the second axis of a
+            # loop over a stack of matrices
+            return Reason.REDUCED_AXES, ("one accumulates over an axis of a value of fewer "
+                                         "dimensions than the loop, another axis of the "
+                                         "loop"), lower
         rows = self._rows_apart(nodes, sources, axes, len(loop))
         if rows is not None:
             return Reason.ROW_LENGTHS, ("one kernel's passes run over one set of rows, and "
@@ -656,9 +665,11 @@ class _Clusters:
         early = after_loop & members
         if early:
             reader = self.nodes[(early & -early).bit_length() - 1]
-            reduction = next(source for source in reader.inputs
-                             if self.epilogues[self.position[source]]
-                             and members >> self.position[source] & 1)
+            # a reduction folded along the rows, or an accumulation not in line with them
+            index = self.position[reader]
+            reduction = next(source for source in reader.inputs if source in self.position
+                             and members >> self.position[source] & 1
+                             and self.after_loop[self.position[source]] >> index & 1)
             self.refuse(first, second, Reason.REDUCTION_IN_LOOP, via=reduction, shared=shared)
             return
         outside = next(p for p in self.external_producers(clusters)

@@ -223,8 +223,12 @@ class Passes:
         self.ndim = ndim = generated.ndim
         self.reduced = generated.reduced
         arrange = _Arrangement(ndim, generated.dropped_axes, generated.reduced)
+        # an input lies along the loop's trailing axes, as numpy broadcasts it (a
+        # reduction's result computed elsewhere too: x.sum(axis=1) - x.sum(axis=0));
+        # only an output reduced here lies along the axes it did not reduce
         self.inputs = tuple(
-            None if node.ndim == 0 else arrange.preparer(_loop_axes(node, ndim), rows, core)
+            None if node.ndim == 0 else
+            arrange.preparer(tuple(range(ndim - node.ndim, ndim)), rows, core)
             for node, rows, core in zip(region.inputs, generated.rows_inputs,
                                         generated.core_inputs, strict=True))
         self.dtypes = tuple(node.dtype for node in region.outputs)
@@ -262,8 +266,8 @@ class Passes:
 
 
 def _loop_axes(node: Node, ndim: int) -> tuple[int, ...]:
-    """The loop axis each axis of ``node``'s value lies along: its trailing axes, or, for
-    a reduction's result without keepdims, those it did not reduce."""
+    """The loop axis each axis of the output ``node``'s value lies along: its trailing
+    axes, or, for a reduction's result without keepdims, those it did not reduce."""
     reduction = node.reduction
     if node.kind == NUMPY and reduction is not None and not reduction.keepdims:
         return tuple(axis for axis in range(ndim) if axis not in reduction.axes)

@@ -970,6 +970,48 @@ def test_values_of_other_row_counts_never_share_an_accumulating_kernel(fn, args)
     assert_same(numfuse.jit(fn)(*args), numpy_result(fn, *args), rtol=1e-12)
 
 
+def _sums_and_their_keepdims(a, b):
+    kept = b.sum(axis=0, keepdims=True)
+    return kept, (a * 2).sum(axis=0) + kept
+
+
+_SQUARE, _CUBE = np.arange(9.0).reshape(3, 3) + 1, np.arange(27.0).reshape(3, 3, 3)
+_STACK, _MATRIX = np.arange(24.0).reshape(2, 4, 3), np.arange(12.0).reshape(4, 3) ** 1.5
+
+
+@pytest.mark.parametrize(("fn", "args"), [
+    (lambda x: x.sum(axis=1) - x.sum(axis=0), (_SQUARE,)),
+    (lambda x: np.maximum(x.max(0), x.max(1)), (_SQUARE,)),
+    (lambda x: x.std(0) + x.std(1), (_SQUARE,)),
+    (lambda cm: 2 * np.diag(cm) / (cm.sum(0) + cm.sum(1)), (_SQUARE,)),
+    (lambda x: x.sum((0, 1)) + x.sum((0, 2)), (_CUBE,)),
+    (lambda x: x.sum(axis=1) + x.sum(axis=0), (_CUBE,)),
+    (lambda x: x * x.sum(axis=1), (np.arange(48.0).reshape(4, 4, 3),)),
+    (lambda a, b: a.mean(axis=0) - b.mean(axis=0), (_STACK, _MATRIX)),
+    (lambda a, b: a.var(0) + b.std(0), (_STACK, _MATRIX)),
+    (lambda a, b: a.max(0) + b.min(0), (_STACK, _MATRIX)),
+    (lambda a, b: a.mean(axis=0) - b.mean(axis=0), (_STACK, np.arange(4.0).reshape(4, 1))),
+    (lambda a, b: a.sum(axis=(0, 1)) + b.sum(axis=0), (_STACK, _MATRIX)),
+    (_sums_and_their_keepdims, (np.arange(60.0).reshape(5, 3, 4), _MATRIX.T)),
+], ids=["out-minus-in-degree", "max-of-maxima", "std-plus-std", "f1-score", "3d-pairs",
+        "3d-sums", "3d-scaled", "stack-minus-matrix", "var-plus-std", "max-plus-min",
+        "column", "two-axes-and-one", "keepdims-output"])
+def test_reductions_over_other_axes_broadcast_as_numpy(fn, args):
+    """Found by a conformance hunt: a reduction's result computed in one kernel and read
+    by another lies along that kernel's last axes, as numpy broadcasts it (not along the
+    axes it did not reduce: a squeeze error, and wrong values); an accumulation of a
+    value of fewer dimensions than the loop never shares it (its axes are another of the
+    loop's: ``b.mean(axis=0)`` of a matrix beside ``a.mean(axis=0)`` of a stack)."""
+    assert_same(numfuse.jit(fn)(*args), numpy_result(fn, *args), rtol=1e-12)
+
+
+def test_reductions_over_other_axes_of_arrays_numpy_cannot_broadcast_raise_its_error():
+    for fn, args in ((lambda x: x.sum(axis=1) - x.sum(axis=0), (np.ones((3, 4)),)),
+                     (lambda x: x.sum(axis=1) + x.sum(axis=0), (np.ones((3, 4, 5)),))):
+        with pytest.raises(ValueError, match="could not be broadcast"):
+            numfuse.jit(fn)(*args)
+
+
 def test_a_refusal_names_rows_of_lengths_not_known_equal():
     plan = plan_of(lambda train, test: test - train.mean(axis=0), _M, np.ones((2, 3)))
     assert any(refusal.reason is Reason.ROW_LENGTHS for refusal in plan.refusals)
