@@ -1232,6 +1232,20 @@ def test_ufunc_casting_rules_other_than_same_kind_run_as_numpy():
         numfuse.jit(lambda x: np.add(x, 1, dtype=np.int32))(X)
 
 
+@pytest.mark.parametrize(("fn", "args"), [
+    (lambda a: np.add(a, a, signature="dd->d"), (np.arange(3),)),
+    (lambda a, b: np.equal(a, b, signature=(np.float32, np.float32, np.bool_)),
+     (np.array([1.0]), np.array([1.0 + 1e-9]))),
+    (lambda a: np.add(a, a, signature=(None, None, np.float64)) * 2, (np.arange(3),)),
+    (lambda a: np.add(a, a, signature="ii->d"), (np.arange(3),)),
+], ids=["string", "tuple-of-types", "output-only", "no-such-loop"])
+def test_a_ufunc_signature_picks_numpys_loop(fn, args):
+    """``signature=`` names the loop, the operands' dtypes too (float32 operands compare
+    equal where float64 ones do not); a signature numpy has no loop for raises its
+    TypeError."""
+    assert_like_numpy(fn, *args)
+
+
 @pytest.mark.parametrize("target", [np.float64, np.float32, np.int32])
 def test_casting_complex_values_to_a_real_dtype_warns_like_numpy(target):
     z = np.array([1.5 + 2j, -3.25 - 1j, 0j])

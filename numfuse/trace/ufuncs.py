@@ -278,13 +278,13 @@ def _quiet_where(ufunc: np.ufunc, inputs: Sequence[Any], mask: Any) -> list[Any]
 
 def _compute_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any]) -> Any:
     if (ufunc not in BY_UFUNC and ufunc not in MULTI_OUTPUT) or \
-            kwargs.get("casting", "same_kind") != "same_kind":
-        # numpy casts the operands as the casting rule allows: a numpy call
+            kwargs.get("casting", "same_kind") != "same_kind" or \
+            kwargs.get("signature") is not None:
+        # numpy casts the operands as the casting rule allows, or picks the loop the
+        # signature names (its operands' dtypes too): a numpy call
         return record_call(ufunc, ufunc.__name__, inputs, kwargs)
     out_dtype = kwargs.pop("dtype", None)
-    signature = kwargs.pop("signature", None)
-    if signature is not None and out_dtype is None:
-        out_dtype = signature[-1] if isinstance(signature, tuple) else None
+    kwargs.pop("signature", None)
     kwargs.pop("casting", None)
     if kwargs:
         raise UnsupportedOperationError(
