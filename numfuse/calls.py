@@ -35,6 +35,11 @@ class NumpyCall:
         self._slots = [position for position, leaf in enumerate(self._leaves)
                        if leaf is TRACED]
 
+    @property
+    def arguments(self) -> tuple[Any, ...]:
+        """What identifies the call's arguments but its traced values (hashable)."""
+        return self._key[2:]
+
     def invoke(self, values: Sequence[Any]) -> Any:
         leaves = list(self._leaves)
         for position, value in zip(self._slots, values, strict=True):
@@ -73,7 +78,11 @@ class CallOutput:
         self.index = index
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        value = self.fn(*args, **kwargs)[self.index]
+        return self.item(self.fn(*args, **kwargs))
+
+    def item(self, results: Any) -> Any:
+        """This item of ``results``, what ``fn`` returned."""
+        value = results[self.index]
         return value if isinstance(value, (np.ndarray, np.generic)) else np.asarray(value)[()]
 
     def __eq__(self, other: object) -> bool:

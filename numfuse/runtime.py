@@ -48,7 +48,7 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 
 from . import kernel_lib, memory, pytree, reductions, threads
-from .calls import NumpyCall
+from .calls import CallOutput, NumpyCall
 from .errors import CallShapeError
 from .graph import CONST, ELEMENTWISE, INPUT, NUMPY, ErrState, Node, shape_text
 from .kernel import Kernel
@@ -770,7 +770,8 @@ class CallStep:
     by dask, through numpy's dispatch, on dask arrays); its result must have the dtype and
     the fixed sizes tracing found."""
 
-    __slots__ = ("call", "dtype", "errstate", "inputs", "op", "out_slot", "shape")
+    __slots__ = ("call", "dtype", "errstate", "inputs", "op", "out_slot", "shape", "shared",
+                 "whole")
 
     def __init__(self, call: NumpyCall, inputs: tuple[int, ...], out_slot: int,
                  node: Node) -> None:
@@ -781,9 +782,28 @@ class CallStep:
         self.dtype = node.dtype
         self.shape = node.shape
         self.errstate = node.errstate
+        self.shared: int | None = None
+        self.whole: NumpyCall | None = None
+
+    def share(self, slot: int) -> None:
+        """Run as one item of several results (``CallOutput``) whose other items' steps
+        read the same call: the call runs once per run of the program, by the first of
+        them, its results kept in the slot ``slot`` for the others."""
+        assert isinstance(self.call.fn, CallOutput)
+        self.shared = slot
+        self.whole = NumpyCall(self.call.fn.fn, self.call.name, self.call.args,
+                               self.call.kwargs)
 
     def run(self, values: list[Any]) -> None:
-        result = self.call.invoke([values[slot] for slot in self.inputs])
+        operands = [values[slot] for slot in self.inputs]
+        if self.whole is not None:
+            assert self.shared is not None and isinstance(self.call.fn, CallOutput)
+            results = values[self.shared]
+            if results is None:
+                results = values[self.shared] = self.whole.invoke(operands)
+            result = self.call.fn.item(results)
+        else:
+            result = self.call.invoke(operands)
         shape = np.shape(result)
         dtype = getattr(result, "dtype", None)
         if dtype is None or (dtype != self.dtype and dtype.newbyteorder("=") != self.dtype) \
@@ -842,14 +862,28 @@ class Program:
                 initial.append(node.value.value if node.kind == CONST else None)
             return slots[node]
 
+        # the items of a call returning several results, by call and operands: they share
+        # a slot holding its results (``CallStep.shared``)
+        items: dict[tuple[Any, ...], list[CallStep]] = {}
+
         for step in plan.steps or plan.regions:
             if isinstance(step, Node):
                 inputs = tuple(slot_of(source) for source in step.inputs)
-                steps.append(CallStep(step.call, inputs, slot_of(step), step))
+                call = CallStep(step.call, inputs, slot_of(step), step)
+                steps.append(call)
+                if isinstance(step.call.fn, CallOutput):
+                    key = (step.call.fn.fn, step.call.arguments, inputs)
+                    items.setdefault(key, []).append(call)
                 continue
             for node in (*step.inputs, *step.outputs):
                 slot_of(node)
             steps.append(KernelStep(kernel_of[step], slots))
+        for together in items.values():
+            if len(together) > 1:
+                slot = len(graph.inputs) + len(initial)
+                initial.append(None)
+                for item in together:
+                    item.share(slot)
         self.initial = tuple(initial)
         self.steps = tuple(steps)
         self.runners: tuple[CallStep | LocalRunner | Governed, ...] = tuple(

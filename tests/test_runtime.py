@@ -3,11 +3,14 @@ and the memory guarantees (inputs never written, outputs never aliased)."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from conftest import assert_same, check, numpy_result
 
 import numfuse
+from numfuse.calls import NumpyCall
 from numfuse.reductions import Reduction
 from numfuse.runtime import (
     BlockTotal,
@@ -584,3 +587,31 @@ def test_the_interpreter_runs_every_step_in_order_with_any_runner():
     assert order == list(program.steps)
     assert_same(result, fn(x))
     assert_same(program((x,)), fn(x))  # its own runners: the same interpreter
+
+
+def test_a_call_returning_several_results_runs_once_for_all_its_items(monkeypatch):
+    """``u, s, vt = np.linalg.svd(a)``, ``hist, edges = np.histogram(x)``: each item is a
+    step of its own, but the call runs once per call of the function (not once per item:
+    twice the work, and its warnings twice)."""
+    def fn(a):
+        u, s, vt = np.linalg.svd(a)
+        return u * 2, s + 1, vt
+
+    a = np.random.default_rng(3).standard_normal((6, 6))
+    jitted = numfuse.jit(fn)
+    jitted(a)
+    runs = []
+    invoke = NumpyCall.invoke
+
+    def counted(self, values):
+        runs.append(self.fn)
+        return invoke(self, values)
+
+    monkeypatch.setattr(NumpyCall, "invoke", counted)
+    for _ in range(2):
+        assert_same(jitted(a), fn(a), rtol=1e-12)
+    assert runs == [np.linalg.svd] * 2
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        numfuse.jit(lambda x: np.histogram(x))(np.array([True, False]))
+    assert len(caught) == 1  # numpy's one "Converting input from bool" warning
