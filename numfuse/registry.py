@@ -101,7 +101,12 @@ _FRESH = frozenset((
     "piecewise", "apply_along_axis", "linalg.cholesky", "linalg.eigvalsh", "linalg.matrix_rank",
     "linalg.cond", "meshgrid", "gradient", "histogram", "histogram2d", "linalg.eigh",
     "linalg.qr", "linalg.svd", "linalg.slogdet", "linalg.lstsq", "linspace", "logspace",
-    "geomspace", *(name for name in _DATA_DEPENDENT if name != "trim_zeros"),
+    "geomspace", "triu", "tril", "take", "nan_to_num", "vander", "choose", "select", "resize",
+    "sort_complex", "lexsort", "argpartition", "partition", "unwrap", "block",
+    "linalg.multi_dot", "linalg.vector_norm", "linalg.matrix_norm", "linalg.tensorsolve",
+    "fft.fft", "fft.ifft", "fft.rfft", "fft.irfft", "fft.fft2", "fft.ifft2", "fft.fftn",
+    "fft.ifftn", "fft.fftshift", "fft.ifftshift",
+    *(name for name in _DATA_DEPENDENT if name != "trim_zeros"),
 ))
 # ndarray methods traced as calls of the numpy function of the same name.
 _METHODS = frozenset((

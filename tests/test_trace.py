@@ -327,6 +327,44 @@ def test_augmented_item_assignment_keeps_numpys_casting_and_shape_rules():
             numfuse.jit(fn)(np.ones((3, 4)))
 
 
+def _nan_to_num_in_place(x):
+    y = x * 2
+    np.nan_to_num(y, copy=False, nan=-1.0)
+    return y
+
+
+def _written_results(x):
+    norms = np.einsum("ij,ij->i", x, x)  # sklearn's row_norms
+    np.sqrt(norms, norms)
+    upper = np.triu(x)
+    upper += 1
+    taken = np.take(x, [0, 1], axis=1)
+    taken *= 2
+    squares = np.subtract.outer(x[0], x[0])
+    squares **= 2
+    running = np.add.accumulate(x, axis=1)
+    running -= 1
+    return norms, upper, taken, squares, running
+
+
+@pytest.mark.parametrize("fn", [_nan_to_num_in_place, _written_results])
+def test_fresh_results_of_numpy_calls_are_written_as_numpy(fn):
+    """``np.nan_to_num(y, copy=False)`` writes into ``y``; the results of ``np.einsum``
+    (but a view such as ``'ii->i'``), ``np.triu``, ``np.take``, ``ufunc.outer`` and
+    ``ufunc.accumulate`` are new arrays the function may write into."""
+    check(fn, np.array([[1.0, np.nan, 3.0], [np.inf, -2.0, 0.5]]))
+
+
+def test_a_view_numpy_einsum_returns_is_not_written():
+    def diagonal_plus_one(x):
+        d = np.einsum("ii->i", x)
+        d += 1
+        return d
+
+    with pytest.raises(numfuse.UnsupportedOperationError, match="in-place"):
+        numfuse.jit(diagonal_plus_one)(np.eye(3))
+
+
 def _writes_after_a_view_of_a_view(x):
     y = x * 2
     view = y[1:]

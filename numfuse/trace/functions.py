@@ -160,6 +160,20 @@ def _imag(value: Any) -> Any:
     return result
 
 
+def _nan_to_num(x: Any, copy: bool = True, nan: Any = 0.0, posinf: Any = None,
+                neginf: Any = None) -> Any:
+    """``np.nan_to_num``; with ``copy=False`` numpy writes into ``x`` (an array the
+    function made; an argument is refused as every write into one is) and returns it."""
+    result = record_call(np.nan_to_num, "nan_to_num", (x,),
+                         {"copy": True, "nan": nan, "posinf": posinf, "neginf": neginf})
+    if copy or not isinstance(x, Tracer):
+        return result
+    if _immutable(x.node):  # a number has no memory to write into
+        raise ValueError("Unable to avoid copy while creating an array as requested.")
+    x[...] = result
+    return x
+
+
 def _share(values: Any, result: Any) -> None:
     """Note that ``result`` (a tracer, or a container of them) may share memory with the
     tracers among ``values`` and their bases: none may be written while it is alive, and
@@ -250,6 +264,7 @@ FUNCTIONS: dict[Any, Callable[..., Any]] = {
     np.real: _real,
     np.imag: _imag,
     np.copy: _copy,
+    np.nan_to_num: _nan_to_num,
     np.fix: lambda x, out=None: apply_ufunc(np.trunc, (x,), {} if out is None else {"out": out})
     if _node(x).dtype.kind in "fc" or out is not None else _unchanged(x),
 }
@@ -267,5 +282,5 @@ def supported_functions() -> list[str]:
 
 # Imported last: these modules and this one use each other's functions at call time.
 from .probes import record_call  # noqa: E402
-from .tracer import Tracer, tracers_in  # noqa: E402
+from .tracer import Tracer, _immutable, tracers_in  # noqa: E402
 from .ufuncs import _node, _store, apply_ufunc  # noqa: E402

@@ -254,6 +254,16 @@ def _run_probe(call: NumpyCall, nodes: Sequence[Node], scale: int) -> Any:
             raise error from None
 
 
+def _view_of_stand_ins(call: NumpyCall, nodes: Sequence[Node]) -> bool:
+    """Whether ``call``'s result on stand-ins may share memory with one of them."""
+    stand_ins = [_probe(node, 1, varied=False) for node in nodes]
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = call.invoke(stand_ins)
+    return any(np.may_share_memory(result, stand_in) for stand_in in stand_ins
+               if isinstance(stand_in, np.ndarray))
+
+
 def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
                 kwargs: dict[str, Any], unlisted: bool = False) -> Any:
     """Record a non-fusible numpy call; numpy itself gives its result dtype and shape.
@@ -313,7 +323,9 @@ def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
         tracer.node = dataclasses.replace(tracer.node, weak=True)
         return tracer
     fresh = fn in FRESH_FUNCTIONS or isinstance(fn, (np.ufunc, Written)) or (
-        fn is operator.getitem and _advanced_index(static_args[1]))
+        fn is operator.getitem and _advanced_index(static_args[1])) or \
+        isinstance(getattr(fn, "__self__", None), np.ufunc) or (  # np.add.outer(x, y)
+            fn is np.einsum and not _view_of_stand_ins(call, nodes))  # 'ii->i' is a view
     if isinstance(first, (tuple, list)) and isinstance(second, (tuple, list)) \
             and len(first) != len(second):
         raise SizeDependentError(  # np.unstack, np.split into pieces of a given size
