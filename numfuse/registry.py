@@ -183,7 +183,7 @@ def discarding_imaginary(value: Any, dtype: Any) -> Any:
 # Functions whose results never share memory with an operand, ufuncs (np.matmul) included.
 FRESH_FUNCTIONS: frozenset[Any] = frozenset(
     function for function in map(_lookup, _FRESH) if function is not None) | {
-    discarding_imaginary}
+    discarding_imaginary, np.ndarray.byteswap}  # (byteswap in place: a write, see Tracer)
 
 
 def lookup(function: Any) -> NumpyFunction | None:

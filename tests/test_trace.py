@@ -1152,6 +1152,63 @@ def test_array_copies_and_asarray_does_not():
     check(write_through_asarray, X)
 
 
+_C_MATRIX = np.arange(6.0).reshape(2, 3)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: np.ascontiguousarray(x), lambda x: np.asfortranarray(x),
+    lambda x: np.asarray(x, order="C"), lambda x: np.asarray(x, order="F"),
+    lambda x: np.array(x, order="C", copy=None), lambda x: np.array(x, order="F"),
+    lambda x: np.require(x, requirements="C"), lambda x: np.require(x, requirements=["F"]),
+    lambda x: np.ascontiguousarray(x * 2), lambda x: np.asfortranarray(x * 2),
+], ids=["ascontiguousarray", "asfortranarray", "asarray-C", "asarray-F", "array-C",
+        "array-F", "require-C", "require-F", "computed-C", "computed-F"])
+@pytest.mark.parametrize("x", [np.asfortranarray(_C_MATRIX), _C_MATRIX, _C_MATRIX[:, ::2],
+                               _C_MATRIX[0]], ids=["fortran", "c", "strided", "row"])
+def test_layout_conversions_copy_exactly_when_numpy_does(fn, x):
+    """``np.ascontiguousarray(x)`` is ``x`` itself when ``x`` is C-contiguous and a copy
+    otherwise (a write into it must not reach the caller's array): numpy's layout,
+    identity and memory for arguments and their views."""
+    expected, actual = fn(x), numfuse.jit(fn)(x)
+    assert_same(actual, expected)
+    assert (actual.flags.c_contiguous, actual.flags.f_contiguous) == \
+        (expected.flags.c_contiguous, expected.flags.f_contiguous)
+    assert (actual is x) == (expected is x)
+    assert np.shares_memory(actual, x) == np.shares_memory(expected, x)
+
+
+def test_asarray_of_complex_values_to_a_real_dtype_warns_like_numpy():
+    z = np.array([1 + 2j, -3.5 + 0j])
+    with pytest.warns(np.exceptions.ComplexWarning):
+        assert_same(numfuse.jit(lambda z: np.asarray(z, dtype=np.float64) * 2)(z),
+                    np.array([2.0, -7.0]))
+
+
+@pytest.mark.parametrize("fn", [lambda x: x.flat[1:3], lambda x: x.flat[::2],
+                                lambda x: x.T.flat[1:4], lambda x: x.flat[2]],
+                         ids=["slice", "step", "transposed", "item"])
+def test_flat_indexing_copies_as_numpy(fn):
+    """``x.flat[a:b]`` is a new array in numpy, never a view of the argument."""
+    x = np.arange(6.0).reshape(2, 3)
+    expected, actual = fn(x), numfuse.jit(fn)(x)
+    assert_same(actual, expected)
+    assert not np.shares_memory(actual, x)
+
+
+def test_byteswap_in_place_writes_into_the_functions_own_array():
+    def swapped(x):
+        y = x * 1
+        z = y.byteswap(inplace=True)
+        return y, z, x.byteswap()
+
+    x = np.array([1.0, 2.0, -0.5])
+    actual, expected = numfuse.jit(swapped)(x), swapped(x)
+    assert_same(actual, expected)
+    assert actual[0] is actual[1]  # numpy returns the array itself
+    with pytest.raises(numfuse.UnsupportedOperationError, match="in-place"):
+        numfuse.jit(lambda x: x.byteswap(True))(x)
+
+
 def test_astype_without_copy_to_the_same_dtype_is_the_array_itself():
     def write_through_astype(x):
         y = x * 2

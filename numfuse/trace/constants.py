@@ -80,16 +80,24 @@ def _as_array(name: str, original: Callable[..., Any], value: Tracer, args: tupl
     options = dict(zip(("dtype",), args, strict=False)) | kwargs
     dtype = options.pop("dtype", None)
     copy = options.pop("copy", True if name == "array" else None)
-    options.pop("order", None)  # the layout never changes a value
+    order = options.pop("order", None)
     if options.get("ndmin", 0) == 0 and options.get("subok", False) is False:
         options.pop("ndmin", None)
         options.pop("subok", None)
+    layout = "F" if name == "asfortranarray" or order == "F" else \
+        "C" if name == "ascontiguousarray" or order == "C" else None
     if options or len(args) > 1 or (name in ("ascontiguousarray", "asfortranarray")
-                                    and node.ndim == 0):
+                                    and node.ndim == 0) or (
+            # numpy's layout: a copy of an argument or a view of one only when its layout
+            # is not the one asked for (a value the function made is C-contiguous)
+            node.ndim and ((layout == "F" and node.ndim > 1) or
+                           (layout == "C" and not value.owned and copy is not True))):
         return record_call(original, name, (value, *args), kwargs)
     target = node.dtype if dtype is None else check_dtype(np.dtype(dtype), f"np.{name} dtype")
     if copy is False and target != node.dtype:
         raise ValueError("Unable to avoid copy while creating an array as requested.")
+    if node.dtype.kind == "c" and target.kind not in "cb":  # numpy's ComplexWarning
+        return astype(value, target)
     if copy or target != node.dtype or _immutable(node):
         return Tracer(elementwise(OPS["astype"], [node], loop=((node.dtype,), target),
                                   scalar=False), owned=True)
@@ -99,9 +107,16 @@ def _as_array(name: str, original: Callable[..., Any], value: Tracer, args: tupl
 def _checked_array(name: str, original: Callable[..., Any], value: Tracer, dtype: Any = None,
                    order: Any = None, requirements: Any = None, *, like: Any = None) -> Any:
     """``np.asarray_chkfinite(x)`` (numpy checks the values when it runs) and
-    ``np.require(x, dtype)`` (the layout requirements hold for every value numfuse makes;
-    an argument is never written, whatever ``"W"`` asks)."""
+    ``np.require(x, dtype, requirements)`` (numpy's call for an argument or a view of
+    one, which it copies when the layout asks; a value numfuse makes is C-contiguous and
+    owns its data)."""
     options = {} if dtype is None else {"dtype": dtype}
+    wanted = {str(item).upper() for item in (
+        [requirements] if isinstance(requirements, str) else requirements or ())}
+    if name == "require" and wanted and (not value.owned or wanted & {
+            "F", "F_CONTIGUOUS", "FORTRAN", "O", "OWNDATA"}):
+        # numpy copies an argument (or a view of one) only when it lacks what is asked
+        return record_call(original, name, (value,), {**options, "requirements": requirements})
     converted = _as_array("asarray", _CONVERSIONS["asarray"], value, (), options)
     if name == "asarray_chkfinite" and converted.node.dtype.kind in "fc":
         return record_call(original, name, (converted,), {})
@@ -126,7 +141,7 @@ class _Opaque:
 
 
 # Imported last: these modules and this one use each other's functions at call time.
-from .functions import _share  # noqa: E402
+from .functions import _share, astype  # noqa: E402
 from .patches import _CONVERSIONS  # noqa: E402
 from .probes import record_call  # noqa: E402
 from .tracer import Tracer, _immutable, _inplace, tracers_in  # noqa: E402

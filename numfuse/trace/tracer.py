@@ -444,6 +444,13 @@ class Tracer:
     def imag(self) -> Tracer:
         return _method("imag", self)
 
+    def byteswap(self, inplace: bool = False) -> Any:
+        swapped = record_call(np.ndarray.byteswap, "ndarray.byteswap", (self,), {})
+        if not inplace:
+            return swapped
+        self[...] = swapped  # numpy swaps the bytes in place and returns the array
+        return self
+
     def conj(self) -> Any:
         if self.node.dtype.kind != "c":  # numpy's method gives the array itself
             return self
@@ -490,7 +497,9 @@ class _Flat:
         self.array = array
 
     def __getitem__(self, key: Any) -> Any:
-        return self.array.ravel()[key]
+        item = self.array.ravel()[key]
+        # numpy's x.flat[a:b] is a copy, never a view of x
+        return item.copy() if isinstance(item, Tracer) and not item.owned else item
 
     def __setitem__(self, key: Any, value: Any) -> None:
         _inplace("x.flat[...] = v (write x.ravel() into a new array instead)")
