@@ -1432,6 +1432,23 @@ def test_real_and_imag_of_a_python_number_are_python_numbers(number):
                         np.imag(s) + x.astype(np.float32)), X, number)
 
 
+def _first_of_runs(a):  # scipy's rankdata
+    ordered = np.sort(a)
+    return np.r_[True, ordered[1:] != ordered[:-1]]
+
+
+@pytest.mark.parametrize(("fn", "args"), [
+    (_first_of_runs, (np.array([3.0, 1.0, 1.0, 2.0]),)),
+    (lambda v: np.c_[v, v * 2], (np.arange(3.0),)),
+    (lambda v: np.r_[0.5, v], (np.arange(3, dtype=np.float32),)),  # the 0.5 is weak
+    (lambda v, w: np.r_[v, w, 7], (np.arange(3), np.ones(2))),
+    (lambda m: np.c_[m, m * 2], (np.ones((2, 3)),)),
+    (lambda v: np.r_[v.sum(), v], (np.arange(3.0),)),
+], ids=["rankdata", "columns", "weak-number", "mixed", "matrices", "0-d"])
+def test_r_and_c_of_traced_values_join_as_numpy(fn, args):
+    check(fn, *args)
+
+
 RNG_FOR_TRACING = np.random.default_rng(5)
 
 

@@ -85,6 +85,7 @@ def _converting_tracers() -> Iterator[None]:
             np.vectorize.__call__ = _vectorized_call  # type: ignore[method-assign]
             np.isscalar = _isscalar  # type: ignore[assignment]
             np.broadcast = _broadcast  # type: ignore[misc,assignment]
+            np.r_, np.c_ = _ROWS, _COLUMNS  # type: ignore[misc,assignment]
         _conversion_depth += 1
     try:
         yield
@@ -108,6 +109,7 @@ _RANDOM["default_rng"] = np.random.default_rng
 _VECTORIZE_CALL = np.vectorize.__call__
 _ISSCALAR = np.isscalar
 _BROADCAST = np.broadcast
+_R, _C = np.r_, np.c_
 
 
 def _restore_numpy() -> None:
@@ -121,6 +123,7 @@ def _restore_numpy() -> None:
     np.vectorize.__call__ = _VECTORIZE_CALL  # type: ignore[method-assign]
     np.isscalar = _ISSCALAR
     np.broadcast = _BROADCAST  # type: ignore[misc]
+    np.r_, np.c_ = _R, _C  # type: ignore[misc]
 
 
 def _after_fork_in_child() -> None:
@@ -175,6 +178,38 @@ class _TracedBroadcast:
             "np.broadcast_arrays(...) for the broadcast arrays.")
 
     iters = property(__iter__)
+
+
+class _Concatenator:
+    """``np.r_[...]`` and ``np.c_[...]`` (``columns``) of traced values: numpy's joining of
+    the items (numbers made 1-d, weak in the result's dtype; for ``np.c_``, 1-d items made
+    columns) as ``np.concatenate``; slices and string directives need numpy's own."""
+
+    __slots__ = ("columns", "original")
+
+    def __init__(self, original: Any, columns: bool) -> None:
+        self.original, self.columns = original, columns
+
+    def __getitem__(self, key: Any) -> Any:
+        items = key if isinstance(key, tuple) else (key,)
+        if not has_tracer(items):
+            return self.original[key]
+        if any(isinstance(item, (slice, str)) for item in items):
+            raise UnsupportedOperationError(
+                f"np.{'c_' if self.columns else 'r_'}[...] of traced values with slices or "
+                "string directives",
+                "join the values with np.concatenate, np.stack or np.column_stack.")
+        dtype = np.result_type(*items)
+        parts = []
+        for item in items:
+            part = np.atleast_1d(item) if isinstance(item, Tracer) else np.array(item, ndmin=1)
+            if self.columns:
+                part = part[:, np.newaxis] if np.ndim(part) == 1 else part
+            parts.append(part)
+        return np.concatenate(parts, axis=-1 if self.columns else 0, dtype=dtype)
+
+
+_ROWS, _COLUMNS = _Concatenator(_R, False), _Concatenator(_C, True)
 
 
 def _broadcast(*args: Any) -> Any:
