@@ -638,3 +638,23 @@ def test_a_nan_quiet_choice_on_a_square_root_stays_quiet(fn, dtype):
     """Found by a conformance hunt: maximum's NaN test of sqrt(x) became a signalling
     ``x < 0``, which raised "invalid value" for a NaN x (numpy's maximum is quiet)."""
     assert_like_numpy(fn, np.array([np.nan, 4.0, -1.0, 0.0] * 5, dtype))
+
+
+@np.errstate(divide="ignore", invalid="ignore")
+def _quiet_divide(a, b):
+    return a / b
+
+
+@np.errstate(all="raise")
+def _strict_log(a):
+    return np.log(a)
+
+
+def test_a_function_decorated_with_errstate_sets_its_own_handling():
+    """``@np.errstate(...)`` as a decorator sets the state without ``__enter__``, and the
+    function is called by numfuse while traced: the state is still the function's."""
+    a, b = np.array([1.0, 0.0]), np.array([0.0, 0.0])
+    for _ in range(2):
+        assert_like_numpy(_quiet_divide, a, b)
+    with pytest.raises(FloatingPointError, match="divide by zero"):
+        numfuse.jit(_strict_log)(np.array([0.0]))

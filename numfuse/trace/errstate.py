@@ -28,6 +28,7 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 from numpy._core import _ufunc_config as _numpy_config
 
 from ..graph import CALLERS, ERROR_CATEGORIES, ErrState
@@ -98,10 +99,16 @@ def _make_extobj(*args: Any, **options: Any) -> Any:
     state = _MAKE_EXTOBJ(*args, **options)
     recorder = _recorder.get()
     if recorder is not None:
-        # The frame setting the state: the caller of errstate.__enter__/seterr/...
+        # The frame setting the state: the caller of errstate.__enter__/seterr/...; a
+        # function decorated with @np.errstate(...) sets its own, whoever calls it
         caller = sys._getframe(2).f_globals.get("__name__", "")
-        recorder.record(state, options, own=not caller.startswith("numfuse."))
+        own = sys._getframe(1).f_code is _DECORATED or not caller.startswith("numfuse.")
+        recorder.record(state, options, own=own)
     return state
+
+
+# the code of a function decorated with @np.errstate(...), which makes its state
+_DECORATED = np.errstate()(lambda: None).__code__
 
 
 @contextlib.contextmanager
