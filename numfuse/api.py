@@ -36,10 +36,12 @@ from .dtypes import DEFAULT, ArgSpec, as_operand, fast_key, is_setting, spec_of
 from .errors import (
     CallShapeError,
     KernelCompileError,
+    NumpyFallbackWarning,
     ObjectValuesError,
     SignatureMismatchError,
     SizeDependentError,
     StaticArgumentError,
+    UnsupportedDtypeError,
     UnsupportedOperationError,
 )
 from .graph import Graph, verify
@@ -295,6 +297,11 @@ class Jitted:
         # Signatures whose function computes with Python objects (ObjectValuesError): run
         # as written.
         self._objects: set[tuple[Any, ...]] = set()
+        # whether numpy may run the function as written when numfuse cannot compile it
+        # (not a gradient's, which only tracing computes)
+        self.numpy_runs = True
+        # fallbacks to numpy not yet reported: (key, warning)
+        self._unwarned: list[tuple[tuple[Any, ...], str]] = []
         # True: new signatures compile on the compile thread; their calls run with numpy
         # until the kernels are ready (numfuse.background).
         self.background = background
@@ -425,10 +432,23 @@ class Jitted:
     def _specialize(self, args: tuple[Any, ...], kwargs: dict[str, Any],
                     wait: bool) -> tuple[Compiled | None, list[Any]]:
         """``specialize``; with ``background`` and not ``wait``, None while the kernels of
-        a new signature are compiling."""
+        a new signature are compiling, or when numfuse cannot compile the function for
+        these arguments and numpy runs it as written (``_fall_back``)."""
         if kwargs or len(args) != len(self._signature.parameters):
             args = self._bind(args, kwargs)
         self._notice_instance(args)
+        try:
+            return self._specialize_bound(args, wait)
+        except Exception as error:
+            if wait or not self.numpy_runs or not _numpy_may_run(error):
+                raise
+            return self._fall_back(args, error)
+
+    def _keyed(self, args: tuple[Any, ...]) -> tuple[tuple[Any, ...], list[Any],
+                                                     tuple[bool, frozenset[int]], set[int]]:
+        """The key of the compilation for the bound ``args`` as this object specialises
+        now, their operands, that specialisation (per shape?, static arguments) and the
+        arguments passed as static values."""
         tried = self.per_shape, self.auto_static  # what this key is specialised for
         # an argument made static for a Python value (axis=k) stays an operand when an
         # array or list comes in its place (np.percentile(x, q) with q = [25, 75])
@@ -447,6 +467,34 @@ class Jitted:
             else _sized(spec_of(value, self._describe(index)), value, tried[0])
             for index, value in enumerate(operands)
         )
+        return key, operands, tried, fixed
+
+    def _fall_back(self, args: tuple[Any, ...], error: Exception
+                   ) -> tuple[Compiled | None, list[Any]]:
+        """numfuse cannot compile the function for arguments of this kind (``error``):
+        numpy runs it as written for them from now on, with a ``NumpyFallbackWarning``
+        (raised as ``error`` instead where that warning is made an error)."""
+        key, operands, _tried, _fixed = self._keyed(args)
+        reason = str(error).split("\n", 1)[0].rstrip(" :")
+        message = (f"{_name(self.fn)} cannot be compiled for arguments of these kinds "
+                   f"({type(error).__name__}: {reason}): numpy runs the function as written "
+                   "for them (its own result, not fused). numfuse.compile(fn, *args) raises "
+                   "the error with its advice.")
+        # the warning is given once numpy has run (not when numpy raises an error of its
+        # own); the filters in force decide now whether it is an error
+        with warnings.catch_warnings(record=True):
+            try:
+                warnings.warn(message, NumpyFallbackWarning, stacklevel=_outside_numfuse())
+            except NumpyFallbackWarning:
+                raise error from None
+        self._objects.add(key)
+        self._unwarned.append((key, message))
+        return None, operands
+
+    def _specialize_bound(self, args: tuple[Any, ...], wait: bool
+                          ) -> tuple[Compiled | None, list[Any]]:
+        """``_specialize`` of bound arguments, raising what keeps numfuse from compiling."""
+        key, operands, tried, fixed = self._keyed(args)
         compiled = self.compiled.get(key)
         if compiled is None:
             if not wait and key in self._objects:
@@ -455,7 +503,7 @@ class Jitted:
                 compiled = self._compile(key, operands, wait or not self.background)
             except (SizeDependentError, StaticArgumentError) as error:
                 self._adapt(error, tried)
-                return self._specialize(args, {}, wait)
+                return self._specialize_bound(args, wait)
             except ObjectValuesError as error:
                 if wait:
                     raise
@@ -476,7 +524,7 @@ class Jitted:
                 with self._lock:
                     self._forget_calls()
                 try:
-                    return self._specialize(args, {}, wait)
+                    return self._specialize_bound(args, wait)
                 except Exception:
                     self.auto_static = self.auto_static - tuples
                     raise error from None
@@ -800,6 +848,7 @@ class Jitted:
                            background=self.background)
             if self._instance_argument in positions:
                 inner._instance_argument = positions[self._instance_argument]
+            inner.numpy_runs = self.numpy_runs
             self._by_structure[structure] = inner
         return inner
 
@@ -815,12 +864,23 @@ class Jitted:
         return found.run(operands)
 
     def _with_numpy(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """Run the function as written while its kernels compile in the background."""
-        _log.debug("%s: kernels still compiling, ran with numpy", _name(self.fn))
+        """Run the function as written while its kernels compile in the background, or
+        when numfuse cannot compile it (``_fall_back``, reported once numpy has run)."""
+        _log.debug("%s: ran with numpy", _name(self.fn))
         hooks.emit_call(hooks.CallEvent(_name(self.fn), "numpy", ", ".join(
-            spec_of(value).describe() if not is_setting(value) else repr(value)
-            for value in args)))
-        return self.fn(*args, **kwargs)
+            spec_of(value).describe() if not is_setting(value) and not isinstance(
+                value, (tuple, list, dict)) else repr(value) for value in args)))
+        try:
+            result = self.fn(*args, **kwargs)
+        except Exception:
+            # numpy's own error for these values: the next call tries to compile again
+            while self._unwarned:
+                self._objects.discard(self._unwarned.pop()[0])
+            raise
+        while self._unwarned:
+            warnings.warn(self._unwarned.pop(0)[1], NumpyFallbackWarning,
+                          stacklevel=_outside_numfuse())
+        return result
 
     def _per_shape(self, args: tuple[Any, ...], kwargs: dict[str, Any],
                    error: CallShapeError) -> Any:
@@ -1104,6 +1164,24 @@ def _leaf_positions(structure: tuple[Any, ...]) -> dict[int, int]:
             positions[index] = count
         count += pytree.size(treedef)
     return positions
+
+
+def _numpy_may_run(error: Exception) -> bool:
+    """Whether numpy should run the function as written after ``error`` kept numfuse from
+    compiling it: raised by numfuse or by numpy while tracing (a traced value in Python
+    control flow, an unsupported call, a numpy call failing on stand-ins), not by the
+    function's own code (its ``raise``, which numpy would meet too) nor by the call's
+    arguments."""
+    if isinstance(error, (SignatureMismatchError, UnsupportedDtypeError)) and \
+            not isinstance(error, ObjectValuesError):
+        return False
+    traceback = error.__traceback__
+    while traceback is not None and traceback.tb_next is not None:
+        traceback = traceback.tb_next
+    if traceback is None:
+        return False
+    module = traceback.tb_frame.f_globals.get("__name__", "")
+    return module.split(".")[0] in ("numfuse", "numpy")
 
 
 def _outside_numfuse() -> int:

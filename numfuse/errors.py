@@ -190,3 +190,10 @@ def source_line_from(frame: FrameType | None) -> str:
             return f"{frame.f_code.co_filename}:{frame.f_lineno}: {code}"
         frame = frame.f_back
     return "<unknown location>"
+
+
+class NumpyFallbackWarning(RuntimeWarning):
+    """A jitted function numfuse cannot compile for arguments of some kinds runs with
+    numpy as written for them (numpy's result, not fused).  Made an error
+    (``warnings.simplefilter("error", NumpyFallbackWarning)``), the call raises the
+    reason instead."""

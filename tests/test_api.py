@@ -1479,3 +1479,70 @@ def test_compile_trace_and_explain_take_dict_arguments_as_a_call_does():
     assert_same(numfuse.compile(loss, p, X, y)(p, X, y), loss(p, X, y), rtol=1e-15)
     assert "matmul" in str(numfuse.trace(loss, p, X, y))
     assert value_and_grad.explain(p, X, y).regions
+
+
+def _branching(x):
+    if x.sum() > 0:  # Python control flow on a value: not traceable
+        return x * 2
+    return x - 1
+
+
+def _confusion(truth, predicted, n):  # np.bincount's length depends on the values
+    return np.bincount(n * truth + predicted, minlength=n * n).reshape(n, n)
+
+
+def test_a_function_numfuse_cannot_compile_runs_with_numpy_and_warns_once():
+    """numpy's result, for every call of arguments of the kind that failed (once traced),
+    with one ``NumpyFallbackWarning`` naming the reason; numfuse.compile still raises."""
+    jitted = numfuse.jit(_branching)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", numfuse.NumpyFallbackWarning)
+        for x in (X, -X - 10, X + 1):
+            assert_same(jitted(x), _branching(x))
+        truth, predicted = np.array([0, 1, 1, 2]), np.array([0, 1, 0, 2])
+        assert_same(numfuse.jit(_confusion)(truth, predicted, 3),
+                    _confusion(truth, predicted, 3))
+    assert [type(w.message) for w in caught] == [numfuse.NumpyFallbackWarning] * 2
+    assert "ConcretizationError" in str(caught[0].message)
+    assert len(jitted.compiled) == 0
+    with pytest.raises(numfuse.ConcretizationError, match="bool"):
+        numfuse.compile(_branching, X)
+
+
+def test_the_fallback_made_an_error_raises_the_reason():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", numfuse.NumpyFallbackWarning)
+        with pytest.raises(numfuse.ConcretizationError, match="bool"):
+            numfuse.jit(_branching)(X)
+
+
+def test_numpys_own_error_is_raised_without_a_fallback_warning():
+    """An error numpy raises too (a bound out of uint8's range) comes without the
+    warning, and the functions's own ``raise`` is never a reason to fall back."""
+    def bounded(x, hi):
+        return np.clip(x, 0, hi)
+
+    def refusing(x, k):
+        if k == 2:
+            raise ValueError("k must not be 2")
+        return x * k
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", numfuse.NumpyFallbackWarning)
+        with pytest.raises(OverflowError):
+            numfuse.jit(bounded)(np.array([1, 200], np.uint8), -5)
+        with pytest.raises(ValueError, match="must not be 2"):
+            numfuse.jit(refusing)(X, 2)
+    assert caught == []
+
+
+def test_a_gradient_never_falls_back_to_numpy():
+    """numpy cannot run a backward pass: the reason is raised even where the fallback
+    is allowed."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", numfuse.NumpyFallbackWarning)
+        with pytest.raises(numfuse.ConcretizationError):
+            numfuse.grad(lambda x: np.sum(x**2) if x.sum() > 0 else np.sum(x))(X)
+        with pytest.raises(numfuse.ConcretizationError):
+            numfuse.grad(lambda p: np.sum(p["w"] ** 2) if p["w"].sum() > 0 else 0.0)(
+                {"w": X})

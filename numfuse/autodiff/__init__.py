@@ -73,6 +73,7 @@ def _jitted(fn: Callable[..., Any], argnums: int | Sequence[int], has_aux: bool,
     jitted = Jitted(wrapper, static_argnums=static_argnums, cache=cache, threads=threads,
                     fastmath=fastmath, background=False)
     wrapper.jitted = jitted  # type: ignore[attr-defined]
+    jitted.numpy_runs = False  # numpy cannot run the backward pass
     # pickled as the call that made it (its wrapper is a closure): fn by reference
     jitted.rebuild = (_jitted, (fn, argnums, has_aux, with_value, tuple(static_argnums),
                                 cache, threads, fastmath))
@@ -247,4 +248,6 @@ def _pullback(fn: Callable[..., Any], count: int, has_aux: bool,
     functools.update_wrapper(pulled, fn)
     pulled.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [inspect.Parameter("values", inspect.Parameter.VAR_POSITIONAL)])
-    return Jitted(pulled, background=False)
+    jitted = Jitted(pulled, background=False)
+    jitted.numpy_runs = False  # numpy cannot run the backward pass
+    return jitted
