@@ -307,15 +307,33 @@ def _converter(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     return functools.wraps(original)(convert)
 
 
-def _list_taker(original: Callable[..., Any]) -> Callable[..., Any]:
+class _ListTaker:
     """``original`` (see ``_LIST_DATA``), its data made an array first when it is a list
-    or tuple holding traced values."""
-    def call(*args: Any, **kwargs: Any) -> Any:
+    or tuple holding traced values.  It compares and hashes as ``original``, so that a
+    dict keyed by numpy's functions finds it (``is`` still tells them apart)."""
+
+    def __init__(self, original: Callable[..., Any]) -> None:
+        self.original = original
+        functools.update_wrapper(self, original)  # type: ignore[arg-type]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if args and isinstance(args[0], (list, tuple)) and has_tracer(args[0]):
             args = (_converter("array", _CONVERSIONS["array"])(args[0]), *args[1:])
-        return original(*args, **kwargs)
+        return self.original(*args, **kwargs)
 
-    return functools.wraps(original)(call)
+    def __eq__(self, other: object) -> bool:
+        return other is self or other is self.original or (
+            isinstance(other, _ListTaker) and other.original is self.original)
+
+    def __hash__(self) -> int:
+        return hash(self.original)
+
+    def __repr__(self) -> str:
+        return repr(self.original)
+
+
+def _list_taker(original: Callable[..., Any]) -> Callable[..., Any]:
+    return _ListTaker(original)
 
 
 # The parameters of the creation functions that are data, which may be traced (a fill
