@@ -41,7 +41,6 @@ from .errors import (
     SignatureMismatchError,
     SizeDependentError,
     StaticArgumentError,
-    UnsupportedDtypeError,
     UnsupportedOperationError,
 )
 from .graph import Graph, verify
@@ -1168,20 +1167,10 @@ def _leaf_positions(structure: tuple[Any, ...]) -> dict[int, int]:
 
 def _numpy_may_run(error: Exception) -> bool:
     """Whether numpy should run the function as written after ``error`` kept numfuse from
-    compiling it: raised by numfuse or by numpy while tracing (a traced value in Python
-    control flow, an unsupported call, a numpy call failing on stand-ins), not by the
-    function's own code (its ``raise``, which numpy would meet too) nor by the call's
-    arguments."""
-    if isinstance(error, (SignatureMismatchError, UnsupportedDtypeError)) and \
-            not isinstance(error, ObjectValuesError):
-        return False
-    traceback = error.__traceback__
-    while traceback is not None and traceback.tb_next is not None:
-        traceback = traceback.tb_next
-    if traceback is None:
-        return False
-    module = traceback.tb_frame.f_globals.get("__name__", "")
-    return module.split(".")[0] in ("numfuse", "numpy")
+    compiling it: always but for an argument of another signature than a ``Compiled``'s.
+    An error numpy meets too (the function's own ``raise``, a numpy error on these
+    values) is then numpy's to raise, without the fallback's warning (``_with_numpy``)."""
+    return not isinstance(error, SignatureMismatchError)
 
 
 def _outside_numfuse() -> int:
