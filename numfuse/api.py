@@ -404,7 +404,7 @@ class Jitted:
                 hash(value)
             except TypeError:
                 return ("static", type(value), _Identity(value))
-        return ("static", type(value), _frozen(value) if type(value) is list else value)
+        return ("static", type(value), _value_key(value))
 
     def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         """All arguments in parameter order (keyword-only ones last); ``DEFAULT`` for each
@@ -987,13 +987,49 @@ def _int_sequence(value: Any) -> bool:
                                                 for item in value)
 
 
-def _frozen(value: Any) -> Any:
-    """``value`` with its lists made tuples (hashable), marked apart from tuples."""
-    if type(value) is list:
-        return (list, tuple(_frozen(item) for item in value))
-    if type(value) is tuple:
-        return tuple(_frozen(item) for item in value)
+def _value_key(value: Any) -> Any:
+    """What tells a static value apart from others (hashable): floats by their bits
+    (``-0.0`` is not ``0.0``, a NaN is itself), lists as tuples marked apart, a slice by
+    its parts, an unhashable object by its identity."""
+    if isinstance(value, (float, np.floating)):
+        return float(value).hex()
+    if isinstance(value, (complex, np.complexfloating)):
+        return (complex(value).real.hex(), complex(value).imag.hex())
+    if type(value) in (list, tuple):
+        items = tuple(_value_key(item) for item in value)
+        return (list, items) if type(value) is list else items
+    if isinstance(value, slice):
+        return (slice, _value_key(value.start), _value_key(value.stop),
+                _value_key(value.step))
+    try:
+        hash(value)
+    except TypeError:
+        return _Equal(value)
     return value
+
+
+class _Equal:
+    """An unhashable static value (a dataclass of options) compared by ``==`` (by
+    identity where ``==`` gives no bool)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, _Equal) or type(other.value) is not type(self.value):
+            return False
+        try:
+            return bool(other.value == self.value)
+        except Exception:  # (arrays among its fields)
+            return other.value is self.value
+
+    def __hash__(self) -> int:
+        return hash(type(self.value))
+
+    def __repr__(self) -> str:
+        return repr(self.value)
 
 
 def _exact_key(args: tuple[Any, ...]) -> tuple[Any, ...] | None:

@@ -135,10 +135,19 @@ DEFAULT = Default()
 def is_setting(value: Any) -> bool:
     """Whether a call argument configures the function rather than being data: ``None``,
     a Python bool (``copy=True``), a string (``mode="same"``), a dtype or type, a ufunc,
-    a parameter left to its default.  Such arguments are passed as concrete values, one
-    compilation per value."""
+    a parameter left to its default, a function, a slice, any object that is not data.
+    Such arguments are passed as concrete values, one compilation per value."""
     return value is None or value is Ellipsis or isinstance(
-        value, (bool, str, bytes, np.dtype, type, np.ufunc, Default))
+        value, (bool, str, bytes, np.dtype, type, np.ufunc, Default)) or not _is_data(value)
+
+
+def _is_data(value: Any) -> bool:
+    """Whether a call argument is data numpy would compute with (an array, a number, a
+    container of them, an array-like); anything else (a function, a slice, an options
+    object) configures the function."""
+    return isinstance(value, (np.ndarray, np.generic, int, float, complex, list, tuple,
+                              dict)) or any(hasattr(type(value), name) for name in (
+        "__array__", "__array_function__", "__array_interface__", "__array_struct__"))
 
 
 def fast_key(value: Any) -> Any:

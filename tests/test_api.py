@@ -337,13 +337,46 @@ def test_unsupported_argument_dtype_names_the_argument():
         numfuse.jit(add)(X, np.array(list("abcdefg")))
 
 
-def test_non_numeric_argument_raises_type_error():
-    with pytest.raises(TypeError, match="argument 0"):
+def test_arguments_that_are_not_data_are_python_values_with_pythons_errors():
+    with pytest.raises(TypeError, match="unsupported operand"):  # a set, as Python
         numfuse.jit(lambda x: x + 1)({"not an array"})
     with pytest.raises(TypeError, match="unsupported operand"):  # a dict, as Python
         numfuse.jit(lambda x: x + 1)({"not": "an array"})
     with pytest.raises(TypeError, match="can only concatenate str"):  # a setting, as Python
         numfuse.jit(lambda x: x + 1)("text")
+
+
+@dataclasses.dataclass
+class _Options:
+    scale: float = 2.0
+
+
+def test_functions_slices_and_option_objects_are_static_values():
+    """An argument that is not data (a function, a slice, a range, an options object,
+    hashable or not) is passed as itself, one compilation per value (by ``==``)."""
+    x = np.arange(5.0)
+    applied = numfuse.jit(lambda fn, a: fn(a) + 1)
+    assert_same(applied(np.tanh, x), np.tanh(x) + 1)
+    assert_same(applied(lambda v: v * 2, x), x * 2 + 1)
+    taken = numfuse.jit(lambda a, s: a[s] * 2)
+    for index in (slice(1, 3), slice(None, None, -1), slice(1, 3)):
+        assert_same(taken(x, index), x[index] * 2)
+    assert len(taken.compiled) == 2
+    assert_same(numfuse.jit(lambda a, r: a[r.start:r.stop])(x, range(1, 3)), x[1:3])
+    scaled = numfuse.jit(lambda a, options: a * options.scale)
+    for options in (_Options(), _Options(), _Options(3.0)):
+        assert_same(scaled(x, options), x * options.scale)
+    assert len(scaled.compiled) == 2
+
+
+def test_static_floats_are_told_apart_by_their_bits():
+    """``0.0`` and ``-0.0`` compare equal but give other results; a NaN equals nothing
+    but is one value."""
+    x = np.array([0.0, 1.0])
+    jitted = numfuse.jit(lambda x, s: x * s, static_argnums=(1,))
+    for value in (0.0, -0.0, float("nan"), float("nan")):
+        assert_same(jitted(x, value), x * value)
+    assert len(jitted.compiled) == 3
 
 
 def test_list_argument_is_converted_like_numpy():
