@@ -1460,6 +1460,17 @@ def test_numpy_functions_wrapped_while_tracing_compare_and_hash_as_numpys():
     check(lambda a, b: np.mean([a, b], axis=0), X, X * 3)
 
 
+def test_real_of_a_real_array_is_the_array_itself():
+    def written_through_real(a):
+        y = a * 2
+        view = y.real
+        view += 1  # numpy's y.real is y
+        return y, np.real(a) is a, a.real is a
+
+    check(written_through_real, X)
+    assert numfuse.jit(lambda a: a.real)(X) is X
+
+
 RNG_FOR_TRACING = np.random.default_rng(5)
 
 

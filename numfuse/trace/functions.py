@@ -149,6 +149,8 @@ def _ufunc_alias(ufunc: np.ufunc) -> Callable[..., Any]:
 
 
 def _real(value: Any) -> Any:
+    if isinstance(value, Tracer) and value.node.dtype.kind != "c":
+        return value  # numpy's real of a real array: the array itself
     result = _method("real", value)
     _share(value, result)  # numpy's real and imag are views of their operand
     return result

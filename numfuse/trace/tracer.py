@@ -438,6 +438,8 @@ class Tracer:
 
     @property
     def real(self) -> Tracer:
+        if self.node.dtype.kind != "c":  # numpy's: the array itself
+            return self
         return _method("real", self)
 
     @property
