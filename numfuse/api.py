@@ -285,6 +285,10 @@ class Jitted:
         if isinstance(fn, (staticmethod, classmethod)):
             self._binding = "static" if isinstance(fn, staticmethod) else "class"
             fn = fn.__func__
+        elif not hasattr(type(fn), "__get__"):
+            # a ufunc, a functools.partial, a callable instance: as a class attribute
+            # Python binds nothing to them, nor to their jitted function
+            self._binding = "static"
         self.fn = fn
         self.static_argnums = tuple(static_argnums)
         # The static argument that is the instance of a method (set once bound): keyed by

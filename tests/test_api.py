@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import dataclasses
+import functools
 import mmap
 import os
 import warnings
@@ -367,6 +368,24 @@ def test_functions_slices_and_option_objects_are_static_values():
     for options in (_Options(), _Options(), _Options(3.0)):
         assert_same(scaled(x, options), x * options.scale)
     assert len(scaled.compiled) == 2
+
+
+class _Activations:
+    tanh = numfuse.jit(np.tanh)
+    doubled = numfuse.jit(functools.partial(np.multiply, 2.0))
+
+    @numfuse.jit
+    def shifted(self, x):
+        return x + 1
+
+
+def test_a_jitted_ufunc_or_partial_as_a_class_attribute_binds_nothing():
+    """As Python binds nothing to a ufunc or a functools.partial found on a class, nor to
+    their jitted functions; a jitted function defined in the class body is a method."""
+    layer = _Activations()
+    assert_same(layer.tanh(X), np.tanh(X), rtol=1e-15)
+    assert_same(layer.doubled(X), X * 2)
+    assert_same(layer.shifted(X), X + 1)
 
 
 def test_static_floats_are_told_apart_by_their_bits():
