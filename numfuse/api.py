@@ -304,7 +304,7 @@ class Jitted:
         # (not a gradient's, which only tracing computes)
         self.numpy_runs = True
         # fallbacks to numpy not yet reported: (key, warning)
-        self._unwarned: list[tuple[tuple[Any, ...], str]] = []
+        self._unwarned: list[tuple[tuple[Any, ...], str, type[Warning]]] = []
         # True: new signatures compile on the compile thread; their calls run with numpy
         # until the kernels are ready (numfuse.background).
         self.background = background
@@ -491,7 +491,7 @@ class Jitted:
             except NumpyFallbackWarning:
                 raise error from None
         self._objects.add(key)
-        self._unwarned.append((key, message))
+        self._unwarned.append((key, message, NumpyFallbackWarning))
         return None, operands
 
     def _specialize_bound(self, args: tuple[Any, ...], wait: bool
@@ -510,11 +510,15 @@ class Jitted:
             except ObjectValuesError as error:
                 if wait:
                     raise
-                # numpy's object loops: the call runs the function as written
+                # numpy's object loops: the call runs the function as written (warning
+                # once it has run)
                 self._objects.add(key)
-                self._warn_once((f"computes with values numpy keeps as Python objects "
-                                 f"({error})", "Write the value as a float (2.0**70) or "
-                                 "convert it to an array of a numeric dtype to fuse it."))
+                reason = (f"computes with values numpy keeps as Python objects ({error})",
+                          "Write the value as a float (2.0**70) or convert it to an array "
+                          "of a numeric dtype to fuse it.")
+                if reason not in self._warned:
+                    self._warned.add(reason)
+                    self._unwarned.append((key, self._running_numpy(*reason), RuntimeWarning))
                 return None, operands
             except (TypeError, ValueError, IndexError, CallShapeError) as error:
                 # A list of ints traced as an array where numpy wants the numbers (a
@@ -774,10 +778,12 @@ class Jitted:
         if reason in self._warned:
             return
         self._warned.add(reason)
-        what, advice = reason
-        warnings.warn(f"{_name(self.fn)} {what}: numpy runs the function as written (its "
-                      f"own result, not fused). {advice}", RuntimeWarning,
+        warnings.warn(self._running_numpy(*reason), RuntimeWarning,
                       stacklevel=_outside_numfuse())
+
+    def _running_numpy(self, what: str, advice: str) -> str:
+        return (f"{_name(self.fn)} {what}: numpy runs the function as written (its own "
+                f"result, not fused). {advice}")
 
     def _keywords(self, args: tuple[Any, ...],
                   kwargs: dict[str, Any]) -> inspect.BoundArguments | None:
@@ -881,8 +887,8 @@ class Jitted:
                 self._objects.discard(self._unwarned.pop()[0])
             raise
         while self._unwarned:
-            warnings.warn(self._unwarned.pop(0)[1], NumpyFallbackWarning,
-                          stacklevel=_outside_numfuse())
+            _key, message, category = self._unwarned.pop(0)
+            warnings.warn(message, category, stacklevel=_outside_numfuse())
         return result
 
     def _per_shape(self, args: tuple[Any, ...], kwargs: dict[str, Any],

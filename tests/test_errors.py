@@ -72,7 +72,8 @@ def test_unsupported_dtype_of_a_closed_over_constant():
 
 
 def test_non_numeric_python_argument():
-    with pytest.raises(TypeError, match=r"argument 1 \('y'\) of type set is not an array"):
+    # a set is not data: a static value, with which numpy raises its own TypeError
+    with pytest.raises(TypeError, match="unsupported operand"):
         numfuse.jit(add)(X, {1.0})
     # a string is a setting (a static value): used as a number, it fails as a constant would
     with pytest.raises(TypeError, match="dtype <U3"):

@@ -1471,6 +1471,18 @@ def test_real_of_a_real_array_is_the_array_itself():
     assert numfuse.jit(lambda a: a.real)(X) is X
 
 
+@pytest.mark.parametrize("exponent", [0.5, np.float64(0.5), 2.0, 0.25, -0.5, 3])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_power_of_a_traced_scalar_exponent_takes_numpys_square_root_at_one_half(exponent,
+                                                                               dtype):
+    """numpy's power loop takes the square root for a scalar exponent of 0.5 (the value,
+    not only a constant): ``-0.0 ** 0.5`` is ``-0.0``, ``-inf ** 0.5`` NaN; other
+    exponents, and the flags of each, as numpy's."""
+    base = np.array([-np.inf, -0.0, 0.0, 4.0, -1.0, 2.0, np.nan], dtype)
+    for fn in (lambda a, e: a ** e, lambda a, e: np.power(a, e)):
+        assert_like_numpy(fn, base, exponent)
+
+
 RNG_FOR_TRACING = np.random.default_rng(5)
 
 

@@ -115,6 +115,7 @@ def elementwise(op: OpDef, operands: Sequence[Node], *, out_dtype: Any = None,
                 weak: bool = False, scalar: bool = True) -> Node:
     """Build one elementwise node with numpy's dtype resolution and broadcasting."""
     types = [_operand_type(node) for node in operands]
+    resolved_here = loop is None
     if loop is None:
         if any(node.weak and node.kind == CONST for node in operands) or op.resolve is None:
             with np.errstate(all="ignore"):
@@ -137,6 +138,10 @@ def elementwise(op: OpDef, operands: Sequence[Node], *, out_dtype: Any = None,
     if op.name == "power" and _is_const(operands[1], 0.5) and loop_in[0].kind == "f":
         op = OPS["sqrt"]  # numpy's power loop takes sqrt for a scalar exponent of 0.5
         operands, loop_in = operands[:1], loop_in[:1]
+    elif resolved_here and op.name == "power" and loop_in[0].kind == "f" and \
+            operands[0].ndim and operands[1].ndim == 0 and operands[1].kind != CONST and \
+            operands[1].dtype.kind == "f":
+        return _power_of_a_scalar(operands, loop_in, out, weak, scalar)
     for dtype in (*loop_in, out):
         if dtype.kind == "O":
             raise UnsupportedOperationError(
@@ -168,6 +173,25 @@ def elementwise(op: OpDef, operands: Sequence[Node], *, out_dtype: Any = None,
                     weak=weak, scalar=scalar, errstate=errstate.current())
     return Node(op.name, ELEMENTWISE, tuple(operands), out, shape, Loop(tuple(loop_in)),
                 weak=weak, scalar=scalar, errstate=errstate.current())
+
+
+def _power_of_a_scalar(operands: Sequence[Node], loop_in: tuple[np.dtype, ...], out: np.dtype,
+                       weak: bool, scalar: bool) -> Node:
+    """``x ** p`` for a traced scalar ``p``: numpy's loop takes the square root where ``p``
+    (in the loop's dtype) is 0.5 (``-0.0 ** 0.5`` is ``-0.0``, ``-inf ** 0.5`` NaN), else
+    ``pow``; each computes on 1.0 where the other's answer is taken, raising no flag."""
+    base, exponent = operands
+    dtype = loop_in[0]
+    cast = elementwise(OPS["astype"], [exponent], loop=((exponent.dtype,), dtype))
+    other = elementwise(OPS["not_equal"], [cast, const_node(dtype.type(0.5))],
+                        loop=((dtype, dtype), np.dtype(bool)))
+    one = const_node(dtype.type(1.0))
+    # (the power first: a kernel's warnings name its first operation that may raise)
+    powered = elementwise(OPS["power"], [elementwise(OPS["where"], [other, base, one]),
+                                         exponent], loop=(loop_in, out))
+    root = elementwise(OPS["sqrt"], [elementwise(OPS["where"], [other, one, base])],
+                       loop=((dtype,), dtype))
+    return elementwise(OPS["where"], [other, powered, root], weak=weak, scalar=scalar)
 
 
 class NoKernelCodeError(UnsupportedOperationError):
