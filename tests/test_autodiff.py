@@ -481,6 +481,27 @@ def test_dict_arguments_get_dict_gradients():
     np.testing.assert_allclose(grads["nested"]["c"], 6.0)
 
 
+_DATA = np.arange(6.0).reshape(2, 3)
+_SQUARE = np.arange(9.0).reshape(3, 3)
+_U = np.array([1.0, 2.0, 3.0])
+
+
+@pytest.mark.parametrize(("loss", "gradient"), [
+    (lambda w: np.sum(_DATA @ w), lambda w: _DATA.sum(axis=0)),
+    (lambda w: np.dot(w, _U), lambda w: _U),
+    (lambda w: w.dot(_U), lambda w: _U),
+    (lambda w: np.sum(np.outer(w, _U)), lambda w: np.full(3, _U.sum())),
+    (lambda w: w @ _SQUARE @ w, lambda w: (_SQUARE + _SQUARE.T) @ w),
+    (lambda w: np.sum(np.dot(w, 2.0)), lambda w: np.full(3, 2.0)),
+    (lambda w: np.sum((_DATA @ w - 1.0) ** 2), lambda w: 2 * _DATA.T @ (_DATA @ w - 1.0)),
+], ids=["data-at-w", "dot", "method", "outer", "quadratic", "scalar", "least-squares"])
+def test_products_with_closed_over_arrays_differentiate(loss, gradient):
+    """Found by a hunt: a loss reading its data from a global (``X @ w - y``) raised a
+    KeyError: the constant operand of a product has no cotangent to receive."""
+    w = np.array([0.5, -1.0, 2.0])
+    np.testing.assert_allclose(numfuse.grad(loss)(w), gradient(w), rtol=1e-12)
+
+
 def test_list_arguments_of_arrays_get_list_gradients():
     x = RNG.standard_normal((2, 3))
     weights = [RNG.standard_normal((3, 4)), RNG.standard_normal((4, 2))]

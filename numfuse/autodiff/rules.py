@@ -48,8 +48,11 @@ def numpy_vjp(node: Node, g: Tracer, active: set[Node]) -> list[tuple[Node, Any]
             raise not_differentiable(node, f"np.{node.op} {error}") from None
     source_of = {id(tracer): source for tracer, source in zip(tracers, node.inputs,
                                                                 strict=True)}
+    # (an operand that is no traced value, a constant array the call was given, has
+    # no cotangent to receive)
     return [(source_of[id(operand)], value) for operand, value in pairs
-            if value is not None and source_of[id(operand)] in active]
+            if value is not None and id(operand) in source_of
+            and source_of[id(operand)] in active]
 
 
 class _Unsupported(Exception):
