@@ -275,7 +275,7 @@ class Jitted:
     instance has no hash).
     """
 
-    def __init__(self, fn: Callable[..., Any], static_argnums: Sequence[int] = (),
+    def __init__(self, fn: Callable[..., Any], static_argnums: int | Sequence[int] = (),
                  cache: bool = True, threads: int | None = None, fastmath: Any = False,
                  background: bool = False) -> None:
         # How the function binds as an attribute of a class (``__get__``): "instance" (a
@@ -290,7 +290,7 @@ class Jitted:
             # Python binds nothing to them, nor to their jitted function
             self._binding = "static"
         self.fn = fn
-        self.static_argnums = tuple(static_argnums)
+        self.static_argnums = argument_numbers(static_argnums, "static_argnums")
         # The static argument that is the instance of a method (set once bound): keyed by
         # its hash and ==, or by identity when it has no hash (a dataclass with eq).
         self._instance_argument: int | None = None
@@ -1211,6 +1211,20 @@ def _leaf_positions(structure: tuple[Any, ...]) -> dict[int, int]:
     return positions
 
 
+def argument_numbers(numbers: Any, name: str) -> tuple[int, ...]:
+    """``static_argnums`` as a tuple of ints: an int, or a sequence of them (as jax's)."""
+    if isinstance(numbers, (int, np.integer)) and not isinstance(numbers, bool):
+        return (int(numbers),)
+    try:
+        items = tuple(numbers)
+    except TypeError:
+        items = (numbers,)
+    if not all(isinstance(item, (int, np.integer)) and not isinstance(item, bool)
+               for item in items):
+        raise TypeError(f"{name} must be an int or a sequence of ints, not {numbers!r}")
+    return tuple(int(item) for item in items)
+
+
 def _numpy_may_run(error: Exception) -> bool:
     """Whether numpy should run the function as written after ``error`` kept numfuse from
     compiling it: always but for an argument of another signature than a ``Compiled``'s.
@@ -1293,7 +1307,7 @@ def _by_parameter(fn: Callable[..., Any], signature: inspect.Signature) -> Calla
     return call
 
 
-def jit(fn: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] = (),
+def jit(fn: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[int] = (),
         cache: bool = True, threads: int | None = None, fastmath: Any = False,
         background: bool | None = None) -> Any:
     """Decorate a numpy function so it runs as fused kernels: ``@jit`` or ``@jit(...)``.

@@ -388,6 +388,13 @@ def test_a_jitted_ufunc_or_partial_as_a_class_attribute_binds_nothing():
     assert_same(layer.shifted(X), X + 1)
 
 
+def test_static_argnums_may_be_one_int_as_jaxs():
+    assert_same(numfuse.jit(lambda x, n: x * n, static_argnums=1)(X, 3), X * 3)
+    assert_same(numfuse.grad(lambda x, n: np.sum(x**n), static_argnums=1)(X, 2), 2 * X)
+    with pytest.raises(TypeError, match="an int or a sequence of ints"):
+        numfuse.jit(lambda x: x, static_argnums=0.0)
+
+
 def test_static_floats_are_told_apart_by_their_bits():
     """``0.0`` and ``-0.0`` compare equal but give other results; a NaN equals nothing
     but is one value."""

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from .. import pytree
-from ..api import Jitted
+from ..api import Jitted, argument_numbers
 from ..graph import Node, shape_text, tracing_phase
 from ..trace import Tracer, traced_now
 from ..trace.nodes import const_node
@@ -36,7 +36,7 @@ __all__ = ["NotDifferentiableError", "grad", "value_and_grad", "vjp"]
 
 
 def value_and_grad(fn: Callable[..., Any], argnums: int | Sequence[int] = 0,
-                   has_aux: bool = False, *, static_argnums: Sequence[int] = (),
+                   has_aux: bool = False, *, static_argnums: int | Sequence[int] = (),
                    cache: bool = True, threads: int | None = None,
                    fastmath: Any = False) -> Jitted:
     """A jitted function returning ``(fn(*args), gradient)``, the gradient being that of
@@ -48,7 +48,7 @@ def value_and_grad(fn: Callable[..., Any], argnums: int | Sequence[int] = 0,
 
 
 def grad(fn: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False,
-         *, static_argnums: Sequence[int] = (), cache: bool = True,
+         *, static_argnums: int | Sequence[int] = (), cache: bool = True,
          threads: int | None = None, fastmath: Any = False) -> Jitted:
     """A jitted function returning the gradient of ``fn``'s scalar result (``(gradient,
     aux)`` with ``has_aux``); see ``value_and_grad``."""
@@ -56,10 +56,11 @@ def grad(fn: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool
 
 
 def _jitted(fn: Callable[..., Any], argnums: int | Sequence[int], has_aux: bool,
-            with_value: bool, static_argnums: Sequence[int], cache: bool,
+            with_value: bool, static_argnums: int | Sequence[int], cache: bool,
             threads: int | None, fastmath: Any) -> Jitted:
+    static_argnums = argument_numbers(static_argnums, "static_argnums")
     if isinstance(fn, Jitted):
-        static_argnums = tuple(static_argnums) or fn.static_argnums
+        static_argnums = static_argnums or fn.static_argnums
         cache, threads, fastmath = fn.cache, fn.threads, fn.fastmath
         fn = fn.fn
     positions = (argnums,) if isinstance(argnums, int) else tuple(argnums)
