@@ -508,7 +508,7 @@ class Jitted:
                 self._adapt(error, tried)
                 return self._specialize_bound(args, wait)
             except ObjectValuesError as error:
-                if wait:
+                if wait or not self.numpy_runs:
                     raise
                 # numpy's object loops: the call runs the function as written (warning
                 # once it has run)
@@ -747,6 +747,9 @@ class Jitted:
             return self._with_containers(args, kwargs)
         reason = _numpy_runs(args, kwargs)
         if reason is not None:
+            if not self.numpy_runs:
+                raise TypeError(f"{_name(self.fn)} {reason[0]}: a gradient is only "
+                                f"traced, never run by numpy. {reason[1]}")
             self._warn_once(reason)
             return self.fn(*args, **kwargs)
         try:

@@ -502,6 +502,17 @@ def test_products_with_closed_over_arrays_differentiate(loss, gradient):
     np.testing.assert_allclose(numfuse.grad(loss)(w), gradient(w), rtol=1e-12)
 
 
+@pytest.mark.parametrize("args", [
+    (np.ones(2), 2**70), (np.array([1.0, 2.0], dtype=object), 2.0),
+    (np.ma.array([1.0, 2.0, 3.0], mask=[0, 1, 0]), 1.0), (np.matrix([[1.0, 2.0]]), 1.0),
+], ids=["int-beyond-64-bits", "object-array", "masked-array", "matrix"])
+def test_arguments_numpy_would_run_as_written_are_refused_by_a_gradient(args):
+    """A plain call of such arguments runs the function with numpy; a gradient cannot
+    (it had recursed without end, or given the unmasked value)."""
+    with pytest.raises(TypeError, match="a gradient is only traced"):
+        numfuse.value_and_grad(lambda a, n: np.sum(a * a) * n)(*args)
+
+
 def test_list_arguments_of_arrays_get_list_gradients():
     x = RNG.standard_normal((2, 3))
     weights = [RNG.standard_normal((3, 4)), RNG.standard_normal((4, 2))]
