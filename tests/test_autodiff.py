@@ -7,6 +7,7 @@ counting kernels; the API by its results' structure, dtypes and errors.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -348,6 +349,16 @@ def test_reduction_ties_share_the_cotangent_as_jax():
                                   [[0.0, 0.5, 0.5], [1.0, 0.0, 0.0]])
     np.testing.assert_array_equal(numfuse.grad(lambda x: np.min(x))(x),
                                   [[0.0, 0.0, 0.0], [0.0, 0.5, 0.5]])
+
+
+def test_the_second_derivative_of_prod_has_no_nan():
+    """prod's derivative makes infinities by copysign: a product with infinity, on the
+    branch not taken, made the second derivative NaN (0 * inf)."""
+    x = np.array([1.0, 2.0, 3.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        hessian_row = numfuse.grad(lambda v: numfuse.grad(np.prod)(v)[0])(x)
+    np.testing.assert_allclose(hessian_row, [0.0, 3.0, 2.0])
 
 
 def test_prod_with_zeros():

@@ -124,9 +124,11 @@ def _product_of_others(x: Tracer, axes: tuple[int, ...]) -> Any:
     negative = x == -np.inf
     flips = (total(negative) - negative) % 2 == 1
     undefined = (total(nan) - nan > 0) | ((zeros > 0) & (infinities > 0))
+    # (infinity by copysign, not by a product: a cotangent of zero times infinity would
+    # make the second derivative NaN where this branch is not taken)
     return np.where(undefined, np.nan, np.where(
         zeros > 0, own * 0.0, np.where(
-            infinities > 0, np.where(flips, -own, own) * np.inf, own)))
+            infinities > 0, np.copysign(np.inf, np.where(flips, -own, own)), own)))
 
 
 def _scalar_reduction_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...],
