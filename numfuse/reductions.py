@@ -181,7 +181,9 @@ def divide_by_count(total: Any, count: int, divide: str, ddof: int) -> Any:
     divisor = np.maximum(np.intp(count) - ddof, 0) if divide == "ddof" else np.intp(count)
     if isinstance(total, np.ndarray):
         return np.true_divide(total, divisor, out=total, casting="unsafe")
-    return total.dtype.type(total / divisor)
+    if isinstance(total, np.generic) or not np.ndim(total):
+        return total.dtype.type(total / divisor)
+    return (total / divisor).astype(total.dtype)  # a dask array: kept lazy, as it is
 
 
 def check_count(reduction: Reduction, count: int) -> None:

@@ -513,3 +513,17 @@ def test_dask_imports_no_private_name_of_the_runtime():
                   and isinstance(node.value, ast.Name) and node.value.id == "runtime"]
     assert imported
     assert [name for name in imported + attributes if name.startswith("_")] == []
+
+
+@pytest.mark.parametrize("fn", [lambda x: np.std(x), lambda x: np.var(x, axis=0),
+                                lambda x: x.std(), lambda x: x.astype(np.float32).std(),
+                                lambda x: np.var(x, axis=0, ddof=1)],
+                         ids=["std", "var-axis", "method", "float32", "ddof"])
+def test_var_and_std_of_a_dask_array_over_all_or_some_axes(fn):
+    """Their mean divided a dask array as a numpy scalar: a 0-d result where tracing
+    found the kept axes (a CallShapeError)."""
+    values = np.arange(12.0).reshape(4, 3) ** 1.5
+    result = numfuse.jit(fn)(da.from_array(values, chunks=2))
+    expected = fn(values)
+    np.testing.assert_allclose(np.asarray(result), expected, rtol=1e-6)
+    assert np.asarray(result).dtype == expected.dtype
