@@ -475,7 +475,8 @@ class SizeClass:
     (at most ``GAIN_WINDOW``) was; ``large``, how many calls it has seen; ``retry``, how
     many calls apart splits are retried while they do not pay (see ``next_retry``)."""
 
-    __slots__ = ("cost", "doubt", "gain", "large", "measured", "recent", "retry")
+    __slots__ = ("cost", "doubt", "gain", "large", "measured", "recent", "reference",
+                 "retry")
 
     def __init__(self, cost: float) -> None:
         self.cost = cost
@@ -485,6 +486,7 @@ class SizeClass:
         self.large = 0
         self.retry = RETRY_EVERY
         self.doubt: float | None = None
+        self.reference: float | None = None
 
     def confirm(self, single: float) -> None:
         """After splits stopped paying (``doubt``: the best recent split's seconds per
@@ -497,7 +499,24 @@ class SizeClass:
             return
         gain, self.doubt = single / self.doubt, None
         if gain >= MIN_GAIN:
+            # on probation: the next split must beat this call too (``judged``), else
+            # splitting stops at once (the single call itself was slowed: a busy core)
             self.gain, self.recent, self.retry = gain, [gain], RETRY_EVERY
+            self.reference = single
+
+    def judged(self, seconds: float, elements: float) -> bool:
+        """After ``confirm`` restored splitting: whether a split taking ``seconds`` for
+        ``elements`` beat the single-threaded call that restored it; if not, splitting
+        stops (the gain is that split's).  True when there is nothing to judge."""
+        reference, self.reference = self.reference, None
+        if reference is None:
+            return True
+        gain = reference * elements / max(seconds, 1e-9)
+        if gain >= MIN_GAIN:
+            return True
+        self.gain, self.recent = gain, [gain]
+        self.retry = next_retry(self.retry, gain)
+        return False
 
 
 class ThreadPolicy:
@@ -630,7 +649,10 @@ class ThreadPolicy:
         _helpers()  # made before the clock starts: the first split must not time it
         start = time.perf_counter()
         results = run(*arguments)
-        observed = expected / max(time.perf_counter() - start, 1e-9)
+        elapsed = time.perf_counter() - start
+        if not known.judged(elapsed, expected / known.cost):
+            return results  # restored by a slowed single-threaded call: stopped again
+        observed = expected / max(elapsed, 1e-9)
         if observed > threads * IMPOSSIBLE_GAIN:
             known.measured = False
             return results

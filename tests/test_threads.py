@@ -338,6 +338,13 @@ def test_splits_slowed_with_everything_else_are_judged_against_a_call_as_slow():
     assert known.gain >= threads.MIN_GAIN and known.doubt is None
     assert known.retry == threads.RETRY_EVERY and len(known.recent) == 1
 
+    # on probation: a split slower than the call that restored splitting stops it
+    assert not known.judged(0.05, 1000) and known.gain < threads.MIN_GAIN
+    known = slowed_splits(0.025)
+    known.confirm(0.04 / 1000)
+    assert known.judged(0.02, 1000) and known.gain >= threads.MIN_GAIN
+    assert known.judged(0.5, 1000)  # (judged once only)
+
     known = slowed_splits(0.025)
     known.confirm(0.021 / 1000)  # one thread is as fast as ever: the splits do not pay
     assert known.gain < threads.MIN_GAIN and known.doubt is None
