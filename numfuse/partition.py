@@ -198,6 +198,10 @@ def _why_not_an_epilogue(node: Node, reduction: Reduction) -> str | None:
     kept = [axis for axis, one in enumerate(node.inputs[0].ones) if not one]
     if kept and kept[-1] not in reduction.axes:
         return _NOT_THE_LAST_AXIS
+    if reduction.ufunc == "multiply" and reduction.dtype.kind == "c":
+        # numpy's reduce loop rounds each complex product apart, where its (and a
+        # kernel's) elementwise loop may fuse the multiply-adds
+        return "numpy multiplies complex numbers along an axis with its own rounding"
     return None
 
 
