@@ -1483,6 +1483,38 @@ def test_power_of_a_traced_scalar_exponent_takes_numpys_square_root_at_one_half(
         assert_like_numpy(fn, base, exponent)
 
 
+def _p_norm(x, p):
+    if p in {1, 2}:  # a set lookup of a number argument: its value
+        return np.sum(np.abs(x) ** p) ** (1.0 / p)
+    return np.max(np.abs(x))
+
+
+@pytest.mark.parametrize(("fn", "args"), [
+    (_p_norm, (np.array([3.0, -4.0]), 2)), (_p_norm, (np.array([3.0, -4.0]), 3)),
+    (lambda x, i: x * {0: 1.0, 1: 2.0}.get(i, 10.0), (X, 1)),
+    (lambda x, n: np.concatenate([x, [0.0] * n]), (X, 3)),
+    (lambda x, n: np.concatenate([x, n * (0.0,)]), (X, np.int64(2))),
+    (lambda x, s: (x * s, f"scale={s:.2f}", str(s)), (X, 0.5)),
+], ids=["set-2", "set-3", "dict-get", "list-repeat", "tuple-repeat", "f-string"])
+def test_python_operations_on_number_arguments_use_their_values(fn, args):
+    """Hashing, repeating a sequence and formatting a number argument need its value:
+    the argument is made static (they had used the tracer: a set lookup missed, a list
+    was multiplied elementwise, the text was the tracer's)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check(fn, *args)
+
+
+def test_a_traced_array_is_unhashable_as_numpys():
+    with pytest.raises(TypeError, match="unhashable"):
+        numfuse.compile(lambda x: {x: 1}, X)
+
+
+def test_r_of_an_int_out_of_the_results_range_raises_numpys_overflow_error():
+    with pytest.raises(OverflowError):
+        numfuse.compile(lambda a: np.r_[a, 255], np.arange(3, dtype=np.int8))
+
+
 RNG_FOR_TRACING = np.random.default_rng(5)
 
 

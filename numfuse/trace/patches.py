@@ -202,7 +202,10 @@ class _Concatenator:
         dtype = np.result_type(*items)
         parts = []
         for item in items:
-            part = np.atleast_1d(item) if isinstance(item, Tracer) else np.array(item, ndmin=1)
+            # (a number made an array of the result's dtype: numpy's OverflowError for an
+            # int out of its range)
+            part = np.atleast_1d(item) if isinstance(item, Tracer) else \
+                np.array(item, dtype=dtype, ndmin=1)
             if self.columns:
                 part = part[:, np.newaxis] if np.ndim(part) == 1 else part
             parts.append(part)

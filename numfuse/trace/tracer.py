@@ -151,7 +151,28 @@ class Tracer:
         return iter([self[index] for index in range(count)])
 
     def __hash__(self) -> int:
-        return id(self)
+        # numfuse's own dicts and sets of traced values hash them by identity; the user's
+        # code hashing one (``p in {1, 2}``, ``table.get(i)``) needs its value, as numpy
+        # hashes a number by value (an array is unhashable)
+        if sys._getframe(1).f_globals.get("__name__", "").startswith(("numfuse.", "numpy")):
+            return id(self)
+        if self.node.ndim and not self.node.weak:
+            raise TypeError("unhashable type: 'numpy.ndarray'")
+        return _concrete("hash() of a traced value (a set member, a dict key)", self.node,
+                         lambda value: hash(value.item()))
+
+    def __str__(self) -> str:
+        # a number argument's text (f"scale={s}") needs its value: static; an array's is
+        # its traced type, as print() shows while tracing
+        if _scalar_arguments(self.node):
+            return _concrete("str() of a traced number (an f-string)", self.node, str)
+        return repr(self)
+
+    def __format__(self, spec: str) -> str:
+        if _scalar_arguments(self.node):
+            return _concrete("format() of a traced number (an f-string)", self.node,
+                             lambda value: format(value[()], spec))
+        return format(repr(self), spec)
 
     def tolist(self) -> Any:
         return _concrete("x.tolist() of a traced value", self.node, lambda value: value.tolist())
@@ -224,9 +245,13 @@ class Tracer:
         return _operator(np.subtract, other, self)
 
     def __mul__(self, other: Any) -> Any:
+        if isinstance(other, (list, tuple)):  # n * [0.0]: Python repeats the sequence
+            return operator.index(self) * other
         return _operator(np.multiply, self, other)
 
     def __rmul__(self, other: Any) -> Any:
+        if isinstance(other, (list, tuple)):
+            return other * operator.index(self)
         return _operator(np.multiply, other, self)
 
     def __truediv__(self, other: Any) -> Any:
