@@ -245,14 +245,21 @@ class Tracer:
         return _operator(np.subtract, other, self)
 
     def __mul__(self, other: Any) -> Any:
-        if isinstance(other, (list, tuple)):  # n * [0.0]: Python repeats the sequence
+        if self._repeats(other):  # n * [0.0]: the sequence repeated, as Python does
             return operator.index(self) * other
         return _operator(np.multiply, self, other)
 
     def __rmul__(self, other: Any) -> Any:
-        if isinstance(other, (list, tuple)):
+        if self._repeats(other):
             return other * operator.index(self)
         return _operator(np.multiply, other, self)
+
+    def _repeats(self, other: Any) -> bool:
+        """Whether ``self * other`` repeats the list or tuple ``other``: an integer
+        number does (a Python int, a numpy integer scalar), an array multiplies it."""
+        node = self.node
+        return isinstance(other, (list, tuple)) and node.ndim == 0 and \
+            (node.weak or node.scalar) and node.dtype.kind in "iu"
 
     def __truediv__(self, other: Any) -> Any:
         return _operator(np.true_divide, self, other)

@@ -183,10 +183,18 @@ _PYTHON_COMPLEX: dict[np.ufunc, Callable[[Any, Any], Any]] = {
 }
 
 
+def _sequences_as_arrays(operands: Sequence[Any]) -> list[Any]:
+    """The operands, a list or tuple holding traced values made an array as numpy makes
+    one of it (``x * (a, 2.0)``)."""
+    return [np.array(operand) if isinstance(operand, (list, tuple)) and has_tracer(operand)
+            else operand for operand in operands]
+
+
 def _operator(ufunc: np.ufunc, *operands: Any) -> Any:
     """A Python operator: like the ufunc, but Python-scalar-only results stay weak."""
     if _constants_only(operands, {}):
         return _eager(ufunc, operands, {})
+    operands = tuple(_sequences_as_arrays(operands))
     nodes = [_node(operand) for operand in operands]
     left, right = nodes[0], nodes[-1]
     if ufunc in _PYTHON_COMPLEX and left.weak and left.dtype.kind == "c" and \
@@ -233,6 +241,7 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any]) 
     """``ufunc(*inputs, **kwargs)``, including ``out=`` (see ``_store``) and ``where=`` with
     ``out=`` (the masked-off elements keep ``out``'s values and raise no warnings)."""
     kwargs = dict(kwargs)
+    inputs = _sequences_as_arrays(inputs)
     out = kwargs.pop("out", None)
     where = kwargs.pop("where", True)
     casting = kwargs.get("casting", "same_kind")  # of the operands, and of the outputs
@@ -307,7 +316,7 @@ def _compute_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any
 from .constants import _constants_only, _eager  # noqa: E402
 from .functions import astype, where  # noqa: E402
 from .probes import _moving_axes, _strip, record_call  # noqa: E402
-from .tracer import Tracer, _immutable, _inplace, augmented_item  # noqa: E402
+from .tracer import Tracer, _immutable, _inplace, augmented_item, has_tracer  # noqa: E402
 
 for _name, _ufunc, _symbol in (
         ("add", np.add, "+="), ("sub", np.subtract, "-="), ("mul", np.multiply, "*="),
