@@ -467,7 +467,8 @@ class Jitted:
                     for index, value in enumerate(args)]
         key = tuple(
             self._static_key(index, value) if index in fixed or is_setting(value)
-            else _sized(spec_of(value, self._describe(index)), value, tried[0])
+            else _sized(_items_of(spec_of(value, self._describe(index)), args[index]),
+                        value, tried[0])
             for index, value in enumerate(operands)
         )
         return key, operands, tried, fixed
@@ -994,6 +995,24 @@ def _int_tuple(value: Any) -> bool:
                                         for item in value)
 
 
+def _items_of(spec: ArgSpec, value: Any) -> ArgSpec:
+    """The signature of an argument numpy makes an array of: of kind ``"items"`` when it
+    is a list or tuple of Python numbers of one type, whose items are Python numbers
+    (weak) when the function takes them out (``lo, hi = bounds``, ``coeffs[0]``)."""
+    if type(value) in (list, tuple) and spec.kind == "array" and value:
+        kinds = set()
+        stack = [value]
+        while stack:
+            item = stack.pop()
+            if type(item) in (list, tuple):
+                stack.extend(item)
+            else:
+                kinds.add(type(item))
+        if len(kinds) == 1 and kinds <= {bool, int, float, complex}:
+            return spec._replace(kind="items")
+    return spec
+
+
 def _int_sequence(value: Any) -> bool:
     """A tuple or list of Python ints (or of such tuples and lists)."""
     return type(value) in (tuple, list) and all(type(item) is int or _int_sequence(item)
@@ -1441,11 +1460,12 @@ def _retrying(build: Callable[[list[ArgSpec], dict[int, Any]], _T], specs: list[
 
 def _sized(spec: ArgSpec, value: Any, per_shape: bool) -> ArgSpec:
     """The spec with its exact shape when compiling per shape."""
-    return spec._replace(sizes=np.shape(value)) if per_shape and spec.kind == "array" else spec
+    return spec._replace(sizes=np.shape(value)) if per_shape and spec.kind in (
+        "array", "items") else spec
 
 
 def _with_sizes(specs: Sequence[ArgSpec], shapes: Sequence[tuple[int, ...]]) -> list[ArgSpec]:
-    return [spec._replace(sizes=tuple(shape)) if spec.kind == "array" else spec
+    return [spec._replace(sizes=tuple(shape)) if spec.kind in ("array", "items") else spec
             for spec, shape in zip(specs, shapes, strict=True)]
 
 

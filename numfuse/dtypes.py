@@ -49,7 +49,9 @@ class ArgSpec(NamedTuple):
     """The signature of one argument.
 
     ``kind`` is ``"array"`` (an ndarray), ``"scalar"`` (a numpy scalar such as
-    ``np.float32(1)``: a strong 0-d value) or ``"weak"`` (a Python scalar).  ``ones`` has
+    ``np.float32(1)``: a strong 0-d value), ``"weak"`` (a Python scalar) or ``"items"`` (an
+    array numpy made of a list or tuple of Python numbers, whose items are Python numbers
+    when the function takes them out).  ``ones`` has
     one entry per dimension, True where that dimension has length 1.  ``sizes`` is the
     exact shape when the function reads sizes and is compiled per shape.
     """
@@ -68,7 +70,9 @@ class ArgSpec(NamedTuple):
             return f"Python {self.weak_type.__name__}"
         dims = ",".join(str(size) for size in self.sizes) if self.sizes is not None else \
             ",".join("1" if one else "n" for one in self.ones)
-        what = "numpy scalar" if self.kind == "scalar" else f"{self.ndim}-d array"
+        what = "numpy scalar" if self.kind == "scalar" else \
+            f"list of Python numbers, a {self.ndim}-d array" if self.kind == "items" else \
+            f"{self.ndim}-d array"
         return f"{what} {self.dtype}[{dims}]"
 
     @property

@@ -405,6 +405,38 @@ def test_static_floats_are_told_apart_by_their_bits():
     assert len(jitted.compiled) == 3
 
 
+def _min_max(x, feature_range=(0, 1)):  # scikit-learn's MinMaxScaler
+    low, high = feature_range
+    return (x - x.min()) / (x.max() - x.min()) * (high - low) + low
+
+
+def _horner(x, coefficients):
+    total = 0.0
+    for coefficient in coefficients:
+        total = total * x + coefficient
+    return total
+
+
+@pytest.mark.parametrize(("fn", "args"), [
+    (_min_max, (np.arange(4, dtype=np.float32), (-1.0, 1.0))),
+    (_horner, (np.arange(3, dtype=np.float32), [1.0, 2.0, 3.0])),
+    (lambda x, b: np.clip(x, b[0], b[1]), (np.arange(3, dtype=np.float32), [0.5, 1.5])),
+    (lambda x, m: x * m[1][0], (np.ones(2, np.float32), [[1.0, 2.0], [3.0, 4.0]])),
+    (lambda x, c: x * c[0], (np.ones(2, np.int16), [2, 1])),
+    (lambda x, c: x * c, (np.ones(3, np.float32), [1.0, 2.0, 3.0])),
+], ids=["unpacked", "iterated", "indexed", "nested", "int-list", "as-data"])
+def test_items_of_a_list_or_tuple_of_numbers_are_python_numbers(fn, args):
+    """numpy takes a Python float out of ``(-1.0, 1.0)``, weak beside a float32 array;
+    the list as a whole is a float64 array, as numpy makes it.  A new list of the same
+    kind does not compile again."""
+    check(fn, *args)
+    jitted = numfuse.jit(_horner)
+    for coefficients in ([1.0, 2.0], [5.0, -6.0]):
+        assert_same(jitted(np.float32(2.0), coefficients), _horner(np.float32(2.0),
+                                                                   coefficients))
+    assert len(jitted.compiled) == 1
+
+
 def test_list_argument_is_converted_like_numpy():
     jitted = numfuse.jit(lambda x: x * 2)
     assert_same(jitted([1.0, 2.0, 3.0]), np.asarray([1.0, 2.0, 3.0]) * 2)

@@ -94,7 +94,8 @@ def trace_graph(fn: Callable[..., Any], specs: Sequence[ArgSpec],
     """
     static = static or {}
     inputs = tuple(input_node(index, spec) for index, spec in enumerate(specs))
-    arguments = [static[index] if index in static else Tracer(node)
+    arguments = [static[index] if index in static else
+                 Tracer(node, python_items=specs[index].kind == "items")
                  for index, node in enumerate(inputs)]
     examples: dict[Node, tuple[int, ...]] = {}
     if shapes is not None:

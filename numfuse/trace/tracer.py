@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import dis
 import operator
 import sys
@@ -38,10 +39,13 @@ class Tracer:
     """A traced value: records every operation applied to it into the graph."""
 
     __array_priority__ = 1000
-    __slots__ = ("__weakref__", "bases", "node", "owned", "views")
+    __slots__ = ("__weakref__", "bases", "node", "owned", "python_items", "views")
 
-    def __init__(self, node: Node, owned: bool = False) -> None:
+    def __init__(self, node: Node, owned: bool = False, python_items: bool = False) -> None:
         self.node = node
+        # an array numpy made of a list or tuple of Python numbers: an item taken out is
+        # a Python number (weak), a row another such list
+        self.python_items = python_items
         # True when this tracer stands for a fresh array (not an argument, not a view).
         # It may be written in place while no view of it is alive (``writable``).
         self.owned = owned
@@ -384,7 +388,14 @@ class Tracer:
         self.node = written.node
 
     def __getitem__(self, key: Any) -> Any:
-        return record_call(operator.getitem, "getitem", (self, key), {})
+        item = record_call(operator.getitem, "getitem", (self, key), {})
+        if self.python_items and isinstance(item, Tracer) and \
+                isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+            if item.node.ndim:
+                item.python_items = True
+            elif item.node.dtype.kind != "b":  # (a Python bool is never weak)
+                item.node = dataclasses.replace(item.node, weak=True)
+        return item
 
     def __matmul__(self, other: Any) -> Any:
         return record_call(np.matmul, "matmul", (self, other), {})
