@@ -1195,6 +1195,22 @@ def test_flat_indexing_copies_as_numpy(fn):
     assert not np.shares_memory(actual, x)
 
 
+def _total_of_items(x):
+    total = 0.0
+    for value in x.flat:
+        total = total + value
+    return total
+
+
+def test_a_loop_over_flat_follows_each_shape_and_flat_converts_as_its_items():
+    """``for v in x.flat`` reads the size (compiled per shape: it had kept the first
+    shape's count); ``np.array(x.flat)`` is x's items, flattened."""
+    jitted = numfuse.jit(_total_of_items)
+    for shape in ((2, 3), (3, 3), (1, 2)):
+        assert_same(jitted(np.ones(shape)), _total_of_items(np.ones(shape)))
+    check(lambda x: (np.array(x.flat), np.asarray(x.flat) * 2), np.arange(6.0).reshape(2, 3))
+
+
 def test_byteswap_in_place_writes_into_the_functions_own_array():
     def swapped(x):
         y = x * 1

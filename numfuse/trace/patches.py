@@ -296,6 +296,9 @@ def _random_draw(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
 def _converter(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     def convert(*args: Any, **kwargs: Any) -> Any:
         obj = args[0] if args else None
+        if isinstance(obj, _Flat):  # np.array(x.flat): x's items, flattened
+            obj = obj.array.ravel()
+            args = (obj, *args[1:])
         if isinstance(obj, Tracer) and name in ("asarray_chkfinite", "require"):
             return _checked_array(name, original, obj, *args[1:], **kwargs)
         if isinstance(obj, Tracer):
@@ -439,4 +442,4 @@ _STATEMENT_ENDS = ("STORE_", "POP_TOP", "RETURN_", "JUMP", "POP_JUMP")
 # Imported last: these modules and this one use each other's functions at call time.
 from .constants import _as_array, _checked_array, _constants_only, _eager, _wrapped  # noqa: E402
 from .probes import record_call  # noqa: E402
-from .tracer import Tracer, _scalar_arguments, has_tracer, tracers_in  # noqa: E402
+from .tracer import Tracer, _Flat, _scalar_arguments, has_tracer, tracers_in  # noqa: E402

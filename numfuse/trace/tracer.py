@@ -549,6 +549,9 @@ class _Flat:
     def __setitem__(self, key: Any, value: Any) -> None:
         _inplace("x.flat[...] = v (write x.ravel() into a new array instead)")
 
+    def __iter__(self) -> Any:
+        return iter(self.array.ravel())  # its length: the array's size (per shape)
+
     def __len__(self) -> int:
         return self.array.size
 
