@@ -1609,6 +1609,35 @@ def test_a_function_numfuse_cannot_compile_runs_with_numpy_and_warns_once():
         numfuse.compile(_branching, X)
 
 
+def _inverse_or_pseudo_inverse(a):
+    try:
+        return np.linalg.inv(a)
+    except np.linalg.LinAlgError:
+        return np.linalg.pinv(a)
+
+
+def test_a_numpy_call_inside_try_except_runs_with_numpy():
+    """An error a numpy call raises when the compiled function runs could not reach the
+    function's except clause: such a function runs with numpy (a ``with`` block or a
+    ``finally`` does not catch, and compiles)."""
+    jitted = numfuse.jit(_inverse_or_pseudo_inverse)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", numfuse.NumpyFallbackWarning)
+        for a in (np.zeros((2, 2)), np.eye(2) * 2):
+            assert_same(jitted(a), _inverse_or_pseudo_inverse(a))
+    assert len(caught) == 1 and "try block" in str(caught[0].message)
+
+    def guarded(a):
+        with np.errstate(divide="ignore"):
+            try:
+                scaled = a * 2
+            finally:
+                pass
+            return np.linalg.inv(scaled) + 1.0 / a
+
+    assert_same(numfuse.jit(guarded)(np.eye(2) * 2), guarded(np.eye(2) * 2))
+
+
 def test_the_fallback_made_an_error_raises_the_reason():
     with warnings.catch_warnings():
         warnings.simplefilter("error", numfuse.NumpyFallbackWarning)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import dis
 import itertools
 import operator
 import os
@@ -29,6 +30,7 @@ from ..calls import (
 )
 from ..dtypes import KERNEL_DTYPES
 from ..errors import (
+    ConcretizationError,
     SizeDependentError,
     StaticArgumentError,
     UnsupportedOperationError,
@@ -264,6 +266,43 @@ def _view_of_stand_ins(call: NumpyCall, nodes: Sequence[Node]) -> bool:
                if isinstance(stand_in, np.ndarray))
 
 
+_handlers: dict[Any, tuple[tuple[int, int], ...]] = {}
+
+
+def _except_ranges(code: Any) -> tuple[tuple[int, int], ...]:
+    """The instruction ranges of ``code`` that an ``except`` clause guards (not a
+    ``with`` block's exit nor a ``finally``): Python 3.11's exception table."""
+    found = _handlers.get(code)
+    if found is None:
+        ranges = []
+        bytecode = dis.Bytecode(code)
+        entries = getattr(bytecode, "exception_entries", ())
+        names = {instruction.offset: instruction.opname for instruction in bytecode}
+        offsets = sorted(names)
+        for entry in entries:
+            following = [names[offset] for offset in offsets if offset >= entry.target][:12]
+            if following[:1] == ["PUSH_EXC_INFO"] and "WITH_EXCEPT_START" not in following \
+                    and ("CHECK_EXC_MATCH" in following or following[1:2] == ["POP_TOP"]):
+                ranges.append((entry.start, entry.end))
+        found = _handlers[code] = tuple(ranges)
+    return found
+
+
+def _inside_try() -> bool:
+    """Whether the traced function's code (or a function it called) is running inside a
+    ``try`` block with an ``except`` clause."""
+    frame: Any = sys._getframe(2)
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if module == "numfuse.trace" and frame.f_code.co_name == "trace_graph":
+            return False  # back at numfuse's call of the traced function
+        if not module.startswith(("numfuse.", "numpy")) and any(
+                start <= frame.f_lasti < end for start, end in _except_ranges(frame.f_code)):
+            return True
+        frame = frame.f_back
+    return False
+
+
 def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
                 kwargs: dict[str, Any], unlisted: bool = False) -> Any:
     """Record a non-fusible numpy call; numpy itself gives its result dtype and shape.
@@ -271,6 +310,12 @@ def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
     An ``unlisted`` function (one numfuse knows nothing about) also runs on stand-ins
     holding other data, so that sizes depending on the values are found, and its result is
     taken to be a possible view of its operands."""
+    if _inside_try() and has_tracer((args, kwargs)):
+        raise ConcretizationError(
+            f"np.{name} inside a try block with an except clause",
+            "the error it may raise when the compiled function runs could not reach the "
+            "function's except clause; call it outside the try block, or outside the "
+            "jitted function.")
     nodes: list[Node] = []
     static_args = tuple(_strip(item, nodes) for item in args)
     static_kwargs = {key: _strip(item, nodes) for key, item in kwargs.items()}
