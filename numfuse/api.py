@@ -403,11 +403,12 @@ class Jitted:
 
     def _static_key(self, index: int, value: Any) -> Any:
         """What identifies a static argument's value among compilations."""
-        if index == self._instance_argument:
+        if index == self._instance_argument:  # (its attributes: read when traced)
             try:
                 hash(value)
             except TypeError:
                 return ("static", type(value), _Identity(value))
+            return ("static", type(value), value)
         return ("static", type(value), _value_key(value))
 
     def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
@@ -1033,6 +1034,13 @@ def _value_key(value: Any) -> Any:
     if isinstance(value, slice):
         return (slice, _value_key(value.start), _value_key(value.stop),
                 _value_key(value.step))
+    if isinstance(value, (set, frozenset)):
+        return (type(value), frozenset(_value_key(item) for item in value))
+    state = getattr(value, "__dict__", None)
+    if isinstance(state, dict) and state and not isinstance(value, type):
+        # an options object: its fields' values too (Opt(2) == Opt(2.0), but an int
+        # and a float compute otherwise)
+        value = (value, _value_key(tuple(sorted(state.items(), key=lambda item: item[0]))))
     try:
         hash(value)
     except TypeError:
@@ -1293,7 +1301,7 @@ def _numpy_runs(args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[str, str] 
             return ("was called with a Python integer beyond int64, which numpy computes "
                     "with as a uint64 (or converts to a float)",
                     "Pass it as a float, or as an array of dtype uint64, to fuse it.")
-        if isinstance(value, (list, tuple)) and _holds_objects(value):
+        if isinstance(value, (list, tuple)) and not is_setting(value) and _holds_objects(value):
             return ("was called with a list or tuple numpy converts to an array of dtype "
                     "object (Python ints beyond 64 bits, or other objects)",
                     "Pass an array of a numeric dtype (np.asarray(values, np.float64)) "

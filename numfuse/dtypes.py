@@ -148,8 +148,10 @@ def is_setting(value: Any) -> bool:
 def _is_data(value: Any) -> bool:
     """Whether a call argument is data numpy would compute with (an array, a number, a
     container of them, an array-like); anything else (a function, a slice, an options
-    object) configures the function."""
-    return isinstance(value, (np.ndarray, np.generic, int, float, complex, list, tuple,
+    object, a list of names) configures the function."""
+    if isinstance(value, (list, tuple)):
+        return all(_is_data(item) for item in value)
+    return isinstance(value, (np.ndarray, np.generic, int, float, complex,
                               dict)) or any(hasattr(type(value), name) for name in (
         "__array__", "__array_function__", "__array_interface__", "__array_struct__"))
 

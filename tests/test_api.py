@@ -395,6 +395,20 @@ def test_static_argnums_may_be_one_int_as_jaxs():
         numfuse.jit(lambda x: x, static_argnums=0.0)
 
 
+def test_static_objects_are_told_apart_by_their_fields_values_and_lists_of_names_static():
+    """``Opt(2) == Opt(2.0)``, but an int and a float compute otherwise; a list or tuple
+    holding names (or None) is no data: a static value (it had raised as an array of
+    strings)."""
+    jitted = numfuse.jit(lambda x, options: x * options.scale)
+    for options in (_Options(2), _Options(2.0), _Options(-0.0), _Options(0.0)):
+        assert_same(jitted(np.arange(3), options), np.arange(3) * options.scale)
+    assert len(jitted.compiled) == 4
+    keyed = numfuse.jit(lambda x, names: {name: x * 2 for name in names})
+    assert_same(keyed(X, ["a", "b"]), {"a": X * 2, "b": X * 2})
+    assert_same(numfuse.jit(lambda x, spec: x * spec[1])(X, ("linear", 2.0)), X * 2.0)
+    assert_same(numfuse.jit(lambda x, spec: x * spec[0])(X, (2.0, None)), X * 2.0)
+
+
 def test_static_floats_are_told_apart_by_their_bits():
     """``0.0`` and ``-0.0`` compare equal but give other results; a NaN equals nothing
     but is one value."""
