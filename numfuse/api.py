@@ -48,7 +48,14 @@ from .inspection import Explanation, explain, kernel_vector_report
 from .kernel import Kernel
 from .partition import Plan, partition
 from .passes import simplify
-from .runtime import BroadcastError, CallPlan, Program, Settings, raise_broadcast_error
+from .runtime import (
+    BroadcastError,
+    CallPlan,
+    Program,
+    Settings,
+    out_targets,
+    raise_broadcast_error,
+)
 from .threads import checked as threads_checked
 from .trace import Tracer, trace_graph
 
@@ -433,18 +440,20 @@ class Jitted:
         assert compiled is not None
         return compiled, operands
 
-    def _specialize(self, args: tuple[Any, ...], kwargs: dict[str, Any],
-                    wait: bool) -> tuple[Compiled | None, list[Any]]:
+    def _specialize(self, args: tuple[Any, ...], kwargs: dict[str, Any], wait: bool,
+                    fallback: bool | None = None) -> tuple[Compiled | None, list[Any]]:
         """``specialize``; with ``background`` and not ``wait``, None while the kernels of
         a new signature are compiling, or when numfuse cannot compile the function for
-        these arguments and numpy runs it as written (``_fall_back``)."""
+        these arguments and numpy runs it as written (``_fall_back``; by default only when
+        not ``wait``)."""
         if kwargs or len(args) != len(self._signature.parameters):
             args = self._bind(args, kwargs)
         self._notice_instance(args)
+        allowed = not wait if fallback is None else fallback
         try:
-            return self._specialize_bound(args, wait)
+            return self._specialize_bound(args, wait, allowed)
         except Exception as error:
-            if wait or not self.numpy_runs or not _numpy_may_run(error):
+            if not allowed or not self.numpy_runs or not _numpy_may_run(error):
                 raise
             return self._fall_back(args, error)
 
@@ -496,19 +505,20 @@ class Jitted:
         self._unwarned.append((key, message, NumpyFallbackWarning))
         return None, operands
 
-    def _specialize_bound(self, args: tuple[Any, ...], wait: bool
+    def _specialize_bound(self, args: tuple[Any, ...], wait: bool, numpy_runs: bool = False
                           ) -> tuple[Compiled | None, list[Any]]:
-        """``_specialize`` of bound arguments, raising what keeps numfuse from compiling."""
+        """``_specialize`` of bound arguments, raising what keeps numfuse from compiling
+        (``numpy_runs``: arguments of a kind numpy runs the function for give None)."""
         key, operands, tried, fixed = self._keyed(args)
         compiled = self.compiled.get(key)
         if compiled is None:
-            if not wait and key in self._objects:
+            if (not wait or numpy_runs) and key in self._objects:
                 return None, operands
             try:
                 compiled = self._compile(key, operands, wait or not self.background)
             except (SizeDependentError, StaticArgumentError) as error:
                 self._adapt(error, tried)
-                return self._specialize_bound(args, wait)
+                return self._specialize_bound(args, wait, numpy_runs)
             except ObjectValuesError as error:
                 if wait or not self.numpy_runs:
                     raise
@@ -533,7 +543,7 @@ class Jitted:
                 with self._lock:
                     self._forget_calls()
                 try:
-                    return self._specialize_bound(args, wait)
+                    return self._specialize_bound(args, wait, numpy_runs)
                 except Exception:
                     self.auto_static = self.auto_static - tuples
                     raise error from None
@@ -870,8 +880,10 @@ class Jitted:
         if "out" in kwargs and self._out_keyword:
             kwargs = dict(kwargs)
             out = kwargs.pop("out")
-            compiled, operands = self.specialize(*args, **kwargs)
-            return compiled.run(operands, out)
+            found, operands = self._specialize(args, kwargs, wait=True, fallback=True)
+            if found is None:  # numpy runs it (see _fall_back), its results copied into out
+                return _copied_into(self._with_numpy(args, kwargs), out)
+            return found.run(operands, out)
         found, operands = self._specialize(args, kwargs, wait=False)
         if found is None:
             return self._with_numpy(args, kwargs)
@@ -1253,6 +1265,18 @@ def argument_numbers(numbers: Any, name: str) -> tuple[int, ...]:
                for item in items):
         raise TypeError(f"{name} must be an int or a sequence of ints, not {numbers!r}")
     return tuple(int(item) for item in items)
+
+
+def _copied_into(result: Any, out: Any) -> Any:
+    """``result`` (of the function run with numpy) stored into ``out`` as the jitted
+    call's ``out=`` stores its results (numpy's casting and broadcasting)."""
+    single = not isinstance(result, tuple)
+    results = [result] if single else list(result)
+    targets = out_targets(out, single, all(isinstance(item, np.ndarray) for item in results),
+                           len(results))
+    for target, value in zip(targets, results, strict=True):
+        np.copyto(target, value, casting="same_kind")
+    return targets[0] if single else tuple(targets)
 
 
 def _numpy_may_run(error: Exception) -> bool:

@@ -980,7 +980,7 @@ class Program:
         Kernel outputs are written in place; anything else is copied in ('same_kind'
         casting); if an out array shares memory with an argument, every result is
         computed first and then copied, so the answer is numpy's."""
-        targets = _out_targets(out, self.single, self.flat_tuple, len(self.returns))
+        targets = out_targets(out, self.single, self.flat_tuple, len(self.returns))
         overlapping = any(isinstance(arg, np.ndarray) and np.may_share_memory(arg, target)
                           for arg in args for target in targets)
         outs: dict[int, list[Any]] = {}
@@ -998,7 +998,9 @@ class Program:
         return targets[0] if self.single else tuple(targets)
 
 
-def _out_targets(out: Any, single: bool, flat_tuple: bool, count: int) -> list[Any]:
+def out_targets(out: Any, single: bool, flat_tuple: bool, count: int) -> list[Any]:
+    """The arrays of a call's ``out=`` for its ``count`` results (one result, or a flat
+    tuple of them), checked."""
     targets = [out] if single and not isinstance(out, tuple) else out
     if not (single or flat_tuple):
         raise TypeError("out= needs a function that returns one array or a flat tuple of "

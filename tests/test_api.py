@@ -1652,6 +1652,17 @@ def test_a_numpy_call_inside_try_except_runs_with_numpy():
     assert_same(numfuse.jit(guarded)(np.eye(2) * 2), guarded(np.eye(2) * 2))
 
 
+def test_out_of_a_function_that_falls_back_receives_numpys_results():
+    jitted = numfuse.jit(_branching)
+    out = np.zeros_like(X)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", numfuse.NumpyFallbackWarning)
+        for x in (X, -X - 10):
+            assert jitted(x, out=out) is out
+            assert_same(out, _branching(x))
+    assert len(caught) == 1
+
+
 def test_the_fallback_made_an_error_raises_the_reason():
     with warnings.catch_warnings():
         warnings.simplefilter("error", numfuse.NumpyFallbackWarning)
