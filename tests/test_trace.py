@@ -309,6 +309,19 @@ def test_augmented_and_item_assignment_through_temporary_views_write_as_numpy(fn
         check(fn, np.arange(12.0).reshape(3, 4))
 
 
+def test_augmented_assignment_into_a_view_held_in_a_list_is_not_taken_for_an_item_of_it():
+    """``views[0] += 100`` stores into the list, not into ``y``: numpy's write through the
+    view cannot be the list's item assignment (it had left ``y`` unwritten, silently)."""
+    def through_a_list(x):
+        y = x * 2
+        views = [y[1:]]
+        views[0] += 100
+        return y
+
+    with pytest.raises(numfuse.UnsupportedOperationError, match="held in a variable"):
+        numfuse.compile(through_a_list, X)
+
+
 def test_augmented_item_assignment_keeps_numpys_casting_and_shape_rules():
     def casts(x):
         y = x.astype(np.int64)

@@ -615,9 +615,18 @@ def _inplace(operation: str) -> Any:
 
 
 def _named(value: Any, frame: types.FrameType) -> bool:
-    """Whether a variable of ``frame`` holds ``value`` (else it is a temporary of the
-    statement running there)."""
-    return any(item is value for item in frame.f_locals.values())
+    """Whether a variable of ``frame`` holds ``value``, or a list, tuple or dict held by
+    one (``views[0] += 1``) does (else it is a temporary of the statement running
+    there)."""
+    for item in frame.f_locals.values():
+        if item is value:
+            return True
+        if isinstance(item, dict):
+            item = item.values()
+        if isinstance(item, (list, tuple, type({}.values()))) and \
+                any(element is value for element in item):
+            return True
+    return False
 
 
 # Instructions that only move the stack between an augmented operator and the store of its
