@@ -1303,8 +1303,8 @@ def _numpy_runs(args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[str, str] 
     how to fuse it instead), or None: an argument of an ndarray subclass with semantics
     of its own (``np.matrix``'s ``*`` multiplies matrices, a masked array skips masked
     elements; ``np.memmap`` computes as an ndarray does), an array of dtype object
-    (numpy's object loops apply Python's operators to each element), or a Python int
-    beyond 64 bits."""
+    (numpy's object loops apply Python's operators to each element), a Python int
+    beyond 64 bits, or a random generator (its draws would be frozen)."""
     for value in (*args, *kwargs.values()):
         kind = type(value)
         if kind is not np.ndarray and isinstance(value, np.ndarray) and \
@@ -1325,6 +1325,11 @@ def _numpy_runs(args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[str, str] 
             return ("was called with a Python integer beyond int64, which numpy computes "
                     "with as a uint64 (or converts to a float)",
                     "Pass it as a float, or as an array of dtype uint64, to fuse it.")
+        if isinstance(value, (np.random.Generator, np.random.RandomState,
+                              np.random.BitGenerator)):
+            return (f"was called with a {kind.__qualname__}, whose draws a compiled function "
+                    "would make once, while traced, and repeat at every call",
+                    "Draw the numbers outside and pass them in to fuse it.")
         if isinstance(value, (list, tuple)) and not is_setting(value) and _holds_objects(value):
             return ("was called with a list or tuple numpy converts to an array of dtype "
                     "object (Python ints beyond 64 bits, or other objects)",

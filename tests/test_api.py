@@ -1663,6 +1663,21 @@ def test_out_of_a_function_that_falls_back_receives_numpys_results():
     assert len(caught) == 1
 
 
+def _bootstrap_mean(x, rng):
+    return x[rng.integers(0, x.size, x.size)].mean()
+
+
+def test_a_random_generator_argument_makes_numpy_run_the_function():
+    """Its draws, made once while tracing, would come back at every call (a bootstrap
+    with the rng passed in): numpy runs the function, warning once."""
+    jitted = numfuse.jit(_bootstrap_mean)
+    x = np.arange(10.0)
+    with pytest.warns(RuntimeWarning, match="random generator|Generator"):
+        for seed in (0, 1, 2):
+            assert_same(jitted(x, np.random.default_rng(seed)),
+                        _bootstrap_mean(x, np.random.default_rng(seed)))
+
+
 def test_the_fallback_made_an_error_raises_the_reason():
     with warnings.catch_warnings():
         warnings.simplefilter("error", numfuse.NumpyFallbackWarning)
