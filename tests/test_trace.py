@@ -322,6 +322,27 @@ def test_augmented_assignment_into_a_view_held_in_a_list_is_not_taken_for_an_ite
         numfuse.compile(through_a_list, X)
 
 
+def _symmetrised(m):
+    a = m.copy()
+    a += a.T  # numpy reads the temporary view before it writes
+    b = m * 1.0
+    b -= b[0]
+    return a, b
+
+
+def test_in_place_operators_reading_a_temporary_view_of_the_array_itself_write_as_numpy():
+    check(_symmetrised, np.arange(9.0).reshape(3, 3))
+
+    def named(m):
+        a = m.copy()
+        transposed = a.T
+        a += transposed  # the view lives on: numpy's would see the write
+        return a, transposed
+
+    with pytest.raises(numfuse.UnsupportedOperationError):
+        numfuse.compile(named, np.arange(9.0).reshape(3, 3))
+
+
 def test_augmented_item_assignment_keeps_numpys_casting_and_shape_rules():
     def casts(x):
         y = x.astype(np.int64)

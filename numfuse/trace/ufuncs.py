@@ -42,6 +42,9 @@ def _in_place(ufunc: np.ufunc, forward: Callable[[Any, Any], Any],
         result = forward(self, other)
         if _immutable(self.node):
             return result
+        # A += A.T: numpy reads a temporary view of the array itself before it writes
+        if not self.writable and self.writable_from(other):
+            return _store(ufunc, (self, other), result, self, checked=True)
         if not self.writable:
             if not self.owned and self.node.op == "getitem" and self.bases and \
                     all(base.owned for base in self.bases):
@@ -63,12 +66,12 @@ def _in_place(ufunc: np.ufunc, forward: Callable[[Any, Any], Any],
 
 
 def _store(ufunc: np.ufunc, operands: Sequence[Any], result: Any, out: Any,
-           mask: Any = True, casting: str = "same_kind") -> Tracer:
+           mask: Any = True, casting: str = "same_kind", checked: bool = False) -> Tracer:
     """``ufunc(*operands, out=out)`` given ``result = ufunc(*operands)``: ``out``, a fresh
     traced array, takes the result cast (by the rule ``casting``) to its dtype, keeping
-    its shape."""
+    its shape (``checked``: its writability is known already)."""
     if isinstance(out, Tracer):
-        if not out.writable or _immutable(out.node):
+        if not (checked or out.writable) or _immutable(out.node):
             return _inplace(f"np.{ufunc.__name__}(..., out=x) or an augmented assignment")
         target_dtype, target_shape = out.node.dtype, out.node.shape
     elif isinstance(out, np.ndarray):
