@@ -311,7 +311,7 @@ class Jitted:
         # (not a gradient's, which only tracing computes)
         self.numpy_runs = True
         # fallbacks to numpy not yet reported: (key, warning)
-        self._unwarned: list[tuple[tuple[Any, ...] | None, str, type[Warning]]] = []
+        self._unwarned: list[tuple[tuple[Any, ...], str, type[Warning]]] = []
         # True: new signatures compile on the compile thread; their calls run with numpy
         # until the kernels are ready (numfuse.background).
         self.background = background
@@ -488,10 +488,7 @@ class Jitted:
         """numfuse cannot compile the function for arguments of this kind (``error``):
         numpy runs it as written for them from now on, with a ``NumpyFallbackWarning``
         (raised as ``error`` instead where that warning is made an error)."""
-        try:
-            key: tuple[Any, ...] | None = self._keyed(args)[0]
-        except Exception:  # an argument of a kind numfuse has no key for (datetime64)
-            key = None
+        key, operands, _tried, _fixed = self._keyed(args)
         reason = str(error).split("\n", 1)[0].rstrip(" :")
         message = (f"{_name(self.fn)} cannot be compiled for arguments of these kinds "
                    f"({type(error).__name__}: {reason}): numpy runs the function as written "
@@ -504,10 +501,9 @@ class Jitted:
                 warnings.warn(message, NumpyFallbackWarning, stacklevel=_outside_numfuse())
             except NumpyFallbackWarning:
                 raise error from None
-        if key is not None:
-            self._objects.add(key)
+        self._objects.add(key)
         self._unwarned.append((key, message, NumpyFallbackWarning))
-        return None, list(args)
+        return None, operands
 
     def _specialize_bound(self, args: tuple[Any, ...], wait: bool, numpy_runs: bool = False
                           ) -> tuple[Compiled | None, list[Any]]:
