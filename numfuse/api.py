@@ -41,6 +41,7 @@ from .errors import (
     SignatureMismatchError,
     SizeDependentError,
     StaticArgumentError,
+    UnsupportedDtypeError,
     UnsupportedOperationError,
 )
 from .graph import Graph, verify
@@ -1281,9 +1282,12 @@ def _copied_into(result: Any, out: Any) -> Any:
 
 def _numpy_may_run(error: Exception) -> bool:
     """Whether numpy should run the function as written after ``error`` kept numfuse from
-    compiling it: always but for an argument of another signature than a ``Compiled``'s.
+    compiling it: always but for an argument of another signature than a ``Compiled``'s
+    or of a dtype numfuse has no kernel for.
     An error numpy meets too (the function's own ``raise``, a numpy error on these
     values) is then numpy's to raise, without the fallback's warning (``_with_numpy``)."""
+    if isinstance(error, UnsupportedDtypeError) and not isinstance(error, ObjectValuesError):
+        return False  # an argument's dtype: the error says how to convert it
     return not isinstance(error, SignatureMismatchError)
 
 

@@ -65,6 +65,18 @@ def test_unsupported_dtype_names_the_argument_and_dtype(value, dtype_text):
     assert "Convert it first" in message
 
 
+@pytest.mark.parametrize(("value", "dtype_text"), UNSUPPORTED[:3])
+def test_unsupported_dtype_is_raised_where_numpy_may_run_other_functions(value, dtype_text):
+    """An argument's dtype is never a reason for numpy to run the function: the error
+    says how to convert it (with the fallback allowed, as outside the tests)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", numfuse.NumpyFallbackWarning)
+        jitted = numfuse.jit(add)
+        with pytest.raises(numfuse.UnsupportedDtypeError, match="Convert it first"):
+            jitted(X[:2], value)
+    assert not jitted._unwarned and not jitted._objects  # no fallback was set up
+
+
 def test_unsupported_dtype_of_a_closed_over_constant():
     labels = np.array(["a", "b"])
     with pytest.raises(TypeError, match="<U1"):
