@@ -1014,14 +1014,7 @@ def _items_of(spec: ArgSpec, value: Any) -> ArgSpec:
     is a list or tuple of Python numbers of one type, whose items are Python numbers
     (weak) when the function takes them out (``lo, hi = bounds``, ``coeffs[0]``)."""
     if type(value) in (list, tuple) and spec.kind == "array" and value:
-        kinds = set()
-        stack = [value]
-        while stack:
-            item = stack.pop()
-            if type(item) in (list, tuple):
-                stack.extend(item)
-            else:
-                kinds.add(type(item))
+        kinds = {type(item) for item in pytree.leaves(value)}
         if len(kinds) == 1 and kinds <= {bool, int, float, complex}:
             return spec._replace(kind="items")
     return spec
@@ -1036,7 +1029,8 @@ def _int_sequence(value: Any) -> bool:
 def _value_key(value: Any) -> Any:
     """What tells a static value apart from others (hashable): floats by their bits
     (``-0.0`` is not ``0.0``, a NaN is itself), lists as tuples marked apart, a slice by
-    its parts, an unhashable object by its identity."""
+    its parts, an object by its fields' values too, an unhashable one by ``==``
+    (``_Equal``)."""
     if isinstance(value, (float, np.floating)):
         return float(value).hex()
     if isinstance(value, (complex, np.complexfloating)):

@@ -12,7 +12,9 @@ import operator
 import os
 import sys
 import threading
+import types
 import warnings
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -266,18 +268,18 @@ def _view_of_stand_ins(call: NumpyCall, nodes: Sequence[Node]) -> bool:
                if isinstance(stand_in, np.ndarray))
 
 
-_handlers: dict[Any, tuple[tuple[int, int], ...]] = {}
+_handlers: weakref.WeakKeyDictionary[types.CodeType, tuple[tuple[int, int], ...]] = \
+    weakref.WeakKeyDictionary()
 
 
-def _except_ranges(code: Any) -> tuple[tuple[int, int], ...]:
+def _except_ranges(code: types.CodeType) -> tuple[tuple[int, int], ...]:
     """The instruction ranges of ``code`` that an ``except`` clause guards (not a
     ``with`` block's exit nor a ``finally``): Python 3.11's exception table."""
     found = _handlers.get(code)
     if found is None:
         ranges = []
-        bytecode = dis.Bytecode(code)
-        entries = getattr(bytecode, "exception_entries", ())
-        names = {instruction.offset: instruction.opname for instruction in bytecode}
+        entries = getattr(dis.Bytecode(code), "exception_entries", ())
+        names = instruction_names(code)
         offsets = sorted(names)
         for entry in entries:
             following = [names[offset] for offset in offsets if offset >= entry.target][:12]
@@ -512,4 +514,10 @@ def _advanced_index(key: Any) -> bool:
 # Imported last: these modules and this one use each other's functions at call time.
 from .constants import _eager  # noqa: E402
 from .functions import _share  # noqa: E402
-from .tracer import Tracer, _scalar_arguments, has_tracer, tracers_in  # noqa: E402
+from .tracer import (  # noqa: E402
+    Tracer,
+    _scalar_arguments,
+    has_tracer,
+    instruction_names,
+    tracers_in,
+)

@@ -637,14 +637,19 @@ _instructions: weakref.WeakKeyDictionary[types.CodeType, dict[int, str]] = \
     weakref.WeakKeyDictionary()
 
 
-def stored_by_item(frame: types.FrameType) -> bool:
-    """Whether the instruction running in ``frame`` (an augmented operator) is followed
-    by an item assignment of its result: ``y[key] op= v``."""
-    code = frame.f_code
+def instruction_names(code: types.CodeType) -> dict[int, str]:
+    """The name of each instruction of ``code`` by its offset (kept per code object)."""
     names = _instructions.get(code)
     if names is None:
         names = _instructions[code] = {instruction.offset: instruction.opname
                                        for instruction in dis.get_instructions(code)}
+    return names
+
+
+def stored_by_item(frame: types.FrameType) -> bool:
+    """Whether the instruction running in ``frame`` (an augmented operator) is followed
+    by an item assignment of its result: ``y[key] op= v``."""
+    names = instruction_names(frame.f_code)
     offsets = sorted(offset for offset in names if offset > frame.f_lasti)
     for offset in offsets:
         if names[offset] not in _STACK_MOVES:
