@@ -10,6 +10,24 @@ bounded time only, and fall back to sleeping after it.
 ``spinner()`` compiles the spin once per process with llvmlite (an atomic load and the
 CPU's spin-wait hint in a loop) and calibrates how long one turn takes; it is None where
 that fails, and callers then only sleep.
+
+**Chunks run natively** (x86-64): a split call whose chunks are plain calls of a kernel's
+loop function (``threads.ThreadPolicy``) needs no Python in the threads at all.  Its
+chunks are described in a *task* (an int64 array: the loop function's address, each
+chunk's argument pointers and dimensions, the steps) and run by ``drain``: each thread
+claims the next chunk with an atomic compare-and-swap on the task's *ticket* and calls the
+loop function on it, until none is left.  A helper thread spinning in ``serve`` runs a
+task it is handed without ever returning to Python, and the caller runs its share and
+waits for the rest in ``run``, the GIL released throughout.  With Python chunks each
+thread takes the GIL around every gufunc call, and a thread finding it taken sleeps and
+is woken slowly: measured on a logp/grad at 1e6 split six ways, 267 µs for the Python
+chunks against 250-290 µs for the whole call with native ones (one thread: 430 µs).
+
+A ticket holds the task's generation, its chunk count and the next chunk to claim
+(``ticket``): a helper late for one call can claim nothing of the next before the caller
+has opened it, nor anything of a call that is over.  Each chunk reads and clears the
+thread's floating-point flags (MXCSR) around the loop call and adds them to the task's,
+which the caller reports as numpy would (``flag_names``).
 """
 
 from __future__ import annotations
@@ -67,14 +85,171 @@ done:
 """
 
 
-class Spinner:
-    """The compiled spin and its speed: ``seconds_per_turn``."""
+# A task's words (an int64 array of ``TASK_WORDS``; the ticket, the finished count and the
+# flags in cache lines of their own).
+TICKET, DONE, FLAGS, FUNCTION, ARGS, DIMS, STEPS, NARGS, NDIMS = 0, 8, 16, 24, 25, 26, 27, 28, 29
+TASK_WORDS = 32
+_INDEX_BITS = 20  # a ticket: generation, then the chunk count, then the next chunk
+MAX_CHUNKS = (1 << _INDEX_BITS) - 1
+_GENERATIONS = 1 << (63 - 2 * _INDEX_BITS)
+# MXCSR's exception flags, by numpy's names for them (denormal and inexact: not reported)
+_MXCSR_FLAGS = (("invalid value", 0x1), ("divide by zero", 0x4), ("overflow", 0x8),
+                ("underflow", 0x10))
 
-    def __init__(self) -> None:
+# drain(task): claim chunks and run them until none is left.  run(task, count, turns):
+# drain, then spin until ``count`` chunks have finished or ``turns`` turns have passed;
+# returns the finished count.  serve(word, seen, turns, grace, bump, mode, task): spin as
+# ``numfuse_spin``; a change of ``*word`` while ``*mode`` is not 0 runs ``drain(task)``
+# and spins on, else returns as ``numfuse_spin`` would (the change for Python to act on).
+_RUNNER_IR = """
+declare void @llvm.x86.sse.stmxcsr(i8*)
+declare void @llvm.x86.sse.ldmxcsr(i8*)
+
+define internal i64 @numfuse_take_flags() {{
+  %slot = alloca i32, align 4
+  %bytes = bitcast i32* %slot to i8*
+  call void @llvm.x86.sse.stmxcsr(i8* %bytes)
+  %state = load i32, i32* %slot
+  %cleared = and i32 %state, -64
+  store i32 %cleared, i32* %slot
+  call void @llvm.x86.sse.ldmxcsr(i8* %bytes)
+  %flags = and i32 %state, 63
+  %wide = zext i32 %flags to i64
+  ret i64 %wide
+}}
+
+define internal i64 @numfuse_field(i64* %task, i64 %index) {{
+  %at = getelementptr i64, i64* %task, i64 %index
+  %value = load i64, i64* %at
+  ret i64 %value
+}}
+
+define void @numfuse_drain(i64* %task) nounwind {{
+entry:
+  %ticket_at = getelementptr i64, i64* %task, i64 {ticket}
+  %done_at = getelementptr i64, i64* %task, i64 {done}
+  %flags_at = getelementptr i64, i64* %task, i64 {flags}
+  br label %claim
+claim:
+  %ticket = load atomic i64, i64* %ticket_at acquire, align 8
+  %next = and i64 %ticket, {mask}
+  %shifted = lshr i64 %ticket, {bits}
+  %count = and i64 %shifted, {mask}
+  %none = icmp uge i64 %next, %count
+  br i1 %none, label %finish, label %take
+take:
+  %claimed = add i64 %ticket, 1
+  %swap = cmpxchg i64* %ticket_at, i64 %ticket, i64 %claimed acq_rel acquire
+  %won = extractvalue {{i64, i1}} %swap, 1
+  br i1 %won, label %work, label %claim
+work:
+  %function_word = call i64 @numfuse_field(i64* %task, i64 {function})
+  %function = inttoptr i64 %function_word to void (i8**, i64*, i64*, i8*)*
+  %args_word = call i64 @numfuse_field(i64* %task, i64 {args})
+  %dims_word = call i64 @numfuse_field(i64* %task, i64 {dims})
+  %steps_word = call i64 @numfuse_field(i64* %task, i64 {steps})
+  %nargs = call i64 @numfuse_field(i64* %task, i64 {nargs})
+  %ndims = call i64 @numfuse_field(i64* %task, i64 {ndims})
+  %args_index = mul i64 %next, %nargs
+  %args_offset = shl i64 %args_index, 3
+  %args_address = add i64 %args_word, %args_offset
+  %args = inttoptr i64 %args_address to i8**
+  %dims_index = mul i64 %next, %ndims
+  %dims_offset = shl i64 %dims_index, 3
+  %dims_address = add i64 %dims_word, %dims_offset
+  %dims = inttoptr i64 %dims_address to i64*
+  %steps = inttoptr i64 %steps_word to i64*
+  %stale = call i64 @numfuse_take_flags()
+  call void %function(i8** %args, i64* %dims, i64* %steps, i8* null)
+  %raised = call i64 @numfuse_take_flags()
+  %flags_before = atomicrmw or i64* %flags_at, i64 %raised seq_cst
+  %done_before = atomicrmw add i64* %done_at, i64 1 release
+  br label %claim
+finish:
+  ret void
+}}
+
+define i64 @numfuse_run(i64* %task, i64 %count, i64 %turns) nounwind {{
+entry:
+  call void @numfuse_drain(i64* %task)
+  %done_at = getelementptr i64, i64* %task, i64 {done}
+  br label %loop
+loop:
+  %turn = phi i64 [0, %entry], [%next, %again]
+  %done = load atomic i64, i64* %done_at acquire, align 8
+  %finished = icmp uge i64 %done, %count
+  br i1 %finished, label %out, label %again
+again:
+  {hint}
+  %next = add i64 %turn, 1
+  %more = icmp ult i64 %next, %turns
+  br i1 %more, label %loop, label %out
+out:
+  ret i64 %done
+}}
+
+define i64 @numfuse_serve(i64* %word, i64 %seen, i64 %turns, i64 %grace, i64* %bump,
+                          i64* %mode, i64* %task) nounwind {{
+entry:
+  %first = call i64 @numfuse_spin(i64* %word, i64 %seen, i64 %turns, i64 0, i64* %bump)
+  br label %loop
+loop:
+  %value = phi i64 [%first, %entry], [%later, %drained]
+  %last = phi i64 [%seen, %entry], [%value, %drained]
+  %changed = icmp ne i64 %value, %last
+  br i1 %changed, label %check, label %out
+check:
+  %kind = load atomic i64, i64* %mode acquire, align 8
+  %native = icmp ne i64 %kind, 0
+  br i1 %native, label %drain, label %linger
+drain:
+  call void @numfuse_drain(i64* %task)
+  br label %drained
+drained:
+  %later = call i64 @numfuse_spin(i64* %word, i64 %value, i64 %turns, i64 0, i64* null)
+  br label %loop
+linger:
+  %ignored = call i64 @numfuse_spin(i64* %word, i64 %value, i64 %grace, i64 0, i64* null)
+  br label %out
+out:
+  ret i64 %value
+}}
+"""
+_NATIVE_MACHINES = ("x86_64", "amd64")
+
+
+def ticket(generation: int, count: int) -> int:
+    """An open ticket: chunks 0 to ``count`` - 1 of task ``generation`` left to claim."""
+    return ((generation % _GENERATIONS) << 2 * _INDEX_BITS) | (count << _INDEX_BITS)
+
+
+def closed_ticket(generation: int) -> int:
+    """A ticket with nothing to claim, set while a task is being written."""
+    return ((generation % _GENERATIONS) << 2 * _INDEX_BITS) | MAX_CHUNKS
+
+
+def flag_names(flags: int) -> set[str]:
+    """numpy's names of the floating-point flags in a task's ``FLAGS`` word."""
+    return {name for name, bit in _MXCSR_FLAGS if flags & bit}
+
+
+class Spinner:
+    """The compiled spin and its speed: ``seconds_per_turn``; ``native`` when it also
+    runs tasks (``drain``, ``run``, ``serve``)."""
+
+    def __init__(self, native: bool | None = None) -> None:
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
-        declare, hint = _HINTS.get(platform.machine().lower(), ("", ""))
-        module = llvm.parse_assembly(_IR.format(declare=declare, hint=hint))
+        machine_name = platform.machine().lower()
+        declare, hint = _HINTS.get(machine_name, ("", ""))
+        text = _IR.format(declare=declare, hint=hint)
+        self.native = machine_name in _NATIVE_MACHINES if native is None else native
+        if self.native:
+            text += _RUNNER_IR.format(
+                hint=hint, ticket=TICKET, done=DONE, flags=FLAGS, function=FUNCTION,
+                args=ARGS, dims=DIMS, steps=STEPS, nargs=NARGS, ndims=NDIMS,
+                mask=MAX_CHUNKS, bits=_INDEX_BITS)
+        module = llvm.parse_assembly(text)
         module.verify()
         machine = llvm.Target.from_default_triple().create_target_machine(opt=2)
         self._engine = llvm.create_mcjit_compiler(module, machine)  # keeps the code alive
@@ -84,6 +259,13 @@ class Spinner:
         self._spin = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
                                       ctypes.c_int64, ctypes.c_int64,
                                       ctypes.c_void_p)(address)
+        if self.native:
+            word, pointer = ctypes.c_int64, ctypes.c_void_p
+            function = self._engine.get_function_address
+            self._drain = ctypes.CFUNCTYPE(None, pointer)(function("numfuse_drain"))
+            self._run = ctypes.CFUNCTYPE(word, pointer, word, word)(function("numfuse_run"))
+            self._serve = ctypes.CFUNCTYPE(word, pointer, word, word, word, pointer, pointer,
+                                           pointer)(function("numfuse_serve"))
         still = np.zeros(1, np.int64)
         best = float("inf")
         for _ in range(3):
@@ -108,6 +290,25 @@ class Spinner:
         base = words.ctypes.data
         return int(self._spin(base + index * words.itemsize, seen, turns, grace,
                               None if bump is None else base + bump * words.itemsize))
+
+    def drain(self, task: np.ndarray[Any, Any]) -> None:
+        """Run chunks of ``task`` until none is left to claim, the GIL released."""
+        self._drain(task.ctypes.data)
+
+    def run(self, task: np.ndarray[Any, Any], count: int, turns: int) -> int:
+        """``drain(task)``, then spin until ``count`` chunks have finished or ``turns``
+        turns have passed; the number finished."""
+        return int(self._run(task.ctypes.data, count, turns))
+
+    def serve(self, words: np.ndarray[Any, Any], index: int, seen: int, turns: int,
+              grace: int, bump: int | None, mode: int, task: np.ndarray[Any, Any]) -> int:
+        """``until_changed``, but a change of ``words[index]`` while ``words[mode]`` is
+        not 0 runs ``drain(task)`` and spins on: only a change for Python to act on (or
+        the turns spent since the last change) returns."""
+        base = words.ctypes.data
+        return int(self._serve(base + index * words.itemsize, seen, turns, grace,
+                               None if bump is None else base + bump * words.itemsize,
+                               base + mode * words.itemsize, task.ctypes.data))
 
 
 _lock = threading.Lock()

@@ -65,6 +65,7 @@ import contextvars
 import itertools
 import math
 import os
+import re
 import sys
 import threading
 import time
@@ -177,13 +178,17 @@ class _Crew:
     when it hands the helper a task (``tasks[i]``, run in ``contexts[i]``, a copy of the
     caller's context: ``np.errstate`` applies in every thread); it spins on it, then sleeps
     on ``events[i]`` (``sleeping[i]`` set) until it changes.  ``words[progress]`` counts
-    finished chunks.  One split call uses the crew at a time (``busy``); a call finding it
-    in use runs its chunks in its own thread."""
+    finished chunks.  When ``words[i * _STRIDE + 1]`` is not 0 the work is the native
+    ``task`` instead (``run_native``), which a spinning helper runs without returning to
+    Python.  One split call uses the crew at a time (``busy``); a call finding it in use
+    runs its chunks in its own thread."""
 
     def __init__(self, size: int) -> None:
         self.size = size
         self.progress = size * _STRIDE
         self.words = np.zeros((size + 1) * _STRIDE, np.int64)
+        self.task = np.zeros(spinning.TASK_WORDS, np.int64)  # the native task (``run_native``)
+        self.generations = itertools.count(1)
         self.tasks: list[_Task | None] = [None] * size
         self.contexts: list[contextvars.Context | None] = [None] * size
         self.sleeping = [False] * size
@@ -202,13 +207,17 @@ class _Crew:
 
     def _serve(self, index: int) -> None:
         words, word, seen, bump = self.words, index * _STRIDE, 0, None
+        mode, spinner = word + 1, self.spinner
+        native = spinner is not None and spinner.native
         while True:
             value = seen
-            if self.spinner is not None:  # (without it, callers wait on ``woken`` only)
-                value = self.spinner.until_changed(words, word, seen, self.spin, self.grace,
-                                                   bump)
+            if spinner is not None:  # (without it, callers wait on ``woken`` only)
+                value = spinner.serve(words, word, seen, self.spin, self.grace, bump, mode,
+                                      self.task) if native else \
+                    spinner.until_changed(words, word, seen, self.spin, self.grace, bump)
             bump = None
-            if value == seen:
+            if value == seen or (native and words[mode]):  # the spin's turns are spent
+                seen = value
                 event = self.events[index]
                 self.sleeping[index] = True
                 while int(words[word]) == seen:
@@ -217,6 +226,10 @@ class _Crew:
                 self.sleeping[index] = False
                 value = int(words[word])
             seen = value
+            if native and words[mode]:
+                assert spinner is not None
+                spinner.drain(self.task)
+                continue
             task, context = self.tasks[index], self.contexts[index]
             if task is not None and context is not None:
                 context.run(task.drain)
@@ -239,6 +252,7 @@ class _Crew:
             for index in range(helpers):
                 self.tasks[index] = task
                 self.contexts[index] = contextvars.copy_context()
+                words[index * _STRIDE + 1] = 0  # a Python task
                 words[index * _STRIDE] += 1
                 if self.sleeping[index]:
                     self.events[index].set()
@@ -252,6 +266,33 @@ class _Crew:
                 self.busy.release()
         if task.errors:
             raise task.errors[0]
+
+    def run_native(self, chunks: NativeChunks, threads: int) -> int:
+        """Run ``chunks`` natively on up to ``threads`` threads, this one included (see
+        ``spinning``); the floating-point flags they raised (a task's ``FLAGS`` word)."""
+        spinner = self.spinner
+        assert spinner is not None and spinner.native
+        count = len(chunks.dims)
+        acquired = self.busy.acquire(blocking=False)
+        helpers = min(threads - 1, count - 1, self.size) if acquired else 0
+        # a call finding the crew busy runs its chunks alone, on a task of its own
+        task = self.task if acquired else np.zeros(spinning.TASK_WORDS, np.int64)
+        try:
+            chunks.write(task, next(self.generations))
+            words = self.words
+            for index in range(helpers):
+                words[index * _STRIDE + 1] = 1  # a native task
+                words[index * _STRIDE] += 1
+                if self.sleeping[index]:
+                    self.events[index].set()
+            done = spinner.run(task, count, self.wait)
+            while done < count:  # a helper's chunk outlasted the spin: it may share a core
+                time.sleep(WAIT_SECONDS / 8)
+                done = int(task[spinning.DONE])
+            return int(task[spinning.FLAGS])
+        finally:
+            if acquired:
+                self.busy.release()
 
     def _wait(self, task: _Task) -> None:
         """Until every chunk of ``task`` has finished: spinning first, then sleeping."""
@@ -357,6 +398,145 @@ def run_chunks(work: Callable[[int], None], count: int, threads: int) -> None:
         return
     _helpers().run(work, count, threads)
 
+
+def native_runs() -> bool:
+    """Whether split calls can run their chunks natively here (``spinning``)."""
+    spinner = spinning.spinner()
+    return spinner is not None and spinner.native
+
+
+def run_native(chunks: NativeChunks, threads: int) -> int:
+    """Run ``chunks`` on up to ``threads`` threads (this one included), natively; the
+    floating-point flags raised (``spinning.flag_names`` names them)."""
+    return _helpers().run_native(chunks, threads)
+
+
+class LoopFunction:
+    """A kernel's loop function as threads call it on chunks: its ``address`` (numpy's
+    gufunc loop signature), and per operand (inputs, then outputs) its ``dtypes`` and
+    number of core dimensions (``ranks``, from the gufunc's signature)."""
+
+    __slots__ = ("address", "dtypes", "first_output", "ranks")
+
+    def __init__(self, address: int, dtypes: tuple[np.dtype[Any], ...],
+                 ranks: tuple[int, ...], first_output: int) -> None:
+        self.address = address
+        self.dtypes = dtypes
+        self.ranks = ranks
+        self.first_output = first_output
+
+    @classmethod
+    def of(cls, step: KernelStep) -> LoopFunction | None:
+        """The loop function of ``step``'s kernel, or None when its calls must go through
+        numpy: no address known, a kernel of passes, or a kernel whose calls are checked
+        in Python afterwards (integer powers)."""
+        kernel = step.kernel
+        gufunc = kernel.gufunc
+        address = getattr(kernel.compiled, "address", 0)
+        if not address or step.ufunc is not gufunc or len(gufunc.types) != 1 or \
+                step.operands.passes is not None:
+            return None
+        ranks = tuple(len([name for name in group.split(",") if name.strip()])
+                      for group in re.findall(r"\(([^()]*)\)", gufunc.signature))
+        dtypes = tuple(np.dtype(code) for code in gufunc.types[0].replace("->", ""))
+        if max(ranks, default=0) > 1 or len(ranks) != len(dtypes):
+            return None
+        return cls(int(address), dtypes, ranks, gufunc.nin)
+
+    def operands(self, values: Sequence[Any], rows: tuple[int, ...], length: int
+                 ) -> tuple[list[Any], list[int], list[int], list[int]] | None:
+        """``values`` (the inputs, then the outputs) as the loop function takes them, for a
+        loop of ``rows`` (at most one axis) of ``length`` elements: the arrays (numbers
+        made 0-d arrays), their addresses, their steps along the rows and along the core
+        axis (0 for a broadcast or a ``()`` operand); or None when numpy would do more
+        than call the loop — cast, copy an unaligned or overlapping operand, or raise."""
+        if len(rows) > 1:
+            return None
+        outer = rows[0] if rows else 1
+        arrays: list[Any] = []
+        addresses, outer_steps, core_steps = [], [], []
+        for position, (value, rank, dtype) in enumerate(zip(values, self.ranks, self.dtypes,
+                                                           strict=True)):
+            output = position >= self.first_output
+            if type(value) is not np.ndarray:
+                if value is None or output:
+                    return None
+                value = np.asarray(value)
+            if value.dtype != dtype or not value.flags.aligned:
+                return None
+            axes = value.ndim - rank
+            if not 0 <= axes <= len(rows) or (rank and value.shape[-1] != length):
+                return None
+            step = 0
+            if axes and outer > 1:
+                if value.shape[0] == outer:
+                    step = value.strides[0]
+                elif value.shape[0] != 1 or output:
+                    return None
+            elif output and outer > 1:
+                return None  # numpy refuses to broadcast an output
+            core = value.strides[-1] if rank else 0
+            if output and (not value.flags.writeable or
+                           (rank and length > 1 and core != value.itemsize)):
+                return None
+            arrays.append(value)
+            addresses.append(value.ctypes.data)
+            outer_steps.append(step)
+            core_steps.append(core)
+        for position in range(self.first_output, len(arrays)):
+            output = arrays[position]
+            for other in range(position):
+                value = arrays[other]
+                if np.may_share_memory(output, value) and not (
+                        other < self.first_output and addresses[other] == addresses[position]
+                        and value.strides == output.strides and value.shape == output.shape):
+                    return None  # numpy copies an operand overlapping an output
+        return arrays, addresses, outer_steps, core_steps
+
+    def chunks(self, addresses: Sequence[int], outer_steps: Sequence[int],
+               core_steps: Sequence[int], pieces: Sequence[tuple[int, int, int, int]],
+               keep: Any) -> NativeChunks:
+        """The calls of the loop function on ``pieces`` (first row, rows, first core
+        element, core elements) of operands at ``addresses`` with those steps; ``keep``:
+        what must stay alive while they run."""
+        args = np.array([[address + first_row * outer + first * core
+                          for address, outer, core in zip(addresses, outer_steps, core_steps,
+                                                          strict=True)]
+                         for first_row, _rows, first, _length in pieces], np.int64)
+        dims = np.array([(rows, length) for _first_row, rows, _first, length in pieces],
+                        np.int64)
+        steps = np.array([*outer_steps, *(core for core, rank in
+                                          zip(core_steps, self.ranks, strict=True) if rank)],
+                         np.int64)
+        return NativeChunks(self.address, args, dims, steps, keep)
+
+
+class NativeChunks:
+    """The chunks of one split call as calls of a kernel's loop function: per chunk its
+    argument pointers (``args``, one row per chunk) and dimensions (``dims``: rows, core
+    length), and the ``steps`` all share; ``keep`` holds what they point into."""
+
+    __slots__ = ("address", "args", "dims", "keep", "steps")
+
+    def __init__(self, address: int, args: np.ndarray[Any, Any], dims: np.ndarray[Any, Any],
+                 steps: np.ndarray[Any, Any], keep: Any) -> None:
+        self.address = address
+        self.args = args
+        self.dims = dims
+        self.steps = steps
+        self.keep = keep
+
+    def write(self, task: np.ndarray[Any, Any], generation: int) -> None:
+        """Describe the chunks in ``task`` (see ``spinning``), opened last."""
+        task[spinning.TICKET] = spinning.closed_ticket(generation)
+        task[spinning.DONE] = task[spinning.FLAGS] = 0
+        task[spinning.FUNCTION] = self.address
+        task[spinning.ARGS] = self.args.ctypes.data
+        task[spinning.DIMS] = self.dims.ctypes.data
+        task[spinning.STEPS] = self.steps.ctypes.data
+        task[spinning.NARGS] = self.args.shape[1]
+        task[spinning.NDIMS] = self.dims.shape[1]
+        task[spinning.TICKET] = spinning.ticket(generation, len(self.dims))
 
 # numpy's floating-point flags in the order it reports them, with their errstate keys.
 _FLAGS = (("divide by zero", "divide", 1), ("overflow", "over", 2),
@@ -534,8 +714,8 @@ class ThreadPolicy:
     reduction).
     """
 
-    __slots__ = ("chunk_from", "classes", "combiners", "cores", "folds", "guess", "name",
-                 "settings", "small", "step")
+    __slots__ = ("chunk_from", "classes", "combiners", "cores", "folds", "guess", "loop",
+                 "name", "settings", "small", "step")
 
     def __init__(self, step: KernelStep, settings: Settings) -> None:
         self.step = step
@@ -548,6 +728,7 @@ class ThreadPolicy:
                                for completion in step.completions) \
             if self.folds else (None,) * len(step.out_dtypes)
         self.name = getattr(step.kernel.gufunc, "__name__", "kernel")
+        self.loop = LoopFunction.of(step)  # None: chunks are gufunc calls, run in Python
         self.classes: dict[int, SizeClass] = {}
         self.chunk_from = max(CHUNKED_FROM, int(CHUNKED_SECONDS / self.guess))
         if self.folds and any(completion is not None and completion.reduction.ufunc ==
@@ -695,6 +876,9 @@ class ThreadPolicy:
                                                   strict=True)]
         pieces = max(1, min(pieces, units))
         bounds = [round(index * units / pieces) for index in range(pieces + 1)]
+        if pieces > 1 and not rows and self._chunked_natively(operands, outputs, length,
+                                                              bounds):
+            return self._combined(outputs)
 
         calls: list[list[tuple[list[Any], tuple[Any, ...]]]] = []  # sliced beforehand
         for first, last in itertools.pairwise(bounds):
@@ -715,9 +899,49 @@ class ThreadPolicy:
                 work(0)
             else:
                 run_chunks(work, pieces, self._threads())
-            results = [output if combine is None else combine(output)
-                       for output, combine in zip(outputs, self.combiners, strict=True)]
+            return self._combined(outputs)
+
+    def _combined(self, outputs: list[Any]) -> Any:
+        """The results of a chunked call: its outputs, partials combined."""
+        results = [output if combine is None else combine(output)
+                   for output, combine in zip(outputs, self.combiners, strict=True)]
         return tuple(results) if len(results) > 1 else results[0]
+
+    def _chunked_natively(self, operands: list[Any], outputs: list[Any], length: int,
+                          bounds: list[int]) -> bool:
+        """``_chunked``'s calls on one row, run natively (``run_native``) when the loop
+        function can take them; False (nothing run) otherwise."""
+        loop = self.loop
+        if loop is None or not native_runs():
+            return False
+        # a partial's output is presented as its first element (a 0-d view)
+        presented = [output if combine is None else output[..., 0]
+                     for output, combine in zip(outputs, self.combiners, strict=True)]
+        found = loop.operands([*operands, *presented], (), length)
+        if found is None:
+            return False
+        arrays, addresses, _outer, core_steps = found
+        # rows of REDUCTION_CHUNK elements: a partial per row
+        outer_steps = [REDUCTION_CHUNK * core if rank else 0
+                       for core, rank in zip(core_steps, loop.ranks, strict=True)]
+        for position, combine in enumerate(self.combiners, start=loop.first_output):
+            if combine is not None:
+                outer_steps[position] = outputs[position - loop.first_output].strides[-1]
+        full, tail = reduction_units(length)
+        pieces = []
+        for first, last in itertools.pairwise(bounds):
+            if min(last, full) > first:
+                pieces.append((first, min(last, full) - first, 0, REDUCTION_CHUNK))
+            if last > full:  # the shorter last chunk
+                pieces.append((full, 1, 0, tail))
+        self._run_natively(loop.chunks(addresses, outer_steps, core_steps, pieces,
+                                       (arrays, outputs)))
+        return True
+
+    def _run_natively(self, chunks: NativeChunks) -> None:
+        flags = run_native(chunks, self._threads())
+        if flags and spinning.flag_names(flags):
+            report_flags(spinning.flag_names(flags), self.name)
 
     def _units(self, operands: list[Any], outputs: list[Any], first: int, last: int,
                width: int) -> tuple[list[Any], tuple[Any, ...]]:
@@ -765,6 +989,8 @@ class ThreadPolicy:
                 outputs.append(None if along_core else np.empty(rows, dtype))
             else:
                 outputs.append(np.empty((*rows, length), dtype))
+        if self._split_natively(operands, rows, length, outputs, along_core, bounds):
+            return tuple(outputs) if len(outputs) > 1 else outputs[0]
         partials: list[Any] = [None] * count
         depth = len(rows)
 
@@ -804,6 +1030,24 @@ class ThreadPolicy:
             assert completion is not None
             results.append(completion.combine([part[position] for part in partials]))
         return tuple(results) if len(results) > 1 else results[0]
+
+    def _split_natively(self, operands: list[Any], rows: tuple[int, ...], length: int,
+                        outputs: list[Any], along_core: bool, bounds: list[int]) -> bool:
+        """``_split``'s chunks run natively (``run_native``) when the loop function can
+        take them, into ``outputs``; False (nothing run) otherwise."""
+        loop = self.loop
+        if loop is None or not native_runs():
+            return False
+        found = loop.operands([*operands, *outputs], rows, length)
+        if found is None:
+            return False
+        arrays, addresses, outer_steps, core_steps = found
+        outer = rows[0] if rows else 1
+        pieces = [(0, outer, start, stop - start) if along_core else
+                  (start, stop - start, 0, length)
+                  for start, stop in itertools.pairwise(bounds)]
+        self._run_natively(loop.chunks(addresses, outer_steps, core_steps, pieces, arrays))
+        return True
 
     def _threads(self) -> int:
         return resolve(self.settings.threads, self.settings.default_threads)

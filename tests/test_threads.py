@@ -3,6 +3,8 @@ and floating-point state carried over from the threads, and when a call stays on
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import itertools
 import math
 import multiprocessing
@@ -22,17 +24,27 @@ from numfuse.runtime import LocalRunner
 RNG = np.random.default_rng(5)
 
 
-@pytest.fixture
-def chunk_calls(monkeypatch):
-    """Counts the chunks each split call ran (the split really happens)."""
+@pytest.fixture(params=["native", "python"])
+def chunk_calls(request, monkeypatch):
+    """Counts the chunks each split call ran (the split really happens), with chunks run
+    natively where this machine can, and as gufunc calls in Python."""
     calls: list[int] = []
-    original = threads.run_chunks
+    if request.param == "native" and not threads.native_runs():
+        pytest.skip("chunks do not run natively on this machine")
+    if request.param == "python":
+        monkeypatch.setattr(threads, "native_runs", lambda: False)
+    original, original_native = threads.run_chunks, threads.run_native
 
     def spy(work, count, count_threads):
         calls.append(count)
         return original(work, count, count_threads)
 
+    def native_spy(chunks, count_threads):
+        calls.append(len(chunks.dims))
+        return original_native(chunks, count_threads)
+
     monkeypatch.setattr(threads, "run_chunks", spy)
+    monkeypatch.setattr(threads, "run_native", native_spy)
     return calls
 
 
@@ -272,6 +284,149 @@ def test_helpers_keep_no_reference_to_a_finished_call():
     assert reference() is None
 
 
+# ------------------------------------------------------------------- chunks run natively
+
+_LOOP = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64),
+                         ctypes.POINTER(ctypes.c_int64), ctypes.c_void_p)
+
+
+def _native_chunks(count, loop):
+    """``count`` chunks of the loop function ``loop`` (a ctypes callback): chunk ``i``'s
+    one argument pointer is ``1000 + i``, its dimensions ``(1, i)``."""
+    callback = _LOOP(loop)
+    address = ctypes.cast(callback, ctypes.c_void_p).value
+    args = np.arange(1000, 1000 + count, dtype=np.int64).reshape(count, 1)
+    dims = np.stack([np.ones(count, np.int64), np.arange(count, dtype=np.int64)], axis=1)
+    return threads.NativeChunks(address, args, dims, np.zeros(1, np.int64), callback)
+
+
+@pytest.fixture
+def native_crew():
+    if not threads.native_runs():
+        pytest.skip("chunks do not run natively on this machine")
+    return threads._helpers()
+
+
+def test_native_chunks_run_once_each_on_several_threads(native_crew):
+    seen: list[tuple[int, int, int, str]] = []
+    barrier = threading.Barrier(2, timeout=5)
+
+    def loop(args, dims, _steps, _data):
+        argument = ctypes.cast(args, ctypes.POINTER(ctypes.c_int64))[0]
+        if argument < 1002:
+            barrier.wait()  # the first two chunks are in flight at once
+        seen.append((argument, dims[0], dims[1], threading.current_thread().name))
+
+    for _ in range(3):
+        seen.clear()
+        barrier.reset()
+        time.sleep(20 * threads.SPIN_SECONDS)  # the helpers stop spinning and sleep
+        assert not spinning.flag_names(native_crew.run_native(_native_chunks(12, loop), 2))
+        assert sorted(item[:3] for item in seen) == [(1000 + i, 1, i) for i in range(12)]
+        assert len({item[3] for item in seen}) == 2
+
+
+def test_native_chunks_report_the_flags_a_helper_raised(native_crew):
+    libm = ctypes.CDLL(ctypes.util.find_library("m"))
+    libm.log.restype, libm.log.argtypes = ctypes.c_double, [ctypes.c_double]
+    barrier = threading.Barrier(2, timeout=5)
+
+    def loop(args, _dims, _steps, _data):
+        if ctypes.cast(args, ctypes.POINTER(ctypes.c_int64))[0] < 1002:
+            barrier.wait()
+        if threading.current_thread() is not threading.main_thread():
+            libm.log(0.0)  # raises "divide by zero" on the helper only
+        libm.log(1.0)
+
+    flags = native_crew.run_native(_native_chunks(4, loop), 2)
+    assert spinning.flag_names(flags) == {"divide by zero"}
+    assert not spinning.flag_names(
+        native_crew.run_native(_native_chunks(4, lambda *_: libm.log(1.0)), 1))
+
+
+def test_a_native_call_finding_the_crew_busy_runs_its_chunks_alone(native_crew):
+    names: list[str] = []
+    chunks = _native_chunks(5, lambda *_: names.append(threading.current_thread().name))
+    with native_crew.busy:
+        assert not spinning.flag_names(native_crew.run_native(chunks, 2))
+    assert names == [threading.current_thread().name] * 5
+
+
+def test_a_flag_raised_in_any_chunk_of_a_native_split_is_reported():
+    x = np.ones(600_000)
+    x[::1000] = 0.0  # every chunk divides by zero, whichever thread runs it
+    inverse = numfuse.jit(lambda x: 1.0 / x, threads=2)
+    with np.errstate(divide="ignore"):
+        inverse(x)  # measured on one thread
+    for _ in range(5):
+        with np.errstate(divide="raise"), pytest.raises(FloatingPointError, match="divide"):
+            inverse(x)
+    with np.errstate(divide="ignore", invalid="raise"):
+        inverse(np.abs(x) + 1.0)  # the flags of the last call are not carried over
+
+
+def _loop_function(fn, *args):
+    compiled = numfuse.compile(fn, *args, threads=2)
+    runner = compiled.program.runners[0]
+    loop = runner.calls.loop
+    if loop is None:
+        pytest.skip("no loop function to call natively")
+    return loop
+
+
+def test_the_loop_function_takes_plain_operands_and_numpy_takes_the_rest():
+    x = np.arange(8.0)
+    loop = _loop_function(lambda x, mu: (x - mu, x * mu), x, 0.5)
+    assert loop.ranks == (1, 0, 1, 1) and loop.first_output == 2
+    a, b = np.empty(8), np.empty(8)
+    found = loop.operands([x, 0.5, a, b], (), 8)
+    assert found is not None
+    arrays, addresses, outer, core = found
+    assert addresses[0] == x.ctypes.data and outer == [0, 0, 0, 0] and core == [8, 0, 8, 8]
+    assert arrays[1].shape == () and arrays[1] == 0.5
+    assert loop.operands([x, 0.5, x, b], (), 8) is not None  # written in place: numpy's too
+    refused = {
+        "a float32 operand numpy would cast": [x.astype(np.float32), 0.5, a, b],
+        "an int scalar numpy would cast": [x, 1, a, b],
+        "a core axis of another length": [x[:4], 0.5, a[:4], b],
+        "an output overlapping an input": [x, 0.5, x[::-1], b],
+        "an output overlapping another": [x, 0.5, a, a],
+        "a strided output": [x, 0.5, np.empty(16)[::2], b],
+        "a read-only output": [x, 0.5, np.broadcast_to(a, (8,)), b],
+        "an unaligned operand": [np.frombuffer(bytes(65), np.float64, 8, 1), 0.5, a, b],
+        "a missing output": [x, 0.5, None, b],
+    }
+    for why, values in refused.items():
+        assert loop.operands(values, (), 8) is None, why
+    rows = np.ones((3, 8))
+    assert loop.operands([rows, 0.5, np.empty((3, 8)), np.empty((3, 8))], (3,), 8)[2] == \
+        [64, 0, 64, 64]
+    assert loop.operands([x, 0.5, np.empty((3, 8)), np.empty((3, 8))], (3,), 8)[2] == \
+        [0, 0, 64, 64]  # an input broadcast along the rows
+    assert loop.operands([rows, 0.5, a, np.empty((3, 8))], (3,), 8) is None
+    assert loop.operands([np.ones((2, 3, 8)), 0.5, a, b], (2, 3), 8) is None
+
+
+def test_kernels_checked_in_python_after_their_call_have_no_loop_function():
+    x = np.full(10, 2, dtype=np.int64)
+    compiled = numfuse.compile(lambda x: np.int64(3) ** (x + 0), x, threads=2)
+    assert compiled.program.runners[0].calls.loop is None
+
+
+def test_a_native_split_into_an_overlapping_out_gives_numpys_result(chunk_calls):
+    def shifted(x):
+        return x * 2.0 + 1.0
+
+    data = RNG.standard_normal(600_001)
+    expected = data.copy()
+    np.add(np.multiply(data[:-1], 2.0), 1.0, out=expected[1:])
+    jitted = numfuse.jit(shifted, threads=2)
+    jitted(data[:-1].copy())
+    jitted(data[:-1], out=data[1:])
+    assert chunk_calls
+    assert_same(data, expected)
+
+
 def _split_in_child(queue):
     work, done, names = _two_threads_meet(4)
     threads.run_chunks(work, 4, 2)
@@ -482,7 +637,10 @@ def test_a_split_faster_than_its_threads_can_be_measures_the_cost_again(chunk_ca
     known.cost = measured * 100  # as if the first call had been slowed 100-fold; paying
     compiled(x, 0.25)
     assert len(chunk_calls) == 1 and not known.measured
-    assert_same(compiled(x, 0.25), logp_and_sums(x, 0.25))  # one thread, measuring
+    result, expected = compiled(x, 0.25), logp_and_sums(x, 0.25)  # one thread, measuring
+    assert_same(result[:2], expected[:2])
+    assert_same(result[2], expected[2], rtol=1e-12)  # chunks' partials, added in order
+    assert_same(result[3:], expected[3:])
     assert len(chunk_calls) == 1 and known.measured and known.cost < measured * 10
 
 

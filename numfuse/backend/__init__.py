@@ -35,11 +35,14 @@ _lock = threading.RLock()
 
 class CompiledGufunc:
     """A compiled kernel: ``ufunc`` is the numpy gufunc (calling this object calls it);
-    ``from_disk`` tells whether it was loaded from the disk cache."""
+    ``address`` is its loop function's (numpy's gufunc loop signature: arguments,
+    dimensions, steps, data), which threads call directly on chunks of a call
+    (``threads``); ``from_disk`` tells whether it was loaded from the disk cache."""
 
     def __init__(self, ufunc: Any, library: Any, code: ObjectCode, from_disk: bool,
-                 source: KernelSource) -> None:
+                 source: KernelSource, address: int = 0) -> None:
         self.ufunc = ufunc
+        self.address = address
         self.library = library  # keeps the machine code alive
         self.code = code
         self.from_disk = from_disk
@@ -170,7 +173,7 @@ def _gufunc(kernel: KernelSource, code: ObjectCode, from_disk: bool) -> Compiled
     ufunc = numba_private.make_gufunc(kernel.reports or kernel.name, address, dtypes,
                                       len(program.inputs), len(program.outputs), library,
                                       kernel.layout)
-    return CompiledGufunc(ufunc, library, code, from_disk, kernel)
+    return CompiledGufunc(ufunc, library, code, from_disk, kernel, address)
 
 
 def loaded_from_disk(gufunc: CompiledGufunc) -> bool:
