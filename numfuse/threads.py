@@ -105,6 +105,11 @@ MIN_GAIN = 1.2
 # against 510-540 on one thread, 650-690 with four).  Splits slowed by a busy core are
 # all slow: the best of eight stays low.
 GAIN_WINDOW = 8
+# A class's first splits are slowed by what happens once (its blocks of the memory pool
+# mapped, the helpers' caches), and a cold class (``COLD_SECONDS``) sees one call per
+# pause: splitting goes on until this many splits have been measured (GELU float32 at 1e7,
+# every call cold: stopped after the first split, 7.9 ms a call against 4.3 split).
+FIRST_SPLITS = 3
 RETRY_EVERY = 16
 # A split this much faster per thread than the single-thread estimate shows the estimate
 # wrong (caches shared by more threads gain some tens of percent, not this).
@@ -125,6 +130,14 @@ REDUCTION_CHUNK = 1 << 16
 CHUNKED_FROM = 4 * REDUCTION_CHUNK
 CHUNKED_SECONDS = 1e-3
 assert REDUCTION_CHUNK % BLOCK == 0
+# A large call made this long after the kernel's last one ended is *cold*: its class
+# learns apart from the others (``ThreadPolicy.size_class``).  Every call is slow for some
+# milliseconds after a pause (the module docstring), and a split one slower still: its
+# helper sleeps and its second core's caches are cold.  Measured on logp/grad at 1e6 in
+# batches of four calls 2 ms apart among other implementations' batches: first calls
+# 1,066 µs split against 578 on one thread, the fourth 437 either way; with the cold
+# calls judged among the others, the policy went on splitting them.
+COLD_SECONDS = 1e-3
 # Initial cost guesses (seconds per element), replaced by measurements.
 _BASE_COST, _OP_COST, _TRANSCENDENTAL_COST = 1e-9, 0.3e-9, 4e-9
 
@@ -179,9 +192,12 @@ class _Crew:
     caller's context: ``np.errstate`` applies in every thread); it spins on it, then sleeps
     on ``events[i]`` (``sleeping[i]`` set) until it changes.  ``words[progress]`` counts
     finished chunks.  When ``words[i * _STRIDE + 1]`` is not 0 the work is the native
-    ``task`` instead (``run_native``), which a spinning helper runs without returning to
-    Python.  One split call uses the crew at a time (``busy``); a call finding it in use
-    runs its chunks in its own thread."""
+    ``task`` instead (``run_native``).  Where tasks run natively (``native``) a helper
+    waits in native code (``spinning.Spinner.serve``: it spins, then sleeps on a futex,
+    ``words[i * _STRIDE + 2]`` set meanwhile), runs native tasks there and returns to
+    Python only for a Python task: it never waits for the GIL.  One split call uses the
+    crew at a time (``busy``); a call finding it in use runs its chunks in its own
+    thread."""
 
     def __init__(self, size: int) -> None:
         self.size = size
@@ -196,6 +212,7 @@ class _Crew:
         self.busy = threading.Lock()
         self.woken = threading.Event()  # a helper done, for a caller that sleeps
         self.spinner = spinning.spinner()
+        self.native = self.spinner is not None and self.spinner.native
         self.spin = self.grace = self.wait = 0
         if self.spinner is not None:
             self.spin = self.spinner.turns(spin_seconds())
@@ -208,28 +225,30 @@ class _Crew:
     def _serve(self, index: int) -> None:
         words, word, seen, bump = self.words, index * _STRIDE, 0, None
         mode, spinner = word + 1, self.spinner
-        native = spinner is not None and spinner.native
         while True:
-            value = seen
-            if spinner is not None:  # (without it, callers wait on ``woken`` only)
-                value = spinner.serve(words, word, seen, self.spin, self.grace, bump, mode,
-                                      self.task) if native else \
-                    spinner.until_changed(words, word, seen, self.spin, self.grace, bump)
-            bump = None
-            if value == seen or (native and words[mode]):  # the spin's turns are spent
-                seen = value
-                event = self.events[index]
-                self.sleeping[index] = True
-                while int(words[word]) == seen:
-                    event.wait()
-                    event.clear()
-                self.sleeping[index] = False
-                value = int(words[word])
-            seen = value
-            if native and words[mode]:
+            if self.native:
                 assert spinner is not None
-                spinner.drain(self.task)
-                continue
+                # returns only with work for Python (or a native task handed out since)
+                seen = spinner.serve(words, word, seen, self.spin, self.grace, bump, mode,
+                                     self.task, word + 2)
+                if words[mode]:
+                    spinner.drain(self.task)
+                    continue
+            else:
+                value = seen
+                if spinner is not None:  # (without it, callers wait on ``woken`` only)
+                    value = spinner.until_changed(words, word, seen, self.spin, self.grace,
+                                                  bump)
+                if value == seen:
+                    event = self.events[index]
+                    self.sleeping[index] = True
+                    while int(words[word]) == seen:
+                        event.wait()
+                        event.clear()
+                    self.sleeping[index] = False
+                    value = int(words[word])
+                seen = value
+            bump = None
             task, context = self.tasks[index], self.contexts[index]
             if task is not None and context is not None:
                 context.run(task.drain)
@@ -242,20 +261,28 @@ class _Crew:
             # lends a block again only once nothing references it)
             task = context = None
 
+    def _hand_out(self, index: int, native: bool) -> None:
+        """Tell helper ``index`` that its work (a native task or not) is ready."""
+        words = self.words
+        words[index * _STRIDE + 1] = native
+        if self.native:
+            assert self.spinner is not None
+            self.spinner.wake(words, index * _STRIDE, index * _STRIDE + 2)
+            return
+        words[index * _STRIDE] += 1
+        if self.sleeping[index]:
+            self.events[index].set()
+
     def run(self, work: Callable[[int], None], count: int, threads: int) -> None:
         """``work(0) … work(count - 1)`` on up to ``threads`` threads, this one included."""
         task = _Task(work, count)
         acquired = self.busy.acquire(blocking=False)
         helpers = min(threads - 1, count - 1, self.size) if acquired else 0
         try:
-            words = self.words
             for index in range(helpers):
                 self.tasks[index] = task
                 self.contexts[index] = contextvars.copy_context()
-                words[index * _STRIDE + 1] = 0  # a Python task
-                words[index * _STRIDE] += 1
-                if self.sleeping[index]:
-                    self.events[index].set()
+                self._hand_out(index, native=False)
             task.drain()
             if helpers:
                 self._wait(task)
@@ -271,7 +298,7 @@ class _Crew:
         """Run ``chunks`` natively on up to ``threads`` threads, this one included (see
         ``spinning``); the floating-point flags they raised (a task's ``FLAGS`` word)."""
         spinner = self.spinner
-        assert spinner is not None and spinner.native
+        assert spinner is not None and self.native
         count = len(chunks.dims)
         acquired = self.busy.acquire(blocking=False)
         helpers = min(threads - 1, count - 1, self.size) if acquired else 0
@@ -279,12 +306,8 @@ class _Crew:
         task = self.task if acquired else np.zeros(spinning.TASK_WORDS, np.int64)
         try:
             chunks.write(task, next(self.generations))
-            words = self.words
             for index in range(helpers):
-                words[index * _STRIDE + 1] = 1  # a native task
-                words[index * _STRIDE] += 1
-                if self.sleeping[index]:
-                    self.events[index].set()
+                self._hand_out(index, native=True)
             done = spinner.run(task, count, self.wait)
             while done < count:  # a helper's chunk outlasted the spin: it may share a core
                 time.sleep(WAIT_SECONDS / 8)
@@ -480,7 +503,7 @@ class LoopFunction:
                            (rank and length > 1 and core != value.itemsize)):
                 return None
             arrays.append(value)
-            addresses.append(value.ctypes.data)
+            addresses.append(spinning.data_address(value))
             outer_steps.append(step)
             core_steps.append(core)
         for position in range(self.first_output, len(arrays)):
@@ -499,16 +522,17 @@ class LoopFunction:
         """The calls of the loop function on ``pieces`` (first row, rows, first core
         element, core elements) of operands at ``addresses`` with those steps; ``keep``:
         what must stay alive while they run."""
-        args = np.array([[address + first_row * outer + first * core
-                          for address, outer, core in zip(addresses, outer_steps, core_steps,
-                                                          strict=True)]
-                         for first_row, _rows, first, _length in pieces], np.int64)
-        dims = np.array([(rows, length) for _first_row, rows, _first, length in pieces],
-                        np.int64)
+        operands = list(zip(addresses, outer_steps, core_steps, strict=True))
+        args = np.array([address + first_row * outer + first * core
+                         for first_row, _rows, first, _length in pieces
+                         for address, outer, core in operands], np.int64)
+        dims = np.array([size for _first_row, rows, _first, length in pieces
+                         for size in (rows, length)], np.int64)
         steps = np.array([*outer_steps, *(core for core, rank in
                                           zip(core_steps, self.ranks, strict=True) if rank)],
                          np.int64)
-        return NativeChunks(self.address, args, dims, steps, keep)
+        return NativeChunks(self.address, args.reshape(len(pieces), -1),
+                            dims.reshape(len(pieces), 2), steps, keep)
 
 
 class NativeChunks:
@@ -530,12 +554,10 @@ class NativeChunks:
         """Describe the chunks in ``task`` (see ``spinning``), opened last."""
         task[spinning.TICKET] = spinning.closed_ticket(generation)
         task[spinning.DONE] = task[spinning.FLAGS] = 0
-        task[spinning.FUNCTION] = self.address
-        task[spinning.ARGS] = self.args.ctypes.data
-        task[spinning.DIMS] = self.dims.ctypes.data
-        task[spinning.STEPS] = self.steps.ctypes.data
-        task[spinning.NARGS] = self.args.shape[1]
-        task[spinning.NDIMS] = self.dims.shape[1]
+        address = spinning.data_address
+        task[spinning.FUNCTION:spinning.NDIMS + 1] = (
+            self.address, address(self.args), address(self.dims), address(self.steps),
+            self.args.shape[1], self.dims.shape[1])
         task[spinning.TICKET] = spinning.ticket(generation, len(self.dims))
 
 # numpy's floating-point flags in the order it reports them, with their errstate keys.
@@ -653,10 +675,12 @@ class SizeClass:
     busy core; the least is what one thread can do, and what a split must beat);
     ``gain``, how much faster than that estimate the best of the ``recent`` split calls
     (at most ``GAIN_WINDOW``) was; ``large``, how many calls it has seen; ``retry``, how
-    many calls apart splits are retried while they do not pay (see ``next_retry``)."""
+    many calls apart splits are retried while they do not pay (see ``next_retry``);
+    ``splits``, how many split calls it has measured (the first ``FIRST_SPLITS`` - 1
+    never stop splitting)."""
 
     __slots__ = ("cost", "doubt", "gain", "large", "measured", "recent", "reference",
-                 "retry")
+                 "retry", "splits")
 
     def __init__(self, cost: float) -> None:
         self.cost = cost
@@ -667,6 +691,7 @@ class SizeClass:
         self.retry = RETRY_EVERY
         self.doubt: float | None = None
         self.reference: float | None = None
+        self.splits = 0  # split calls measured
 
     def confirm(self, single: float) -> None:
         """After splits stopped paying (``doubt``: the best recent split's seconds per
@@ -714,8 +739,8 @@ class ThreadPolicy:
     reduction).
     """
 
-    __slots__ = ("chunk_from", "classes", "combiners", "cores", "folds", "guess", "loop",
-                 "name", "settings", "small", "step")
+    __slots__ = ("chunk_from", "classes", "combiners", "cores", "finished", "folds", "guess",
+                 "loop", "name", "settings", "small", "step")
 
     def __init__(self, step: KernelStep, settings: Settings) -> None:
         self.step = step
@@ -729,7 +754,8 @@ class ThreadPolicy:
             if self.folds else (None,) * len(step.out_dtypes)
         self.name = getattr(step.kernel.gufunc, "__name__", "kernel")
         self.loop = LoopFunction.of(step)  # None: chunks are gufunc calls, run in Python
-        self.classes: dict[int, SizeClass] = {}
+        self.classes: dict[tuple[int, bool], SizeClass] = {}
+        self.finished = -math.inf  # when the last large call ended (``COLD_SECONDS``)
         self.chunk_from = max(CHUNKED_FROM, int(CHUNKED_SECONDS / self.guess))
         if self.folds and any(completion is not None and completion.reduction.ufunc ==
                               "multiply" and completion.reduction.dtype.kind == "f"
@@ -743,12 +769,16 @@ class ThreadPolicy:
         small = int(PARALLEL_MIN_SECONDS / cost)
         return min(small, self.chunk_from) if self.folds else small
 
-    def size_class(self, elements: int) -> SizeClass:
-        """The record of calls of about ``elements`` (within a factor of two)."""
-        key = elements.bit_length()
+    def size_class(self, elements: int, cold: bool = False) -> SizeClass:
+        """The record of ``cold`` calls (see ``COLD_SECONDS``), or of the others, of about
+        ``elements`` (within a factor of two)."""
+        key = (elements.bit_length(), cold)
         found = self.classes.get(key)
         if found is None:
             found = self.classes[key] = SizeClass(self.guess)
+            other = self.classes.get((key[0], not cold))
+            if other is not None and other.measured:  # a start, until it measures its own
+                found.cost, found.measured = other.cost, True
         return found
 
     def call(self, operands: list[Any], outs: Sequence[Any] | None) -> Any:
@@ -763,10 +793,19 @@ class ThreadPolicy:
         return self.step.ufunc(*operands)
 
     def _large(self, operands: list[Any], outs: Sequence[Any] | None) -> Any:
-        """A call that may be worth splitting: split when the kernel's cost is measured,
-        the call is long enough and splitting has been paying (or is due a retry); else one
-        call, which measures the cost.  A fused reduction along long rows is chunked
-        either way (``_chunked``), on one thread or several."""
+        """A call that may be worth splitting (``_decided``), timed as a large call of
+        this kernel: the first after a pause is cold."""
+        cold = time.perf_counter() - self.finished > COLD_SECONDS
+        try:
+            return self._decided(operands, outs, cold)
+        finally:
+            self.finished = time.perf_counter()
+
+    def _decided(self, operands: list[Any], outs: Sequence[Any] | None, cold: bool) -> Any:
+        """Split when the kernel's cost is measured, the call is long enough and splitting
+        has been paying in its class (``cold`` calls have classes of their own) or is due
+        a retry; else one call, which measures the cost.  A fused reduction along long
+        rows is chunked either way (``_chunked``), on one thread or several."""
         step = self.step
         threads = self._threads()
         if threads == 1 and not self.folds:  # nothing to decide, nor to measure
@@ -783,7 +822,7 @@ class ThreadPolicy:
             return step.ufunc(*operands) if outs is None else step.ufunc(*operands, out=outs)
         depth = np.shape(core)[-2] if ranks[step.operands.core] == 2 else 1
         elements = length * depth * math.prod(rows)
-        known = self.size_class(elements)
+        known = self.size_class(elements, cold)
         expected = known.cost * elements
         known.large += 1
         count = chunk_count(expected, elements, threads)
@@ -839,7 +878,10 @@ class ThreadPolicy:
             return results
         known.recent.append(observed)
         del known.recent[:-GAIN_WINDOW]
+        known.splits += 1
         known.gain = max(known.recent)
+        if known.splits < FIRST_SPLITS:
+            known.gain = max(known.gain, MIN_GAIN)  # too early to give up
         known.retry = next_retry(known.retry, known.gain)
         # not paying: the next call runs on one thread, and ``confirm`` decides
         known.doubt = known.cost / known.gain if known.gain < MIN_GAIN else None

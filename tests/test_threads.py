@@ -27,7 +27,9 @@ RNG = np.random.default_rng(5)
 @pytest.fixture(params=["native", "python"])
 def chunk_calls(request, monkeypatch):
     """Counts the chunks each split call ran (the split really happens), with chunks run
-    natively where this machine can, and as gufunc calls in Python."""
+    natively where this machine can, and as gufunc calls in Python.  No call is cold (one
+    size class per size, however slow the machine between calls)."""
+    monkeypatch.setattr(threads, "COLD_SECONDS", math.inf)
     calls: list[int] = []
     if request.param == "native" and not threads.native_runs():
         pytest.skip("chunks do not run natively on this machine")
@@ -551,6 +553,36 @@ def test_a_cost_learnt_at_one_size_does_not_decide_at_another(chunk_calls):
     assert len(chunk_calls) == 1 and len(policy.classes) == 2
     assert policy.size_class(medium.size).measured
     assert policy.size_class(medium.size).cost < known.cost / 10
+
+
+def test_a_call_after_a_pause_learns_in_a_cold_class_of_its_own(chunk_calls, monkeypatch):
+    monkeypatch.setattr(threads, "COLD_SECONDS", 0.05)
+    x = RNG.standard_normal(600_000)
+    compiled = numfuse.compile(logp_and_sums, x, 0.25, threads=2)
+    policy = compiled.program.runners[0].calls
+    compiled(x, 0.25)  # the first call: cold, on one thread, measuring
+    assert list(policy.classes) == [(x.size.bit_length(), True)]
+    cold = policy.size_class(x.size, cold=True)
+    assert cold.measured and chunk_calls == []
+    compiled(x, 0.25)  # right after it: warm, starting from the cold class's cost
+    warm = policy.size_class(x.size)
+    assert warm is not cold and warm.measured and len(chunk_calls) == 1
+    cold.gain, cold.recent, cold.splits = 1.0, [1.0], threads.FIRST_SPLITS  # cold splits lose
+    time.sleep(0.1)
+    compiled(x, 0.25)  # cold: one thread
+    assert len(chunk_calls) == 1 and cold.large == 2
+    compiled(x, 0.25)  # warm: split
+    assert len(chunk_calls) == 2 and warm.large == 2
+
+
+def test_a_class_gives_up_splitting_only_after_its_first_splits():
+    known = threads.SizeClass(1e-9)
+    known.measured = True
+    for count in range(1, threads.FIRST_SPLITS + 1):
+        threads.ThreadPolicy._timed_split(known, 0.01, 2, time.sleep, 0.02)  # 2x slower
+        assert known.splits == count
+        assert (known.gain >= threads.MIN_GAIN) == (count < threads.FIRST_SPLITS)
+    assert known.doubt is not None  # the next call runs on one thread and decides
 
 
 def test_split_plan_cuts_a_long_core_axis_else_the_rows():
