@@ -105,11 +105,6 @@ MIN_GAIN = 1.2
 # against 510-540 on one thread, 650-690 with four).  Splits slowed by a busy core are
 # all slow: the best of eight stays low.
 GAIN_WINDOW = 8
-# A class's first splits are slowed by what happens once (its blocks of the memory pool
-# mapped, the helpers' caches), and a cold class (``COLD_SECONDS``) sees one call per
-# pause: splitting goes on until this many splits have been measured (GELU float32 at 1e7,
-# every call cold: stopped after the first split, 7.9 ms a call against 4.3 split).
-FIRST_SPLITS = 3
 RETRY_EVERY = 16
 # A split this much faster per thread than the single-thread estimate shows the estimate
 # wrong (caches shared by more threads gain some tens of percent, not this).
@@ -130,14 +125,6 @@ REDUCTION_CHUNK = 1 << 16
 CHUNKED_FROM = 4 * REDUCTION_CHUNK
 CHUNKED_SECONDS = 1e-3
 assert REDUCTION_CHUNK % BLOCK == 0
-# A large call made this long after the kernel's last one ended is *cold*: its class
-# learns apart from the others (``ThreadPolicy.size_class``).  Every call is slow for some
-# milliseconds after a pause (the module docstring), and a split one slower still: its
-# helper sleeps and its second core's caches are cold.  Measured on logp/grad at 1e6 in
-# batches of four calls 2 ms apart among other implementations' batches: first calls
-# 1,066 µs split against 578 on one thread, the fourth 437 either way; with the cold
-# calls judged among the others, the policy went on splitting them.
-COLD_SECONDS = 1e-3
 # Initial cost guesses (seconds per element), replaced by measurements.
 _BASE_COST, _OP_COST, _TRANSCENDENTAL_COST = 1e-9, 0.3e-9, 4e-9
 
@@ -231,6 +218,7 @@ class _Crew:
                 # returns only with work for Python (or a native task handed out since)
                 seen = spinner.serve(words, word, seen, self.spin, self.grace, bump, mode,
                                      self.task, word + 2)
+                bump = None
                 if words[mode]:
                     spinner.drain(self.task)
                     continue
@@ -675,12 +663,10 @@ class SizeClass:
     busy core; the least is what one thread can do, and what a split must beat);
     ``gain``, how much faster than that estimate the best of the ``recent`` split calls
     (at most ``GAIN_WINDOW``) was; ``large``, how many calls it has seen; ``retry``, how
-    many calls apart splits are retried while they do not pay (see ``next_retry``);
-    ``splits``, how many split calls it has measured (the first ``FIRST_SPLITS`` - 1
-    never stop splitting)."""
+    many calls apart splits are retried while they do not pay (see ``next_retry``)."""
 
     __slots__ = ("cost", "doubt", "gain", "large", "measured", "recent", "reference",
-                 "retry", "splits")
+                 "retry")
 
     def __init__(self, cost: float) -> None:
         self.cost = cost
@@ -691,7 +677,6 @@ class SizeClass:
         self.retry = RETRY_EVERY
         self.doubt: float | None = None
         self.reference: float | None = None
-        self.splits = 0  # split calls measured
 
     def confirm(self, single: float) -> None:
         """After splits stopped paying (``doubt``: the best recent split's seconds per
@@ -739,8 +724,8 @@ class ThreadPolicy:
     reduction).
     """
 
-    __slots__ = ("chunk_from", "classes", "combiners", "cores", "finished", "folds", "guess",
-                 "loop", "name", "settings", "small", "step")
+    __slots__ = ("chunk_from", "classes", "combiners", "cores", "folds", "guess", "loop",
+                 "name", "settings", "small", "step")
 
     def __init__(self, step: KernelStep, settings: Settings) -> None:
         self.step = step
@@ -754,8 +739,7 @@ class ThreadPolicy:
             if self.folds else (None,) * len(step.out_dtypes)
         self.name = getattr(step.kernel.gufunc, "__name__", "kernel")
         self.loop = LoopFunction.of(step)  # None: chunks are gufunc calls, run in Python
-        self.classes: dict[tuple[int, bool], SizeClass] = {}
-        self.finished = -math.inf  # when the last large call ended (``COLD_SECONDS``)
+        self.classes: dict[int, SizeClass] = {}
         self.chunk_from = max(CHUNKED_FROM, int(CHUNKED_SECONDS / self.guess))
         if self.folds and any(completion is not None and completion.reduction.ufunc ==
                               "multiply" and completion.reduction.dtype.kind == "f"
@@ -769,16 +753,12 @@ class ThreadPolicy:
         small = int(PARALLEL_MIN_SECONDS / cost)
         return min(small, self.chunk_from) if self.folds else small
 
-    def size_class(self, elements: int, cold: bool = False) -> SizeClass:
-        """The record of ``cold`` calls (see ``COLD_SECONDS``), or of the others, of about
-        ``elements`` (within a factor of two)."""
-        key = (elements.bit_length(), cold)
+    def size_class(self, elements: int) -> SizeClass:
+        """The record of calls of about ``elements`` (within a factor of two)."""
+        key = elements.bit_length()
         found = self.classes.get(key)
         if found is None:
             found = self.classes[key] = SizeClass(self.guess)
-            other = self.classes.get((key[0], not cold))
-            if other is not None and other.measured:  # a start, until it measures its own
-                found.cost, found.measured = other.cost, True
         return found
 
     def call(self, operands: list[Any], outs: Sequence[Any] | None) -> Any:
@@ -793,19 +773,10 @@ class ThreadPolicy:
         return self.step.ufunc(*operands)
 
     def _large(self, operands: list[Any], outs: Sequence[Any] | None) -> Any:
-        """A call that may be worth splitting (``_decided``), timed as a large call of
-        this kernel: the first after a pause is cold."""
-        cold = time.perf_counter() - self.finished > COLD_SECONDS
-        try:
-            return self._decided(operands, outs, cold)
-        finally:
-            self.finished = time.perf_counter()
-
-    def _decided(self, operands: list[Any], outs: Sequence[Any] | None, cold: bool) -> Any:
-        """Split when the kernel's cost is measured, the call is long enough and splitting
-        has been paying in its class (``cold`` calls have classes of their own) or is due
-        a retry; else one call, which measures the cost.  A fused reduction along long
-        rows is chunked either way (``_chunked``), on one thread or several."""
+        """A call that may be worth splitting: split when the kernel's cost is measured,
+        the call is long enough and splitting has been paying (or is due a retry); else one
+        call, which measures the cost.  A fused reduction along long rows is chunked
+        either way (``_chunked``), on one thread or several."""
         step = self.step
         threads = self._threads()
         if threads == 1 and not self.folds:  # nothing to decide, nor to measure
@@ -822,7 +793,7 @@ class ThreadPolicy:
             return step.ufunc(*operands) if outs is None else step.ufunc(*operands, out=outs)
         depth = np.shape(core)[-2] if ranks[step.operands.core] == 2 else 1
         elements = length * depth * math.prod(rows)
-        known = self.size_class(elements, cold)
+        known = self.size_class(elements)
         expected = known.cost * elements
         known.large += 1
         count = chunk_count(expected, elements, threads)
@@ -878,10 +849,7 @@ class ThreadPolicy:
             return results
         known.recent.append(observed)
         del known.recent[:-GAIN_WINDOW]
-        known.splits += 1
         known.gain = max(known.recent)
-        if known.splits < FIRST_SPLITS:
-            known.gain = max(known.gain, MIN_GAIN)  # too early to give up
         known.retry = next_retry(known.retry, known.gain)
         # not paying: the next call runs on one thread, and ``confirm`` decides
         known.doubt = known.cost / known.gain if known.gain < MIN_GAIN else None

@@ -27,9 +27,7 @@ RNG = np.random.default_rng(5)
 @pytest.fixture(params=["native", "python"])
 def chunk_calls(request, monkeypatch):
     """Counts the chunks each split call ran (the split really happens), with chunks run
-    natively where this machine can, and as gufunc calls in Python.  No call is cold (one
-    size class per size, however slow the machine between calls)."""
-    monkeypatch.setattr(threads, "COLD_SECONDS", math.inf)
+    natively where this machine can, and as gufunc calls in Python."""
     calls: list[int] = []
     if request.param == "native" and not threads.native_runs():
         pytest.skip("chunks do not run natively on this machine")
@@ -432,19 +430,31 @@ def test_a_native_split_into_an_overlapping_out_gives_numpys_result(chunk_calls)
 def _split_in_child(queue):
     work, done, names = _two_threads_meet(4)
     threads.run_chunks(work, 4, 2)
-    queue.put((sorted(done), len(names)))
+    native: list[str] = []
+    if threads.native_runs():
+        barrier = threading.Barrier(2, timeout=5)
+
+        def loop(args, _dims, _steps, _data):
+            if ctypes.cast(args, ctypes.POINTER(ctypes.c_int64))[0] < 1002:
+                barrier.wait()
+            native.append(threading.current_thread().name)
+
+        threads.run_native(_native_chunks(6, loop), 2)
+    queue.put((sorted(done), len(names), len(native) in (0, 6) and len(set(native)) != 1))
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_a_forked_child_makes_its_own_helpers():
     threads.run_chunks(lambda index: None, 4, 2)  # the parent's helpers exist
+    if threads.native_runs():
+        threads.run_native(_native_chunks(4, lambda *_: None), 2)
     context = multiprocessing.get_context("fork")
     queue = context.Queue()
     child = context.Process(target=_split_in_child, args=(queue,))
     child.start()
     child.join(timeout=60)
     assert child.exitcode == 0
-    assert queue.get(timeout=5) == ([0, 1, 2, 3], 2)
+    assert queue.get(timeout=5) == ([0, 1, 2, 3], 2, True)
 
 
 def test_splitting_stops_while_it_does_not_pay_and_is_retried(chunk_calls):
@@ -553,36 +563,6 @@ def test_a_cost_learnt_at_one_size_does_not_decide_at_another(chunk_calls):
     assert len(chunk_calls) == 1 and len(policy.classes) == 2
     assert policy.size_class(medium.size).measured
     assert policy.size_class(medium.size).cost < known.cost / 10
-
-
-def test_a_call_after_a_pause_learns_in_a_cold_class_of_its_own(chunk_calls, monkeypatch):
-    monkeypatch.setattr(threads, "COLD_SECONDS", 0.05)
-    x = RNG.standard_normal(600_000)
-    compiled = numfuse.compile(logp_and_sums, x, 0.25, threads=2)
-    policy = compiled.program.runners[0].calls
-    compiled(x, 0.25)  # the first call: cold, on one thread, measuring
-    assert list(policy.classes) == [(x.size.bit_length(), True)]
-    cold = policy.size_class(x.size, cold=True)
-    assert cold.measured and chunk_calls == []
-    compiled(x, 0.25)  # right after it: warm, starting from the cold class's cost
-    warm = policy.size_class(x.size)
-    assert warm is not cold and warm.measured and len(chunk_calls) == 1
-    cold.gain, cold.recent, cold.splits = 1.0, [1.0], threads.FIRST_SPLITS  # cold splits lose
-    time.sleep(0.1)
-    compiled(x, 0.25)  # cold: one thread
-    assert len(chunk_calls) == 1 and cold.large == 2
-    compiled(x, 0.25)  # warm: split
-    assert len(chunk_calls) == 2 and warm.large == 2
-
-
-def test_a_class_gives_up_splitting_only_after_its_first_splits():
-    known = threads.SizeClass(1e-9)
-    known.measured = True
-    for count in range(1, threads.FIRST_SPLITS + 1):
-        threads.ThreadPolicy._timed_split(known, 0.01, 2, time.sleep, 0.02)  # 2x slower
-        assert known.splits == count
-        assert (known.gain >= threads.MIN_GAIN) == (count < threads.FIRST_SPLITS)
-    assert known.doubt is not None  # the next call runs on one thread and decides
 
 
 def test_split_plan_cuts_a_long_core_axis_else_the_rows():
