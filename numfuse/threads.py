@@ -287,7 +287,7 @@ class _Crew:
         ``spinning``); the floating-point flags they raised (a task's ``FLAGS`` word)."""
         spinner = self.spinner
         assert spinner is not None and self.native
-        count = len(chunks.dims)
+        count = chunks.count
         acquired = self.busy.acquire(blocking=False)
         helpers = min(threads - 1, count - 1, self.size) if acquired else 0
         # a call finding the crew busy runs its chunks alone, on a task of its own
@@ -427,7 +427,7 @@ class LoopFunction:
     gufunc loop signature), and per operand (inputs, then outputs) its ``dtypes`` and
     number of core dimensions (``ranks``, from the gufunc's signature)."""
 
-    __slots__ = ("address", "dtypes", "first_output", "ranks")
+    __slots__ = ("address", "dtypes", "first_output", "kinds", "ranks")
 
     def __init__(self, address: int, dtypes: tuple[np.dtype[Any], ...],
                  ranks: tuple[int, ...], first_output: int) -> None:
@@ -435,6 +435,9 @@ class LoopFunction:
         self.dtypes = dtypes
         self.ranks = ranks
         self.first_output = first_output
+        # per operand: its rank, its dtype and whether it is an output
+        self.kinds = tuple((rank, dtype, position >= first_output) for position, (rank, dtype)
+                           in enumerate(zip(ranks, dtypes, strict=True)))
 
     @classmethod
     def of(cls, step: KernelStep) -> LoopFunction | None:
@@ -466,40 +469,43 @@ class LoopFunction:
         outer = rows[0] if rows else 1
         arrays: list[Any] = []
         addresses, outer_steps, core_steps = [], [], []
-        for position, (value, rank, dtype) in enumerate(zip(values, self.ranks, self.dtypes,
-                                                           strict=True)):
-            output = position >= self.first_output
+        address_of = spinning.data_address
+        for value, (rank, dtype, output) in zip(values, self.kinds, strict=True):
             if type(value) is not np.ndarray:
                 if value is None or output:
                     return None
                 value = np.asarray(value)
-            if value.dtype != dtype or not value.flags.aligned:
+            flags = value.flags
+            if value.dtype != dtype or not flags.aligned:
                 return None
-            axes = value.ndim - rank
-            if not 0 <= axes <= len(rows) or (rank and value.shape[-1] != length):
+            shape = value.shape
+            axes = len(shape) - rank
+            if axes < 0 or axes > len(rows) or (rank and shape[-1] != length):
                 return None
+            strides = value.strides
             step = 0
             if axes and outer > 1:
-                if value.shape[0] == outer:
-                    step = value.strides[0]
-                elif value.shape[0] != 1 or output:
+                if shape[0] == outer:
+                    step = strides[0]
+                elif shape[0] != 1 or output:
                     return None
             elif output and outer > 1:
                 return None  # numpy refuses to broadcast an output
-            core = value.strides[-1] if rank else 0
-            if output and (not value.flags.writeable or
-                           (rank and length > 1 and core != value.itemsize)):
+            core = strides[-1] if rank else 0
+            if output and (not flags.writeable or
+                           (rank and length > 1 and core != dtype.itemsize)):
                 return None
             arrays.append(value)
-            addresses.append(spinning.data_address(value))
+            addresses.append(address_of(value))
             outer_steps.append(step)
             core_steps.append(core)
-        for position in range(self.first_output, len(arrays)):
+        first_output = self.first_output
+        for position in range(first_output, len(arrays)):
             output = arrays[position]
             for other in range(position):
                 value = arrays[other]
                 if np.may_share_memory(output, value) and not (
-                        other < self.first_output and addresses[other] == addresses[position]
+                        other < first_output and addresses[other] == addresses[position]
                         and value.strides == output.strides and value.shape == output.shape):
                     return None  # numpy copies an operand overlapping an output
         return arrays, addresses, outer_steps, core_steps
@@ -511,42 +517,57 @@ class LoopFunction:
         element, core elements) of operands at ``addresses`` with those steps; ``keep``:
         what must stay alive while they run."""
         operands = list(zip(addresses, outer_steps, core_steps, strict=True))
-        args = np.array([address + first_row * outer + first * core
-                         for first_row, _rows, first, _length in pieces
-                         for address, outer, core in operands], np.int64)
-        dims = np.array([size for _first_row, rows, _first, length in pieces
-                         for size in (rows, length)], np.int64)
-        steps = np.array([*outer_steps, *(core for core, rank in
+        count, width = len(pieces), len(operands)
+        words = np.array([*(address + first_row * outer + first * core
+                            for first_row, _rows, first, _length in pieces
+                            for address, outer, core in operands),
+                          *(size for _first_row, rows, _first, length in pieces
+                            for size in (rows, length)),
+                          *outer_steps, *(core for core, rank in
                                           zip(core_steps, self.ranks, strict=True) if rank)],
                          np.int64)
-        return NativeChunks(self.address, args.reshape(len(pieces), -1),
-                            dims.reshape(len(pieces), 2), steps, keep)
+        return NativeChunks(self.address, words, count, width, keep)
 
 
 class NativeChunks:
-    """The chunks of one split call as calls of a kernel's loop function: per chunk its
-    argument pointers (``args``, one row per chunk) and dimensions (``dims``: rows, core
-    length), and the ``steps`` all share; ``keep`` holds what they point into."""
+    """The chunks of one split call as calls of a kernel's loop function, in one int64
+    array ``words``: per chunk its argument pointers (``count`` rows of ``width``), then
+    per chunk its dimensions (rows, core length), then the steps all chunks share;
+    ``keep`` holds what they point into."""
 
-    __slots__ = ("address", "args", "dims", "keep", "steps")
+    __slots__ = ("address", "count", "keep", "width", "words")
 
-    def __init__(self, address: int, args: np.ndarray[Any, Any], dims: np.ndarray[Any, Any],
-                 steps: np.ndarray[Any, Any], keep: Any) -> None:
+    def __init__(self, address: int, words: np.ndarray[Any, Any], count: int, width: int,
+                 keep: Any) -> None:
         self.address = address
-        self.args = args
-        self.dims = dims
-        self.steps = steps
+        self.words = words
+        self.count = count
+        self.width = width
         self.keep = keep
+
+    @property
+    def args(self) -> np.ndarray[Any, Any]:
+        return self.words[:self.count * self.width].reshape(self.count, self.width)
+
+    @property
+    def dims(self) -> np.ndarray[Any, Any]:
+        start = self.count * self.width
+        return self.words[start:start + 2 * self.count].reshape(self.count, 2)
+
+    @property
+    def steps(self) -> np.ndarray[Any, Any]:
+        return self.words[self.count * (self.width + 2):]
 
     def write(self, task: np.ndarray[Any, Any], generation: int) -> None:
         """Describe the chunks in ``task`` (see ``spinning``), opened last."""
         task[spinning.TICKET] = spinning.closed_ticket(generation)
         task[spinning.DONE] = task[spinning.FLAGS] = 0
-        address = spinning.data_address
+        count, width = self.count, self.width
+        base = spinning.data_address(self.words)
+        dims = base + 8 * count * width
         task[spinning.FUNCTION:spinning.NDIMS + 1] = (
-            self.address, address(self.args), address(self.dims), address(self.steps),
-            self.args.shape[1], self.dims.shape[1])
-        task[spinning.TICKET] = spinning.ticket(generation, len(self.dims))
+            self.address, base, dims, dims + 16 * count, width, 2)
+        task[spinning.TICKET] = spinning.ticket(generation, count)
 
 # numpy's floating-point flags in the order it reports them, with their errstate keys.
 _FLAGS = (("divide by zero", "divide", 1), ("overflow", "over", 2),

@@ -40,7 +40,7 @@ def chunk_calls(request, monkeypatch):
         return original(work, count, count_threads)
 
     def native_spy(chunks, count_threads):
-        calls.append(len(chunks.dims))
+        calls.append(chunks.count)
         return original_native(chunks, count_threads)
 
     monkeypatch.setattr(threads, "run_chunks", spy)
@@ -295,9 +295,10 @@ def _native_chunks(count, loop):
     one argument pointer is ``1000 + i``, its dimensions ``(1, i)``."""
     callback = _LOOP(loop)
     address = ctypes.cast(callback, ctypes.c_void_p).value
-    args = np.arange(1000, 1000 + count, dtype=np.int64).reshape(count, 1)
+    args = np.arange(1000, 1000 + count, dtype=np.int64)
     dims = np.stack([np.ones(count, np.int64), np.arange(count, dtype=np.int64)], axis=1)
-    return threads.NativeChunks(address, args, dims, np.zeros(1, np.int64), callback)
+    words = np.concatenate([args, dims.ravel(), np.zeros(1, np.int64)])
+    return threads.NativeChunks(address, words, count, 1, callback)
 
 
 @pytest.fixture
