@@ -1330,6 +1330,23 @@ def test_clip_of_python_number_values_and_int_argument_bounds_as_numpy():
     assert_like_numpy(lambda a, lo: np.clip(a, lo, 10), 7.0, np.array([1.0, 2.0], np.float32))
 
 
+@pytest.mark.parametrize("call", [
+    lambda x: np.clip(x, 1),  # a_max missing: numpy's TypeError
+    lambda x: np.clip(x, a_min=1),
+    lambda x: np.clip(x, 1, max=2),
+    lambda x: np.clip(x, 0, 2, min=1),  # both ways at once: numpy's ValueError
+    lambda x: np.clip(x),  # no bound: a copy
+    lambda x: np.clip(x, None, None),
+    lambda x: np.clip(x, min=1),
+    lambda x: np.clip(x, max=2.5),
+    lambda x: x.clip(1),  # the method's bounds are optional
+    lambda x: x.clip(max=2),
+], ids=["a_max-missing", "a_min-keyword", "a_max-as-max", "both-ways", "none", "nones",
+        "min", "max", "method-min", "method-max"])
+def test_clip_takes_its_bounds_as_numpy_does(call):
+    assert_like_numpy(call, np.arange(4.0))
+
+
 def test_clip_writes_into_an_out_array_the_function_made():
     """scikit-learn's hinge loss: np.clip(losses, 0, None, out=losses)."""
     def hinge(y, p):

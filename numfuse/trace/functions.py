@@ -62,10 +62,19 @@ def where(condition: Any, x: Any = None, y: Any = None) -> Any:
     return Tracer(elementwise(OPS["where"], nodes, scalar=False), owned=True)
 
 
-def clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None,
+def clip(a: Any, a_min: Any = np._NoValue, a_max: Any = np._NoValue, out: Any = None,
          **kwargs: Any) -> Any:
-    a_min = kwargs.pop("min", a_min)
-    a_max = kwargs.pop("max", a_max)
+    # numpy's rules for its bounds: both positional, or neither (then min=/max=, or none)
+    low, high = kwargs.pop("min", np._NoValue), kwargs.pop("max", np._NoValue)
+    if a_min is np._NoValue and a_max is np._NoValue:
+        a_min = None if low is np._NoValue else low
+        a_max = None if high is np._NoValue else high
+    elif a_min is np._NoValue or a_max is np._NoValue:
+        missing = "a_min" if a_min is np._NoValue else "a_max"
+        raise TypeError(f"clip() missing 1 required positional argument: '{missing}'")
+    elif low is not np._NoValue or high is not np._NoValue:
+        raise ValueError("Passing `min` or `max` keyword argument when `a_min` and `a_max` "
+                         "are provided is forbidden.")
     if kwargs:
         raise UnsupportedOperationError("np.clip with extra keywords",
                                         "call np.clip(a, a_min, a_max) and use its result.")

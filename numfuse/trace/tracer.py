@@ -504,7 +504,7 @@ class Tracer:
     conjugate = conj
 
     def clip(self, min: Any = None, max: Any = None, **kwargs: Any) -> Any:
-        return clip(self, min, max, **kwargs)
+        return clip(self, min, max, **kwargs)  # (the method's bounds are both optional)
 
     def round(self, decimals: int = 0) -> Any:
         return round_(self, decimals)
