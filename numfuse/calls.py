@@ -69,11 +69,13 @@ class NumpyCall:
 
 class CallOutput:
     """Item ``index`` of what ``fn`` returns (``np.frexp(x)[1]``, ``np.linalg.eigh(a)[0]``),
-    as a call returning one array; a Python number comes back as a numpy scalar."""
+    as a call returning one array; a Python number comes back as a numpy scalar.  A tuple
+    ``index`` is a path into nested results (``np.histogramdd(s)[1][0]``: its edges are a
+    list)."""
 
     __slots__ = ("fn", "index")
 
-    def __init__(self, fn: Callable[..., Any], index: int) -> None:
+    def __init__(self, fn: Callable[..., Any], index: int | tuple[int, ...]) -> None:
         self.fn = fn
         self.index = index
 
@@ -82,7 +84,9 @@ class CallOutput:
 
     def item(self, results: Any) -> Any:
         """This item of ``results``, what ``fn`` returned."""
-        value = results[self.index]
+        value = results
+        for position in self.index if isinstance(self.index, tuple) else (self.index,):
+            value = value[position]
         return value if isinstance(value, (np.ndarray, np.generic)) else np.asarray(value)[()]
 
     def __eq__(self, other: object) -> bool:

@@ -320,7 +320,9 @@ def power_float(a, b):  # type: ignore[no-untyped-def]
         POWER_HUGE_INFINITY_F64
     if overflows and b == math.inf and _square_overflows(a):
         raise_overflow()
-    return a ** b
+    # LLVM computes a constant ``x ** 0.5`` as a square root with fix-ups, whose sqrt
+    # raises "invalid" for -inf (numpy's scalar pow gives inf quietly): a hidden 0.5
+    return a ** (hidden(b) if b == 0.5 else b)
 
 
 def floor_divide_float(a, b, one):  # type: ignore[no-untyped-def]

@@ -516,3 +516,21 @@ def test_bincount_with_minlength_learns_its_size_from_large_values():
     jitted = numfuse.jit(lambda i: np.bincount(i, minlength=5) * 2)
     for indices in ([2, 7], [0, 1], [3, 3, 9, 1]):
         assert_same(jitted(np.array(indices)), np.bincount(np.array(indices), minlength=5) * 2)
+
+
+def test_nested_results_of_a_numpy_call_keep_their_structure():
+    """np.histogramdd's edges are a list of arrays, even when they have one shape."""
+    sample = np.random.default_rng(0).random((100, 2))
+
+    def histogram(s, bins):
+        return np.histogramdd(s, bins=bins)
+
+    for bins in (4, (2, 3)):
+        jitted = numfuse.jit(histogram, static_argnums=1)
+        for _ in range(2):
+            counts, edges = jitted(sample, bins)
+            want_counts, want_edges = histogram(sample, bins)
+            assert type(edges) is list and len(edges) == len(want_edges)
+            assert_same(counts, want_counts)
+            for got, want in zip(edges, want_edges, strict=True):
+                assert_same(got, want)

@@ -341,6 +341,17 @@ def test_power_by_a_constant_half_of_any_float_type_takes_the_square_root() -> N
         assert_like_numpy(fn, x)
 
 
+@pytest.mark.parametrize("value", [-np.inf, -0.0, -1.0, 4.0, np.nan])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_numpy_scalar_to_the_power_one_half_is_numpys_scalar_pow(dtype, value):
+    """``x.max() ** 0.5`` is numpy's scalar math, ``pow`` (-inf gives inf quietly, -0.0
+    gives 0.0); ``np.power`` of the scalar is its loop, the square root."""
+    x = np.array([value], dtype)
+    assert_like_numpy(lambda x: x.max() ** 0.5, x)
+    assert_like_numpy(lambda x: x[0] ** 0.5, x)
+    assert_like_numpy(lambda x: np.power(x.max(), 0.5), x)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_power_of_a_number_whose_square_overflows_to_infinity_warns_like_numpy(dtype):
     """numpy's SIMD power loop squares its base on the way to ``x ** inf`` and raises

@@ -1016,6 +1016,27 @@ def test_masked_out_elements_raise_no_warning():
         assert_same(numfuse.jit(_masked_sqrt)(x), _masked_sqrt(x))
 
 
+@pytest.mark.parametrize("dtype, value", [
+    (np.float64, 1 + 2j),  # a complex number into a real array: numpy's TypeError
+    (np.int64, 1 + 2j),
+    (np.complex64, 1 + 2j),
+    (np.complex64, 1e300),  # beyond the dtype's range: "overflow encountered in cast"
+    (np.float16, 1e300),
+    (np.float16, 2**63 - 1),
+    (np.float32, 2**63 - 1),
+    (np.float32, 7),
+    (np.int32, 2.5),
+    (np.bool_, 7),
+])
+def test_mask_assignment_of_a_python_number_casts_as_numpy(dtype, value):
+    def assign(x):
+        y = x.copy()
+        y[y.real > 0] = value
+        return y
+
+    assert_like_numpy(assign, np.array([1, -2, 3]).astype(dtype))
+
+
 def test_mask_assignment_of_a_scalar_fuses_into_the_kernel():
     kinds = {node.kind for node in simplify(trace_graph(_mask_assignment, [spec_of(X)]))
              .nodes}
@@ -1345,6 +1366,21 @@ def test_clip_of_python_number_values_and_int_argument_bounds_as_numpy():
         "min", "max", "method-min", "method-max"])
 def test_clip_takes_its_bounds_as_numpy_does(call):
     assert_like_numpy(call, np.arange(4.0))
+
+
+@pytest.mark.parametrize("values, low, high", [
+    (np.array([3, 0, 1]), 0.5, 1.5),  # float bounds into an int array: numpy's casting error
+    (np.array([True, False]), -1, 1),  # int bounds into a bool array
+    (np.array([-1.0, 2.0]), 0, None),
+    (np.array([-1, 2]), 0, 1),
+])
+def test_clip_into_an_out_array_checks_the_casting_of_its_bounds_as_numpy(values, low, high):
+    def into_itself(x):
+        y = x.copy()
+        np.clip(y, low, high, out=y)
+        return y
+
+    assert_like_numpy(into_itself, values)
 
 
 def test_clip_writes_into_an_out_array_the_function_made():
@@ -1701,6 +1737,15 @@ def test_rounding_floats_scales_by_numpys_power_of_ten(dtype, decimals):
     actual, actual_warnings = observe(numfuse.jit(lambda x: np.round(x, decimals)), x)
     assert_same(actual, expected)
     assert set(actual_warnings) == set(expected_warnings)
+
+
+@pytest.mark.parametrize("decimals", [2.0, np.float64(1.0), 1.5, np.int64(1), True])
+def test_rounding_takes_an_integer_number_of_decimals_as_numpy(decimals):
+    """A float number of decimals is numpy's TypeError, given in the function or as an
+    argument; numpy integers and bools are integers."""
+    x = np.array([1.25, 2.675, -0.5])
+    assert_like_numpy(lambda x: np.round(x, decimals), x)
+    assert_like_numpy(lambda x, d: np.round(x, d), x, decimals)
 
 
 def test_rounding_a_0d_integer_value_gives_a_numpy_scalar_like_numpy():

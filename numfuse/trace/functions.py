@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import operator
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -81,7 +82,10 @@ def clip(a: Any, a_min: Any = np._NoValue, a_max: Any = np._NoValue, out: Any = 
     if out is not None:  # into an array the function made, as a ufunc's out=
         clipping = OPS["clip"].reference  # np.clip's ufunc
         assert isinstance(clipping, np.ufunc)
-        return _store(clipping, (a, a, a), clip(a, a_min, a_max), out)
+        # (the bounds take part in the casting check: np.clip(ints, 0.5, 1.5, out=ints)
+        # raises numpy's casting error)
+        bounds = tuple(a if bound is None else bound for bound in (a_min, a_max))
+        return _store(clipping, (a, *bounds), clip(a, a_min, a_max), out)
     if _node(a).weak:  # numpy makes a Python number a (strong) array first
         a = astype(a, _node(a).dtype)
     dtype = _node(a).dtype
@@ -123,6 +127,7 @@ def round_(a: Any, decimals: int = 0, out: Any = None) -> Any:
     """numpy's round: rint for decimals=0, else scale, rint and unscale like numpy."""
     if out is not None:
         raise UnsupportedOperationError("np.round(..., out=...)", "use the returned value.")
+    decimals = operator.index(decimals)  # numpy's TypeError for a float
     node = _node(a)
     if node.dtype.kind == "b":
         if decimals != 0:  # numpy scales into a bool array: its casting error, raised here

@@ -112,8 +112,10 @@ def _widen_comparison(op: OpDef, operands: Sequence[Node],
 
 def elementwise(op: OpDef, operands: Sequence[Node], *, out_dtype: Any = None,
                 loop: tuple[tuple[np.dtype, ...], np.dtype] | None = None,
-                weak: bool = False, scalar: bool = True) -> Node:
-    """Build one elementwise node with numpy's dtype resolution and broadcasting."""
+                weak: bool = False, scalar: bool = True, scalar_math: bool = False) -> Node:
+    """Build one elementwise node with numpy's dtype resolution and broadcasting;
+    ``scalar_math``: numpy computes it with its scalar math, not its ufunc loop (an
+    operator on numpy scalars: ``x.max() ** 0.5`` takes ``pow``, not the loop's ``sqrt``)."""
     types = [_operand_type(node) for node in operands]
     resolved_here = loop is None
     if loop is None:
@@ -135,7 +137,8 @@ def elementwise(op: OpDef, operands: Sequence[Node], *, out_dtype: Any = None,
                 loop = op.loop_dtypes([node.dtype for node in operands])
     loop_in, out = loop
     loop_in = _widen_comparison(op, operands, loop_in)
-    if op.name == "power" and _is_const(operands[1], 0.5) and loop_in[0].kind == "f":
+    if op.name == "power" and _is_const(operands[1], 0.5) and loop_in[0].kind == "f" and \
+            not scalar_math:
         op = OPS["sqrt"]  # numpy's power loop takes sqrt for a scalar exponent of 0.5
         operands, loop_in = operands[:1], loop_in[:1]
     elif resolved_here and op.name == "power" and loop_in[0].kind == "f" and \

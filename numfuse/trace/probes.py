@@ -380,14 +380,31 @@ def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
             "numfuse compiles such functions once per argument shape.")
     if isinstance(first, (tuple, list)) and first and len(first) == len(second):
         # several results (np.linalg.eigh, np.meshgrid, np.frexp): one call per item
-        parts = [_call_tracer(NumpyCall(CallOutput(fn, index), f"{name}[{index}]",
-                                        static_args, static_kwargs), nodes, item,
-                              second[index], fresh,
-                              [variant[index] for variant in variants])
-                 for index, item in enumerate(first)]
+        parts: list[Tracer] = []
+
+        def items(first: Any, second: Any, variants: Sequence[Any], path: tuple[int, ...]
+                  ) -> Any:
+            """The results at ``path``: a call per array, nested lists and tuples kept
+            (np.histogramdd's edges are a list of arrays)."""
+            if path and isinstance(first, (tuple, list)) and first and \
+                    isinstance(second, (tuple, list)) and len(first) == len(second):
+                nested = [items(item, second[index], [variant[index] for variant in variants],
+                                (*path, index)) for index, item in enumerate(first)]
+                return type(first)(*nested) if hasattr(first, "_fields") else \
+                    type(first)(nested)
+            index = path if len(path) > 1 else path[0]
+            label = "".join(f"[{position}]" for position in path)
+            part = _call_tracer(NumpyCall(CallOutput(fn, index), f"{name}{label}",
+                                          static_args, static_kwargs), nodes, first, second,
+                                fresh, variants)
+            parts.append(part)
+            return part
+
+        results = [items(item, second[index], [variant[index] for variant in variants],
+                         (index,)) for index, item in enumerate(first)]
         if not fresh:
             _share((args, tuple(kwargs.values())), parts)
-        return type(first)(*parts) if hasattr(first, "_fields") else type(first)(parts)
+        return type(first)(*results) if hasattr(first, "_fields") else type(first)(results)
     tracer = _call_tracer(call, nodes, first, second, fresh, variants)
     if not tracer.owned:
         _share((args, tuple(kwargs.values())), tracer)

@@ -142,12 +142,18 @@ def _fills_exactly(value: Node, dtype: np.dtype) -> bool:
         return False
     if value.kind == CONST and value.weak:
         constant = value.value.value
-        if isinstance(constant, bool) or (dtype.kind in "fc" and isinstance(constant, int)):
-            return dtype.kind != "b" or isinstance(constant, bool)
-        if isinstance(constant, int):
+        if isinstance(constant, bool):
+            return True
+        if isinstance(constant, complex):  # into a real array: numpy's TypeError
+            return dtype == np.complex128
+        if isinstance(constant, int) and dtype.kind in "iub":
             return dtype.kind in "iu" and _fits(constant, dtype)
-        return dtype.kind in "fc" and (dtype.itemsize >= 8 or not math.isfinite(constant)
-                                       or abs(constant) <= float(np.finfo(dtype).max))
+        if dtype.kind not in "fc":
+            return False
+        # a finite value beyond the dtype's range: numpy's "overflow encountered in cast"
+        part = dtype if dtype.kind == "f" else np.dtype(f"f{dtype.itemsize // 2}")
+        return part.itemsize >= 8 or not math.isfinite(constant) or \
+            abs(constant) <= float(np.finfo(part).max)
     return bool(np.can_cast(value.dtype, dtype, "safe"))
 
 
@@ -211,7 +217,10 @@ def _operator(ufunc: np.ufunc, *operands: Any) -> Any:
         return _lexicographic(ufunc, nodes, row.loop_dtypes(
             [_operand_type(node) for node in nodes])[0][0])
     weak = all(node.weak for node in nodes)
-    return Tracer(elementwise(row, nodes, weak=weak), owned=True)
+    # numpy scalars (no 0-d array among them) compute with numpy's scalar math
+    scalar_math = not weak and all(node.ndim == 0 and (node.scalar or node.weak)
+                                   for node in nodes)
+    return Tracer(elementwise(row, nodes, weak=weak, scalar_math=scalar_math), owned=True)
 
 
 _ORDERINGS = (np.less, np.less_equal, np.greater, np.greater_equal)
