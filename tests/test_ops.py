@@ -331,6 +331,24 @@ def test_power_operator_takes_numpy_fast_paths() -> None:
         assert_matches("power", got, want, [x])
 
 
+@pytest.mark.parametrize("base, exponent", [
+    (np.array([-4 + 0j, -1 + 0j, 2 + 0j]), 0.5),  # sqrt: 2j exactly, not 1.2e-16+2j
+    (np.array([2 + 0j, -np.inf + 0j]), -1),  # reciprocal
+    (np.array([1 + 1j, -0.0 + 0j]), 2),  # square
+    (np.array([1 + 1j, 2 - 1j]), 3),
+    (np.array([1 + 1j], np.complex64), 0.5),
+    (np.array([True, False]), 2),  # square keeps int8
+    (np.array([True, False]), 3),
+])
+def test_power_operator_by_a_number_argument_takes_numpys_fast_paths(base, exponent):
+    """numpy's ``**`` takes sqrt, reciprocal or square by the Python number's value: for a
+    complex or bool array the exponent argument is then static."""
+    jitted = numfuse.jit(lambda z, p: z ** p)
+    with np.errstate(all="ignore"):
+        assert_like_numpy(lambda z, p: z ** p, base, exponent, jitted=jitted)
+    assert jitted.auto_static == {1}
+
+
 def test_power_by_a_constant_half_of_any_float_type_takes_the_square_root() -> None:
     """numpy's float power loop takes sqrt for a stride-0 exponent of 0.5: a numpy float
     scalar or a 0-d array as much as a Python float (-0.0 stays -0.0, -inf is NaN)."""

@@ -1584,6 +1584,11 @@ def test_power_of_a_traced_scalar_exponent_takes_numpys_square_root_at_one_half(
     base = np.array([-np.inf, -0.0, 0.0, 4.0, -1.0, 2.0, np.nan], dtype)
     for fn in (lambda a, e: a ** e, lambda a, e: np.power(a, e)):
         assert_like_numpy(fn, base, exponent)
+    for value in (-np.inf, -0.0):  # a 0-d array, or a numpy scalar given to the ufunc
+        assert_like_numpy(lambda a, e: np.power(a, e), np.array(value, dtype), exponent)
+        assert_like_numpy(lambda a, e: np.power(a, e), dtype(value), exponent)
+        assert_like_numpy(lambda a, e: a ** e, np.array(value, dtype), exponent)
+        assert_like_numpy(lambda a, e: a ** e, dtype(value), exponent)  # scalar math
 
 
 def _p_norm(x, p):
@@ -1640,6 +1645,35 @@ def test_numpy_compiled_code_creating_arrays_gets_arrays():
     expected = X + RNG_FOR_TRACING.random(X.shape[-1])
     RNG_FOR_TRACING.bit_generator.state = state
     assert_same(numfuse.jit(lambda x: x + RNG_FOR_TRACING.random(x.shape[-1]))(X), expected)
+
+
+def _r2_scores(y, p, multioutput):
+    """scikit-learn's r2_score (older releases): an array made with a conditional
+    expression in its size, then written through masks."""
+    numerator = ((y - p) ** 2).sum(axis=0)
+    denominator = ((y - y.mean(axis=0)) ** 2).sum(axis=0)
+    nonzero_denominator = denominator != 0
+    valid = nonzero_denominator & (numerator != 0)
+    scores = np.ones([y.shape[1]] if multioutput else [])
+    scores[valid] = 1 - numerator[valid] / denominator[valid]
+    scores[nonzero_denominator & ~(numerator != 0)] = 0.0
+    return scores
+
+
+def test_an_array_made_by_a_call_holding_a_conditional_expression_is_the_functions():
+    """``np.ones(2 if flag else 3)``: the jumps of the conditional expression inside the
+    call do not hide that the function calls ``np.ones`` (a masked write into it fell
+    back to numpy)."""
+    def masked(x, flag):
+        out = np.ones(2 if flag else 3)
+        out[x[: out.size] > 0] = 3.0
+        return out
+
+    for flag in (True, False):
+        assert_like_numpy(masked, np.array([1.0, -2.0, 4.0]), flag)
+    rng = np.random.default_rng(2)
+    y, p = rng.standard_normal((10, 3)), rng.standard_normal((10, 3))
+    assert_like_numpy(_r2_scores, y, p, True)
 
 
 def _zeros_of_size(x, n):

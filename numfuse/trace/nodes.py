@@ -142,7 +142,7 @@ def elementwise(op: OpDef, operands: Sequence[Node], *, out_dtype: Any = None,
         op = OPS["sqrt"]  # numpy's power loop takes sqrt for a scalar exponent of 0.5
         operands, loop_in = operands[:1], loop_in[:1]
     elif resolved_here and op.name == "power" and loop_in[0].kind == "f" and \
-            operands[0].ndim and operands[1].ndim == 0 and operands[1].kind != CONST and \
+            not scalar_math and operands[1].ndim == 0 and operands[1].kind != CONST and \
             operands[1].dtype.kind == "f":
         return _power_of_a_scalar(operands, loop_in, out, weak, scalar)
     for dtype in (*loop_in, out):

@@ -425,10 +425,24 @@ def _from_user_code(name: str) -> bool:
 
 @functools.lru_cache(maxsize=4096)
 def _names_before(code: types.CodeType, offset: int) -> frozenset[str]:
-    """The names the statement running at ``offset`` of ``code`` loads up to there."""
+    """The names the call running at ``offset`` of ``code`` loads up to there: those of
+    the instructions within its source span (``np.ones(2 if flag else 3)``, whose
+    conditional jumps inside), or, without source positions, those of its statement."""
+    before = [item for item in dis.get_instructions(code) if item.offset <= offset]
+    # (positions: Python 3.11 on; the offset may be a cache entry's, after the call's)
+    span = getattr(before[-1], "positions", None) if before else None
+    if span is not None and None not in (span.lineno, span.end_lineno, span.col_offset,
+                                         span.end_col_offset):
+        start, end = (span.lineno, span.col_offset), (span.end_lineno, span.end_col_offset)
+        return frozenset(
+            item.argval for item in before
+            if item.opname.startswith("LOAD_") and isinstance(item.argval, str)
+            and (where := getattr(item, "positions", None)) is not None
+            and where.lineno is not None
+            and start <= (where.lineno, where.col_offset or 0)
+            and (where.end_lineno or where.lineno, where.end_col_offset or 0) <= end)
     names: set[str] = set()
-    for instruction in reversed([item for item in dis.get_instructions(code)
-                                 if item.offset <= offset]):
+    for instruction in reversed(before):
         if instruction.offset < offset and instruction.opname.startswith(_STATEMENT_ENDS):
             break
         if instruction.opname.startswith("LOAD_") and isinstance(instruction.argval, str):

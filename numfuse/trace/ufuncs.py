@@ -169,6 +169,15 @@ def _fast_power(base: Tracer, exponent: Any) -> Tracer | None:
     node = base.node
     if (node.scalar and node.ndim == 0) or node.dtype.kind not in "fcb":
         return None
+    if isinstance(exponent, Tracer) and exponent.node.weak and exponent.node.kind != CONST \
+            and node.dtype.kind in "cb" and (exponent.node.dtype.kind in "iu" or (
+                node.dtype.kind == "c" and exponent.node.dtype.kind == "f")):
+        # which path numpy takes depends on the number's value (for a complex array the
+        # results differ, sqrt(-4+0j) is 2j exactly; for bool the dtype): it is needed,
+        # and a number argument becomes static
+        exponent = _concrete("z ** p for a complex or bool array z and a Python number p "
+                             "(numpy takes sqrt, square or reciprocal for some values of p)",
+                             exponent.node, lambda value: value.item())
     ufunc: np.ufunc
     if node.dtype.kind == "b":
         if type(exponent) is not int or exponent != 2:
@@ -328,7 +337,14 @@ def _compute_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any
 from .constants import _constants_only, _eager  # noqa: E402
 from .functions import astype, where  # noqa: E402
 from .probes import _moving_axes, _strip, record_call  # noqa: E402
-from .tracer import Tracer, _immutable, _inplace, augmented_item, has_tracer  # noqa: E402
+from .tracer import (  # noqa: E402
+    Tracer,
+    _concrete,
+    _immutable,
+    _inplace,
+    augmented_item,
+    has_tracer,
+)
 
 for _name, _ufunc, _symbol in (
         ("add", np.add, "+="), ("sub", np.subtract, "-="), ("mul", np.multiply, "*="),
