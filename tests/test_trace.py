@@ -1859,3 +1859,36 @@ def test_returning_an_object_that_holds_traced_values_raises():
             numfuse.jit(fn)(X)
     constant = Holder(np.arange(2.0))  # an object made outside, of no traced value
     assert numfuse.jit(lambda x: (x * 2, constant))(X)[1] is constant
+
+
+def _array_api_style(x):
+    """Code written for the array API (scipy's, through array_api_compat): the namespace,
+    the device and numpy's copy modes."""
+    xp = x.__array_namespace__()
+    y = xp.asarray(x, copy=np._CopyMode.IF_NEEDED)
+    z = np.array(y, copy=np._CopyMode.ALWAYS).to_device(x.device)
+    return xp.exp(z - xp.max(z)), z.device
+
+
+def test_array_api_attributes_and_copy_modes_are_numpys():
+    assert_like_numpy(_array_api_style, np.array([1.0, 2.0, 4.0]))
+    with pytest.raises(ValueError, match="Unsupported device"):
+        numfuse.jit(lambda x: x.to_device("gpu"))(np.ones(2))
+    with pytest.raises(ValueError, match="Unable to avoid copy"):
+        numfuse.jit(lambda x: np.asarray(x, dtype=np.float32, copy=np._CopyMode.NEVER))(
+            np.ones(2))
+
+
+@pytest.mark.parametrize("name", ["special.softmax", "special.log_softmax",
+                                  "special.logsumexp", "stats.zscore", "stats.skew",
+                                  "stats.gmean"])
+def test_scipy_functions_written_for_the_array_api_compile(name):
+    """scipy's array-API functions compile (the tests turn a fallback to numpy into an
+    error) and give numpy's values."""
+    scipy = pytest.importorskip("scipy")
+    import importlib
+
+    module, function = name.split(".")
+    fn = getattr(importlib.import_module(f"{scipy.__name__}.{module}"), function)
+    x = np.array([[1.0, 2.0, 4.0], [0.5, 1.5, 3.0]])
+    assert_same(numfuse.jit(fn)(x), fn(x), rtol=1e-13)

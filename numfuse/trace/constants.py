@@ -80,6 +80,8 @@ def _as_array(name: str, original: Callable[..., Any], value: Tracer, args: tupl
     options = dict(zip(("dtype",), args, strict=False)) | kwargs
     dtype = options.pop("dtype", None)
     copy = options.pop("copy", True if name == "array" else None)
+    if isinstance(copy, np._CopyMode):  # numpy's enum (array-API code passes IF_NEEDED)
+        copy = {np._CopyMode.ALWAYS: True, np._CopyMode.NEVER: False}.get(copy)
     order = options.pop("order", None)
     if options.get("ndmin", 0) == 0 and options.get("subok", False) is False:
         options.pop("ndmin", None)

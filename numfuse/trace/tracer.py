@@ -403,6 +403,19 @@ class Tracer:
     def __rmatmul__(self, other: Any) -> Any:
         return record_call(np.matmul, "matmul", (other, self), {})
 
+    # the array API's device and namespace, as numpy's arrays answer (array-API code such
+    # as scipy's asks for them)
+    @property
+    def device(self) -> str:
+        return "cpu"
+
+    def to_device(self, device: Any, /, *, stream: Any = None) -> Tracer:
+        np.empty(0).to_device(device, stream=stream)  # numpy's error for another device
+        return self
+
+    def __array_namespace__(self, *, api_version: Any = None) -> Any:
+        return np.empty(0).__array_namespace__(api_version=api_version)
+
     @property
     def T(self) -> Any:
         return record_call(np.transpose, "transpose", (self,), {})
