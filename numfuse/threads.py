@@ -830,6 +830,12 @@ class ThreadPolicy:
             # a kernel of passes: one chunk per thread, as wide as can be (its passes over
             # narrower rows run slower than a chunk handed out late would cost)
             count = min(count, threads)
+        if count == 1 and known.measured:
+            # too short to split, its cost known: nothing to decide, nor to time (the
+            # estimate, the least ever measured, only matters for calls long enough)
+            if chunked:
+                return self._chunked(operands, rows, length, outs, 1)
+            return step.ufunc(*operands) if outs is None else step.ufunc(*operands, out=outs)
         paying = known.gain >= MIN_GAIN
         due = known.large % (RETRY_EVERY if paying else known.retry) == 0
         split = count > 1 and known.measured and paying != due

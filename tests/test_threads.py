@@ -566,6 +566,21 @@ def test_a_cost_learnt_at_one_size_does_not_decide_at_another(chunk_calls):
     assert policy.size_class(medium.size).cost < known.cost / 10
 
 
+def test_a_call_too_short_to_split_is_neither_timed_nor_judged(chunk_calls):
+    """Once its class is measured, a call whose expected time is below the split threshold
+    runs at once: no clock, no decision (bench_threads: sum_squares at 1e6, 120 µs,
+    ran 0.93-0.95x its threads=1 copy for that bookkeeping alone)."""
+    x = RNG.standard_normal(600_000)
+    compiled = numfuse.compile(logp_and_sums, x, 0.25, threads=2)
+    compiled(x, 0.25)  # measures
+    (known,) = compiled.program.runners[0].calls.classes.values()
+    known.cost = threads.PARALLEL_MIN_SECONDS / x.size / 10  # as if ten times too fast
+    known.doubt = known.cost / 100  # a single-threaded call would confirm or clear this
+    result, expected = compiled(x, 0.25), logp_and_sums(x, 0.25)
+    assert chunk_calls == [] and known.doubt == known.cost / 100
+    assert_same(result[:2], expected[:2])
+
+
 def test_split_plan_cuts_a_long_core_axis_else_the_rows():
     along_core, bounds = threads.split_plan(100_000, (3,), 4)
     assert along_core and bounds[0] == 0 and bounds[-1] == 100_000 and len(bounds) == 5
