@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextvars
 import dis
 import linecache
 import math
@@ -115,12 +116,38 @@ class NumfuseError(Exception):
 
 
 class TracingError(NumfuseError, TypeError):
-    """The traced function did something that needs a concrete value or is not supported."""
+    """The traced function did something that needs a concrete value or is not supported.
+
+    While a function is traced (``raised_while_tracing`` holds a list), each one raised on
+    behalf of code outside numpy is noted there: a function that catches it (``try:
+    bool(x) ... except Exception``, as scipy tells lazy arrays apart) would otherwise go on
+    along a path numpy never takes, and its trace is not the function (``trace_graph``
+    raises the first noted error if the function returns)."""
 
     def __init__(self, operation: str, advice: str) -> None:
         self.operation = operation
         self.location = user_source_line()
         super().__init__(f"{operation} at {self.location}\n  {advice}")
+        noted = raised_while_tracing.get()
+        if noted is not None and not _raised_for_numpy():
+            noted.append(self)
+
+
+# The errors raised while the current thread traces a function (see ``TracingError``).
+raised_while_tracing: contextvars.ContextVar[list[TracingError] | None] = \
+    contextvars.ContextVar("raised_while_tracing", default=None)
+
+
+def _raised_for_numpy() -> bool:
+    """Whether the innermost frame outside numfuse is numpy's (numpy handles the errors
+    it provokes itself: a TypeError it catches decides its own path)."""
+    frame: types.FrameType | None = sys._getframe(2)
+    while frame is not None:
+        filename = os.path.abspath(frame.f_code.co_filename)
+        if not filename.startswith(_PACKAGE_DIR):
+            return "/numpy/" in filename
+        frame = frame.f_back
+    return False
 
 
 class ConcretizationError(TracingError):

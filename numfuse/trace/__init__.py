@@ -33,7 +33,7 @@ import numpy as np
 
 from .. import pytree
 from ..dtypes import ArgSpec
-from ..errors import UnsupportedOperationError
+from ..errors import TracingError, UnsupportedOperationError, raised_while_tracing
 from ..graph import Graph, Node
 from . import errstate
 from .constants import _leaf_const
@@ -104,13 +104,19 @@ def trace_graph(fn: Callable[..., Any], specs: Sequence[ArgSpec],
     token = _examples.set(examples)
     user = _user_globals.set(_own_globals(fn))
     current = _traced_now.set(fn)
+    raised: list[TracingError] = []
+    noting = raised_while_tracing.set(raised)
     try:
         with np.errstate(all="ignore"), _converting_tracers(), errstate.recording():
             result = fn(*arguments)
     finally:
+        raised_while_tracing.reset(noting)
         _traced_now.reset(current)
         _user_globals.reset(user)
         _examples.reset(token)
+    if raised:
+        # the function caught what numfuse raised and went on: not numpy's path
+        raise raised[0]
     leaves, treedef = pytree.flatten(result)
     for leaf in leaves:
         if not isinstance(leaf, Tracer) and _holds_tracer(leaf):
