@@ -352,7 +352,7 @@ class Jitted:
         self._by_structure: dict[Any, Jitted] = {}  # per structure of container arguments
         # Set once the function turns out to read array sizes: it then compiles per shape.
         self.per_shape = False
-        self._signature = inspect.signature(fn)
+        self._signature = _call_signature(fn)
         self._n_params = len(self._signature.parameters)
         self._labels = argument_labels(fn, self._n_params)
         self._kinds = [param.kind for param in self._signature.parameters.values()]
@@ -1346,6 +1346,25 @@ def _holds_objects(values: list[Any] | tuple[Any, ...]) -> bool:
         return bool(np.asarray(values).dtype.hasobject)
     except (ValueError, TypeError, OverflowError):
         return False
+
+
+def _call_signature(fn: Callable[..., Any]) -> inspect.Signature:
+    """How calls of ``fn`` bind: its signature, or, for a wrapper (``functools.wraps``)
+    taking ``*args``/``**kwargs``, the wrapper's own, so that it gets its arguments as the
+    call gave them (the wrapped function's signature would pass its keywords by position,
+    and a wrapper reading ``kwargs`` would not see them)."""
+    try:
+        own = inspect.signature(fn, follow_wrapped=False)
+    except (TypeError, ValueError):  # numpy's dispatchers have only the wrapped one's
+        return inspect.signature(fn)
+    code = getattr(fn, "__code__", None)
+    own_wrapper = code is not None and os.path.abspath(code.co_filename).startswith(
+        os.path.dirname(os.path.abspath(__file__)))  # numfuse's (value_and_grad's): as is
+    if hasattr(fn, "__wrapped__") and not own_wrapper and any(
+            parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+            for parameter in own.parameters.values()):
+        return own
+    return inspect.signature(fn)
 
 
 def _by_parameter(fn: Callable[..., Any], signature: inspect.Signature) -> Callable[..., Any]:

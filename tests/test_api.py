@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import collections
 import contextlib
 import dataclasses
 import functools
@@ -1715,3 +1716,40 @@ def test_a_gradient_never_falls_back_to_numpy():
         with pytest.raises(numfuse.ConcretizationError):
             numfuse.grad(lambda p: np.sum(p["w"] ** 2) if p["w"].sum() > 0 else 0.0)(
                 {"w": X})
+
+
+def _summed(x, axis=0, mode="plain"):
+    return x.sum(axis=axis)
+
+
+@functools.wraps(_summed)
+def _reading_its_keywords(*args, **kwargs):
+    """A wrapper that reads how it was called (as scipy.stats' nan_policy decorator)."""
+    return _summed(*args, **kwargs) + (100 if "mode" in kwargs else 0)
+
+
+def test_a_wrapper_taking_args_and_kwargs_gets_its_arguments_as_the_call_gave_them():
+    """functools.wraps makes inspect.signature report the wrapped function's parameters:
+    binding by them passed the keywords by position, and the wrapper did not see them."""
+    m = np.ones((2, 3))
+    jitted = numfuse.jit(_reading_its_keywords)
+    for args, kwargs in [((m,), {"axis": 1, "mode": "b"}), ((m, 1), {}), ((m,), {})]:
+        assert_same(jitted(*args, **kwargs), _reading_its_keywords(*args, **kwargs))
+
+
+class _WithDegrees(collections.namedtuple("_WithDegrees", ["statistic", "pvalue"])):
+    """A result type as scipy's TtestResult: more constructor arguments than items."""
+
+    def __new__(cls, statistic, pvalue, df):
+        made = super().__new__(cls, statistic, pvalue)
+        made.df = df
+        return made
+
+
+def test_a_result_not_made_again_from_its_items_runs_with_numpy():
+    x = np.arange(4.0)
+    with pytest.warns(numfuse.NumpyFallbackWarning, match="not made again from its items"):
+        result = numfuse.jit(lambda x: _WithDegrees(x.sum(), x.mean(), df=3))(x)
+    assert result == (6.0, 1.5) and result.df == 3
+    pair = collections.namedtuple("pair", "a b")
+    assert_same(numfuse.jit(lambda x: pair(x.sum(), x))(x), pair(x.sum(), x))

@@ -1938,3 +1938,25 @@ def test_errors_numpy_provokes_and_handles_itself_are_not_noted():
         assert len(noted) == 1
     finally:
         raised_while_tracing.reset(token)
+
+
+def test_0d_items_of_several_results_are_arrays_as_numpy_returns_them():
+    """np.broadcast_arrays of a 0-d array gives 0-d arrays (writable), not numpy scalars."""
+    def rebroadcast(x):
+        a, b = np.broadcast_arrays(x, 1.0)
+        a = a.copy()
+        a[()] = 5.0
+        return a, b
+
+    assert_like_numpy(rebroadcast, np.array(2.0))
+    assert_like_numpy(lambda x: np.broadcast_arrays(x)[0].copy(), np.array(2.0))
+    assert_like_numpy(lambda x: np.frexp(x)[0], np.float64(3.0))
+
+
+@pytest.mark.parametrize("value", [300, -1, 5, 2.5, float("nan")])
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.float32])
+def test_a_number_argument_converted_to_a_dtype_is_numpys_conversion(value, dtype):
+    """np.asarray(300, np.int8) raises numpy's OverflowError (NaN to an int its
+    ValueError) where a cast would wrap."""
+    assert_like_numpy(lambda x, s: np.asarray(s, dtype=x.dtype) + x,
+                      np.array([1, 2], dtype), value)

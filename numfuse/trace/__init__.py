@@ -50,6 +50,33 @@ _traced_now: contextvars.ContextVar[Callable[..., Any] | None] = contextvars.Con
     "numfuse_traced_function", default=None)
 
 
+def _check_rebuildable(value: Any) -> None:
+    """Raise unless every container in the result ``value`` is rebuilt from its items as
+    it was: a namedtuple subclass whose ``__new__`` takes more (scipy's ``TtestResult``),
+    or one carrying attributes of its own, would be lost or fail at each call."""
+    if isinstance(value, dict):
+        for item in value.values():
+            _check_rebuildable(item)
+        return
+    if not isinstance(value, (tuple, list)):
+        return
+    for item in value:
+        _check_rebuildable(item)
+    if type(value) in (tuple, list):
+        return
+    try:
+        rebuilt = pytree.unflatten((type(value), (pytree.LEAF,) * len(value)), list(value))
+        faithful = type(rebuilt) is type(value) and \
+            getattr(rebuilt, "__dict__", {}) == getattr(value, "__dict__", {})
+    except Exception:  # its constructor wants more than the items
+        faithful = False
+    if not faithful:
+        raise UnsupportedOperationError(
+            f"returning a {type(value).__name__}, which is not made again from its items "
+            "alone (its constructor takes other arguments, or it holds attributes)",
+            "return its items in a tuple or namedtuple and build it outside the jitted "
+            "function.")
+
 def _holds_tracer(value: Any, depth: int = 4) -> bool:
     """Whether a returned value that is no container numfuse rebuilds holds a traced value
     (an object's attributes, a dataclass's fields, a generator's or a closure's variables,
@@ -117,6 +144,7 @@ def trace_graph(fn: Callable[..., Any], specs: Sequence[ArgSpec],
     if raised:
         # the function caught what numfuse raised and went on: not numpy's path
         raise raised[0]
+    _check_rebuildable(result)
     leaves, treedef = pytree.flatten(result)
     for leaf in leaves:
         if not isinstance(leaf, Tracer) and _holds_tracer(leaf):

@@ -96,6 +96,10 @@ def _as_array(name: str, original: Callable[..., Any], value: Tracer, args: tupl
                            (layout == "C" and not value.owned and copy is not True))):
         return record_call(original, name, (value, *args), kwargs)
     target = node.dtype if dtype is None else check_dtype(np.dtype(dtype), f"np.{name} dtype")
+    if node.weak and node.kind != CONST and target != node.dtype:
+        # a Python number argument converted to a dtype: numpy's conversion, which raises
+        # for a value out of its range (np.asarray(300, np.int8)), at call time
+        return record_call(original, name, (value, *args), kwargs)
     if copy is False and target != node.dtype:
         raise ValueError("Unable to avoid copy while creating an array as requested.")
     if node.dtype.kind == "c" and target.kind not in "cb":  # numpy's ComplexWarning

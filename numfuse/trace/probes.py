@@ -469,7 +469,8 @@ def _call_tracer(call: NumpyCall, nodes: Sequence[Node], first: Any, second: Any
     call whose sizes depend on the values, ``variants`` on other data)."""
     name = call.name
     if isinstance(call.fn, CallOutput):  # CallOutput turns a Python number into a scalar
-        first, second = np.asarray(first)[()], np.asarray(second)[()]
+        first, second = (value if isinstance(value, np.ndarray) else np.asarray(value)[()]
+                         for value in (first, second))  # (a 0-d array stays one)
     if any(np.ndim(variant) != np.ndim(first) or np.asarray(variant).dtype !=
            np.asarray(first).dtype for variant in variants):
         raise UnsupportedOperationError(
