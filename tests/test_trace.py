@@ -1960,3 +1960,21 @@ def test_a_number_argument_converted_to_a_dtype_is_numpys_conversion(value, dtyp
     ValueError) where a cast would wrap."""
     assert_like_numpy(lambda x, s: np.asarray(s, dtype=x.dtype) + x,
                       np.array([1, 2], dtype), value)
+
+
+def test_a_function_given_to_a_numpy_call_that_uses_traced_values():
+    """np.piecewise runs its functions when the program runs: one using a number
+    argument makes that argument static; one using a traced array runs with numpy (it
+    had raised at every call)."""
+    x = np.array([1.5, 2.5])
+    scaled = numfuse.jit(lambda x, a: np.piecewise(x, [x < 2], [lambda v: a * v, 0]))
+    for a in (2.0, 3.0):
+        assert_same(scaled(x, a), np.piecewise(x, [x < 2], [lambda v, a=a: a * v, 0]))
+    assert scaled.auto_static == {1}
+
+    def by_mean(x):
+        return np.piecewise(x, [x < 2], [lambda v: x.mean() * v, 0])
+
+    with pytest.warns(numfuse.NumpyFallbackWarning, match="uses a traced value"):
+        assert_same(numfuse.jit(by_mean)(x), by_mean(x))
+    assert_like_numpy(lambda x: np.piecewise(x, [x < 2], [lambda v: 2 * v, 0]), x)

@@ -115,7 +115,23 @@ LINALG_UFUNCS = frozenset(
 
 
 def _strip(item: Any, nodes: list[Node]) -> Any:
-    """Replace tracers by ``TRACED`` (collecting their nodes), keep everything else."""
+    """Replace tracers by ``TRACED`` (collecting their nodes), keep everything else.  A
+    function among them that uses a traced value (``np.piecewise(x, conds, [lambda v:
+    a * v])``) is refused: the call runs when the program does, and the traced value
+    inside it would not be the argument's value then."""
+    for leaf in pytree.leaves(item):
+        if callable(leaf) and (used := _tracers_used(leaf)):
+            arguments = [_scalar_arguments(tracer.node) for tracer in used]
+            if all(arguments):  # number arguments: their values (one compile per value)
+                raise StaticArgumentError(
+                    "a function given to a numpy call that uses a number argument",
+                    "the argument is passed as a constant", tuple(sorted(
+                        {index for indices in arguments for index in indices})))
+            raise UnsupportedOperationError(
+                f"a function given to a numpy call that uses a traced value "
+                f"({getattr(leaf, '__qualname__', type(leaf).__name__)})",
+                "pass the values it uses as arguments of the numpy call, or compute them "
+                "outside the jitted function.")
     if not has_tracer(item):
         return item
 
@@ -126,6 +142,29 @@ def _strip(item: Any, nodes: list[Node]) -> Any:
         return leaf
 
     return pytree.map_leaves(strip, item)
+
+
+def _tracers_used(fn: Any) -> list[Tracer]:
+    """The traced values the Python function ``fn`` holds: in its closure, defaults or
+    bound instance (a function of numpy or numfuse holds none)."""
+    function = getattr(fn, "__func__", fn)
+    held = [cell.cell_contents for cell in getattr(function, "__closure__", None) or ()
+            if _cell_filled(cell)]
+    held += list(getattr(function, "__defaults__", None) or ())
+    held += list((getattr(function, "__kwdefaults__", None) or {}).values())
+    if getattr(fn, "__self__", None) is not None and hasattr(fn, "__func__"):
+        held.append(fn.__self__)
+    return [tracer for value in held for tracer in tracers_in(value)]
+
+
+def _cell_filled(cell: Any) -> bool:
+    try:
+        return cell.cell_contents is not _UNFILLED
+    except ValueError:  # a cell not filled yet
+        return False
+
+
+_UNFILLED = object()
 
 
 def _probe(node: Node, scale: int, varied: bool) -> Any:
