@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import assert_same
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -769,3 +770,30 @@ def test_gradients_pickle_as_the_call_that_made_them():
                  numfuse.grad(numfuse.jit(_sine_energy), argnums=1)):
         again = pickle.loads(pickle.dumps(made))
         np.testing.assert_equal(again(x, 1.5), made(x, 1.5))
+
+
+def _masked_dot(x):
+    mask = np.zeros_like(x)  # made from x's shape: no function of its values
+    mask[0] = 1.0
+    return np.sum(mask * x)
+
+
+def _filled_square(x):
+    out = np.empty_like(x)
+    out[...] = 3.0
+    return np.sum(out * x**2 + np.full_like(x, 2.0) * x)
+
+
+def test_a_buffer_made_like_an_argument_is_no_function_of_its_values():
+    x = np.array([1.0, 2.0, 3.0])
+    assert_same(numfuse.grad(_masked_dot)(x), np.array([1.0, 0.0, 0.0]))
+    assert_same(numfuse.grad(_filled_square)(x), 6.0 * x + 2.0)
+
+
+def test_a_none_among_the_parameters_has_a_none_gradient():
+    params = {"w": np.array([1.0, -2.0]), "b": None}
+    grads = numfuse.grad(lambda p: np.sum(p["w"] ** 2))(params)
+    assert grads["b"] is None
+    assert_same(grads["w"], 2.0 * params["w"])
+    with pytest.raises(TypeError, match="constant None"):
+        numfuse.grad(lambda p: 1.0)(None)

@@ -114,17 +114,20 @@ def _differentiated(fn: Callable[..., Any], positions: tuple[int, ...], single: 
                                 "argument(s)")
             leaves, treedef = pytree.flatten(args[position])
             for leaf in leaves:
+                if leaf is None and treedef is not pytree.LEAF:
+                    continue  # a None among the parameters: its gradient is None (as JAX's)
                 _check_argument(leaf, position, parameters, name, kind)
             targets.append((leaves, treedef))
         with tracing_phase("forward"):
             result = fn(*args, **kwargs)
         value, aux = _split(result, has_aux, name, kind)
-        nodes = [leaf.node for leaves, _ in targets for leaf in leaves]
+        nodes = [leaf.node for leaves, _ in targets for leaf in leaves if leaf is not None]
         with tracing_phase("backward"):
             found = backward(_seed(value, name, kind), nodes)
             cotangents = iter([value if value is not None else broadcast_to_node(0.0, node)
                                for value, node in zip(found, nodes, strict=True)])
-        grads = [pytree.unflatten(treedef, [next(cotangents) for _ in leaves])
+        grads = [pytree.unflatten(treedef, [None if leaf is None else next(cotangents)
+                                            for leaf in leaves])
                  for leaves, treedef in targets]
         gradient = grads[0] if single else tuple(grads)
         if with_value:
@@ -238,7 +241,7 @@ def _pullback(fn: Callable[..., Any], count: int, has_aux: bool,
         seeds = [(leaf.node, cotangent) for leaf, cotangent in zip(
             pytree.leaves(out), cotangents, strict=True)
             if isinstance(leaf, Tracer) and differentiable(leaf.node)]
-        nodes = [leaf.node for leaves, _ in targets for leaf in leaves]
+        nodes = [leaf.node for leaves, _ in targets for leaf in leaves if leaf is not None]
         with tracing_phase("backward"):
             found = backward(seeds, nodes)
             supply = iter([value if value is not None else broadcast_to_node(0.0, node)

@@ -113,7 +113,7 @@ def backward(seeds: Sequence[tuple[Node, Any]], wrt: Sequence[Node]) -> list[Tra
     active: set[Node] = set()
     for node in order:
         if node in targets or (node.kind != CONST and any(source in active
-                                                          for source in node.inputs)):
+                                                          for source in _read(node))):
             if node.dtype.kind == "c":
                 raise NotDifferentiableError(
                     f"numfuse.grad: {describe(node)} gives complex values", "numfuse "
@@ -122,6 +122,18 @@ def backward(seeds: Sequence[tuple[Node, Any]], wrt: Sequence[Node]) -> list[Tra
                 active.add(node)
     with remembering_broadcasts():
         return _run(seeds, wrt, order, active)
+
+
+# numpy calls whose value does not depend on their first argument's values, only on its
+# shape and dtype (a buffer made with np.zeros_like(x) and written is no function of x)
+_SHAPE_ONLY = frozenset({"zeros_like", "ones_like", "empty_like", "full_like"})
+
+
+def _read(node: Node) -> Sequence[Node]:
+    """The inputs whose values ``node``'s value depends on."""
+    if node.kind == NUMPY and node.op in _SHAPE_ONLY:
+        return node.inputs[1:]  # (full_like's traced fill value)
+    return node.inputs
 
 
 def _run(seeds: Sequence[tuple[Node, Any]], wrt: Sequence[Node], order: Sequence[Node],
