@@ -797,3 +797,11 @@ def test_a_none_among_the_parameters_has_a_none_gradient():
     assert_same(grads["w"], 2.0 * params["w"])
     with pytest.raises(TypeError, match="constant None"):
         numfuse.grad(lambda p: 1.0)(None)
+
+
+def test_the_gradient_of_a_0d_array_is_a_0d_array():
+    """numpy scalars and Python floats get numpy scalars, a 0-d array a 0-d array."""
+    square = numfuse.grad(lambda x: x * x)
+    assert_same(square(np.array(3.0)), np.array(6.0))
+    assert_same(square(np.float64(3.0)), np.float64(6.0))
+    assert_same(numfuse.grad(lambda p: p["a"] * 2.0)({"a": np.array(1.5)})["a"], np.array(2.0))

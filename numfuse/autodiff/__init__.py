@@ -28,6 +28,7 @@ from .. import pytree
 from ..api import Jitted, argument_numbers
 from ..graph import Node, shape_text, tracing_phase
 from ..trace import Tracer, traced_now
+from ..trace.functions import fresh_copy
 from ..trace.nodes import const_node
 from .backward import backward, differentiable
 from .values import NotDifferentiableError, broadcast_to_node
@@ -126,7 +127,8 @@ def _differentiated(fn: Callable[..., Any], positions: tuple[int, ...], single: 
             found = backward(_seed(value, name, kind), nodes)
             cotangents = iter([value if value is not None else broadcast_to_node(0.0, node)
                                for value, node in zip(found, nodes, strict=True)])
-        grads = [pytree.unflatten(treedef, [None if leaf is None else next(cotangents)
+        grads = [pytree.unflatten(treedef, [None if leaf is None else
+                                            _like_argument(next(cotangents), leaf)
                                             for leaf in leaves])
                  for leaves, treedef in targets]
         gradient = grads[0] if single else tuple(grads)
@@ -135,6 +137,15 @@ def _differentiated(fn: Callable[..., Any], positions: tuple[int, ...], single: 
         return (gradient, aux) if has_aux else gradient
 
     return differentiated
+
+
+def _like_argument(gradient: Tracer, argument: Tracer) -> Tracer:
+    """The gradient of a 0-d array argument is a 0-d array (as JAX's), not the numpy
+    scalar a 0-d result of numpy's work would be."""
+    node = argument.node
+    if node.ndim == 0 and not node.scalar and not node.weak and gradient.node.scalar:
+        return fresh_copy(gradient.node, scalar=False)
+    return gradient
 
 
 def _check_argument(leaf: Any, position: int, parameters: Sequence[str], name: str,
