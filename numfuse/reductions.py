@@ -109,6 +109,8 @@ def recognise(fn: Any, name: str, args: Sequence[Any], kwargs: dict[str, Any],
     arguments.pop(next(iter(signature.parameters)))
     if arguments.pop("out", None) is not None:
         return None
+    if "where" in arguments and arguments["where"] is True:  # (numpy's default, given)
+        del arguments["where"]
     if any(key not in _UNDERSTOOD for key in arguments) \
             or pytree.any_leaf(lambda leaf: leaf is TRACED, arguments):
         return None

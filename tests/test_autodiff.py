@@ -805,3 +805,10 @@ def test_the_gradient_of_a_0d_array_is_a_0d_array():
     assert_same(square(np.array(3.0)), np.array(6.0))
     assert_same(square(np.float64(3.0)), np.float64(6.0))
     assert_same(numfuse.grad(lambda p: p["a"] * 2.0)({"a": np.array(1.5)})["a"], np.array(2.0))
+
+
+def test_a_reduction_given_numpys_default_where_is_a_reduction():
+    """np.sum(x, where=True) is np.sum(x): it fuses, and it differentiates."""
+    x = np.array([1.0, -2.0, 3.0])
+    assert_same(numfuse.grad(lambda x: np.sum(x**2, where=True))(x), 2.0 * x)
+    assert_same(numfuse.jit(lambda x: np.mean(x * 2, where=True))(x), np.mean(x * 2))
