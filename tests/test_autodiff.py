@@ -812,3 +812,8 @@ def test_a_reduction_given_numpys_default_where_is_a_reduction():
     x = np.array([1.0, -2.0, 3.0])
     assert_same(numfuse.grad(lambda x: np.sum(x**2, where=True))(x), 2.0 * x)
     assert_same(numfuse.jit(lambda x: np.mean(x * 2, where=True))(x), np.mean(x * 2))
+
+
+def test_a_float16_reduction_is_refused_for_what_it_is():
+    with pytest.raises(numfuse.NotDifferentiableError, match="float16 values"):
+        numfuse.grad(lambda x: np.sum(x))(np.ones(3, np.float16))

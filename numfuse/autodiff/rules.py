@@ -136,6 +136,9 @@ def _scalar_reduction_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...],
     """A reduction of a 0-d value (numpy returns the value): its cotangent as it is, over
     ``max(1 - ddof, 0)`` for the end of ``var``."""
     x = args[0]
+    if np.ndim(x) != 0 and getattr(x, "dtype", None) == np.float16:
+        raise _Unsupported("of float16 values (numpy's own call in half precision; "
+                           "differentiate it of x.astype(np.float32))")
     if np.ndim(x) != 0 or set(kwargs) - {"axis", "keepdims", "dtype", "ddof"}:
         raise _Unsupported("with where=, initial= or out=")
     if ans.node.op == "sum_over_count":
