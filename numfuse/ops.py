@@ -209,11 +209,16 @@ def _chosen_vjp(first: Callable[[Any, Any], Any]) -> VJP:
 def _power_vjp(g: Any, ans: Any, x: Any, y: Any) -> tuple[Any, Any]:
     """d/dx: y x^(y-1) (0 for an integer exponent 0); d/dy: log(x) x^y, taking log(0) as 0
     there as JAX does."""
-    dx = y * np.power(x, y - 1)
     if np.result_type(y).kind in "iub":
         zero = y == 0
-        if not isinstance(zero, (bool, np.bool_)) or zero:
-            dx = np.where(zero, 0.0, dx)
+        if not isinstance(zero, (bool, np.bool_)):
+            # x^1 where y is 0 (its derivative is 0): 0^-1 would raise numpy's flags
+            # (x ** np.arange(k) at x = 0, polynomial features)
+            dx = np.where(zero, 0.0, y * np.power(x, np.where(zero, 1, y - 1)))
+        else:
+            dx = np.where(zero, 0.0, y * np.power(x, 1 if zero else y - 1))
+    else:
+        dx = y * np.power(x, y - 1)
     return g * dx, g * np.log(np.where(x == 0, 1.0, x)) * ans
 
 

@@ -817,3 +817,14 @@ def test_a_reduction_given_numpys_default_where_is_a_reduction():
 def test_a_float16_reduction_is_refused_for_what_it_is():
     with pytest.raises(numfuse.NotDifferentiableError, match="float16 values"):
         numfuse.grad(lambda x: np.sum(x))(np.ones(3, np.float16))
+
+
+def test_the_gradient_of_integer_powers_at_zero_raises_no_flag():
+    """x ** np.arange(k) (polynomial features) at x = 0: the derivative of x^0 is 0
+    without computing 0^-1 (numpy's forward pass is quiet, and so is the backward one)."""
+    x = np.array([0.0, 1.0, 2.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        gradient = numfuse.grad(lambda x: np.sum(x[:, None] ** np.arange(3)))(x)
+        assert_same(gradient, 1.0 + 2.0 * x)
+        assert_same(numfuse.grad(lambda x: np.sum(x**0))(x), np.zeros(3))
