@@ -405,8 +405,11 @@ def spinner() -> Spinner | None:
     global _spinner, _failed
     with _lock:
         if _spinner is None and not _failed:
-            try:
-                _spinner = Spinner()
-            except Exception:  # no native target, an unusual platform: sleep instead
-                _failed = True
+            for native in (None, False):  # the task runner, then the spin alone
+                try:
+                    _spinner = Spinner(native)
+                    break
+                except Exception:  # no native target, an unusual platform: sleep instead
+                    continue
+            _failed = _spinner is None
         return _spinner

@@ -51,3 +51,17 @@ def test_another_thread_runs_python_while_one_spins_and_its_change_ends_the_spin
     words[8] = total
     spinning_thread.join(timeout=10)
     assert not spinning_thread.is_alive() and seen == [total]
+
+
+def test_a_task_runner_that_cannot_be_built_leaves_the_spin(monkeypatch):
+    """Where the native task runner fails to compile, the spin alone is built (threads
+    then run chunks as gufunc calls)."""
+    monkeypatch.setattr(spinning, "_RUNNER_IR", "this is no LLVM IR")
+    monkeypatch.setattr(spinning, "_spinner", None)
+    monkeypatch.setattr(spinning, "_failed", False)
+    built = spinning.spinner()
+    if built is None:
+        pytest.skip("no native spin on this platform")
+    assert not built.native
+    words = np.array([3, 0], np.int64)
+    assert built.until_changed(words, 0, 2, built.turns(10.0), 0) == 3

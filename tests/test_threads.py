@@ -208,6 +208,19 @@ def test_helpers_without_the_native_spin_sleep_and_still_run_chunks(monkeypatch)
         assert sorted(done) == list(range(6)) and len(names) == 2
 
 
+def test_helpers_spinning_without_the_task_runner_run_python_chunks(monkeypatch):
+    spinner = spinning.spinner()
+    if spinner is None:
+        pytest.skip("no native spin on this platform")
+    monkeypatch.setattr(spinning, "spinner", lambda: spinning.Spinner(native=False))
+    crew = threads._Crew(1)
+    assert crew.spinner is not None and not crew.native
+    for _ in range(3):
+        work, done, names = _two_threads_meet(6)
+        crew.run(work, 6, 2)
+        assert sorted(done) == list(range(6)) and len(names) == 2
+
+
 def test_the_spin_of_the_helpers_is_set_from_the_environment(monkeypatch):
     if spinning.spinner() is None:
         pytest.skip("no native spin on this platform")
