@@ -56,12 +56,12 @@ def test_another_thread_runs_python_while_one_spins_and_its_change_ends_the_spin
 def test_a_task_runner_that_cannot_be_built_leaves_the_spin(monkeypatch):
     """Where the native task runner fails to compile, the spin alone is built (threads
     then run chunks as gufunc calls)."""
+    if spinning.spinner() is None:
+        pytest.skip("no native spin on this platform")
     monkeypatch.setattr(spinning, "_RUNNER_IR", "this is no LLVM IR")
     monkeypatch.setattr(spinning, "_spinner", None)
     monkeypatch.setattr(spinning, "_failed", False)
     built = spinning.spinner()
-    if built is None:
-        pytest.skip("no native spin on this platform")
-    assert not built.native
+    assert built is not None and not built.native
     words = np.array([3, 0], np.int64)
     assert built.until_changed(words, 0, 2, built.turns(10.0), 0) == 3
