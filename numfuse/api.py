@@ -1359,7 +1359,7 @@ def _call_signature(fn: Callable[..., Any]) -> inspect.Signature:
         return inspect.signature(fn)
     code = getattr(fn, "__code__", None)
     own_wrapper = code is not None and os.path.abspath(code.co_filename).startswith(
-        os.path.dirname(os.path.abspath(__file__)))  # numfuse's (value_and_grad's): as is
+        _PACKAGE)  # numfuse's (value_and_grad's): as is
     if hasattr(fn, "__wrapped__") and not own_wrapper and any(
             parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
             for parameter in own.parameters.values()):

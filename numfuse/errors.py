@@ -37,14 +37,20 @@ def user_source_line() -> str:
     return "<unknown location>"
 
 
-def _user_frame() -> types.FrameType | None:
-    frame: types.FrameType | None = sys._getframe(1)
+def _outer_frame(frame: types.FrameType | None, past_numpy: bool = True
+                 ) -> types.FrameType | None:
+    """The first frame from ``frame`` outwards that is not numfuse's (nor numpy's, with
+    ``past_numpy``)."""
     while frame is not None:
         filename = os.path.abspath(frame.f_code.co_filename)
-        if not (filename.startswith(_PACKAGE_DIR) or "/numpy/" in filename):
+        if not (filename.startswith(_PACKAGE_DIR) or (past_numpy and "/numpy/" in filename)):
             return frame
         frame = frame.f_back
     return None
+
+
+def _user_frame() -> types.FrameType | None:
+    return _outer_frame(sys._getframe(1))
 
 
 def called_math_function() -> str | None:
@@ -141,13 +147,8 @@ raised_while_tracing: contextvars.ContextVar[list[TracingError] | None] = \
 def _raised_for_numpy() -> bool:
     """Whether the innermost frame outside numfuse is numpy's (numpy handles the errors
     it provokes itself: a TypeError it catches decides its own path)."""
-    frame: types.FrameType | None = sys._getframe(2)
-    while frame is not None:
-        filename = os.path.abspath(frame.f_code.co_filename)
-        if not filename.startswith(_PACKAGE_DIR):
-            return "/numpy/" in filename
-        frame = frame.f_back
-    return False
+    frame = _outer_frame(sys._getframe(2), past_numpy=False)
+    return frame is not None and "/numpy/" in os.path.abspath(frame.f_code.co_filename)
 
 
 class ConcretizationError(TracingError):
@@ -210,13 +211,11 @@ class KernelCompileError(NumfuseError, RuntimeError):
 def source_line_from(frame: FrameType | None) -> str:
     """``user_source_line`` from ``frame`` outwards: the first frame outside numfuse and
     numpy, as ``file:line: code`` (for facts recorded while tracing, cheaply)."""
-    while frame is not None:
-        filename = os.path.abspath(frame.f_code.co_filename)
-        if not (filename.startswith(_PACKAGE_DIR) or "/numpy/" in filename):
-            code = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
-            return f"{frame.f_code.co_filename}:{frame.f_lineno}: {code}"
-        frame = frame.f_back
-    return "<unknown location>"
+    frame = _outer_frame(frame)
+    if frame is None:
+        return "<unknown location>"
+    code = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}: {code}"
 
 
 class NumpyFallbackWarning(RuntimeWarning):

@@ -419,9 +419,9 @@ def run_chunks(work: Callable[[int], None], count: int, threads: int) -> None:
 
 
 def native_runs() -> bool:
-    """Whether split calls can run their chunks natively here (``spinning``)."""
-    spinner = spinning.spinner()
-    return spinner is not None and spinner.native
+    """Whether split calls can run their chunks natively here (``spinning``): whether the
+    helper threads can (made on first need)."""
+    return _helpers().native
 
 
 def run_native(chunks: NativeChunks, threads: int) -> int:
@@ -432,18 +432,17 @@ def run_native(chunks: NativeChunks, threads: int) -> int:
 
 class LoopFunction:
     """A kernel's loop function as threads call it on chunks: its ``address`` (numpy's
-    gufunc loop signature), and per operand (inputs, then outputs) its ``dtypes`` and
-    number of core dimensions (``ranks``, from the gufunc's signature)."""
+    gufunc loop signature), and per operand (inputs, then outputs) its number of core
+    dimensions (``ranks``, from the gufunc's signature) and, in ``kinds``, that, its dtype
+    and whether it is an output."""
 
-    __slots__ = ("address", "dtypes", "first_output", "kinds", "ranks")
+    __slots__ = ("address", "first_output", "kinds", "ranks")
 
     def __init__(self, address: int, dtypes: tuple[np.dtype[Any], ...],
                  ranks: tuple[int, ...], first_output: int) -> None:
         self.address = address
-        self.dtypes = dtypes
         self.ranks = ranks
         self.first_output = first_output
-        # per operand: its rank, its dtype and whether it is an output
         self.kinds = tuple((rank, dtype, position >= first_output) for position, (rank, dtype)
                            in enumerate(zip(ranks, dtypes, strict=True)))
 
@@ -552,19 +551,6 @@ class NativeChunks:
         self.count = count
         self.width = width
         self.keep = keep
-
-    @property
-    def args(self) -> np.ndarray[Any, Any]:
-        return self.words[:self.count * self.width].reshape(self.count, self.width)
-
-    @property
-    def dims(self) -> np.ndarray[Any, Any]:
-        start = self.count * self.width
-        return self.words[start:start + 2 * self.count].reshape(self.count, 2)
-
-    @property
-    def steps(self) -> np.ndarray[Any, Any]:
-        return self.words[self.count * (self.width + 2):]
 
     def write(self, task: np.ndarray[Any, Any], generation: int) -> None:
         """Describe the chunks in ``task`` (see ``spinning``), opened last."""
@@ -809,7 +795,7 @@ class ThreadPolicy:
         step = self.step
         threads = self._threads()
         if threads == 1 and not self.folds:  # nothing to decide, nor to measure
-            return step.ufunc(*operands) if outs is None else step.ufunc(*operands, out=outs)
+            return self._once(operands, outs)
         ranks = step.operands.ranks
         rows = self._rows(operands)
         core = operands[step.operands.core]
@@ -817,9 +803,7 @@ class ThreadPolicy:
         chunked = self.folds and length >= self.chunk_from and self._aligned(operands,
                                                                               length)
         if threads == 1:
-            if chunked:
-                return self._chunked(operands, rows, length, outs, 1)
-            return step.ufunc(*operands) if outs is None else step.ufunc(*operands, out=outs)
+            return self._one_thread(operands, rows, length, outs, chunked)
         depth = np.shape(core)[-2] if ranks[step.operands.core] == 2 else 1
         elements = length * depth * math.prod(rows)
         known = self.size_class(elements)
@@ -833,9 +817,7 @@ class ThreadPolicy:
         if count == 1 and known.measured:
             # too short to split, its cost known: nothing to decide, nor to time (the
             # estimate, the least ever measured, only matters for calls long enough)
-            if chunked:
-                return self._chunked(operands, rows, length, outs, 1)
-            return step.ufunc(*operands) if outs is None else step.ufunc(*operands, out=outs)
+            return self._one_thread(operands, rows, length, outs, chunked)
         paying = known.gain >= MIN_GAIN
         due = known.large % (RETRY_EVERY if paying else known.retry) == 0
         split = count > 1 and known.measured and paying != due
@@ -848,11 +830,7 @@ class ThreadPolicy:
                 return self._timed_split(known, expected, threads, self._split, operands, ranks,
                                          rows, length, outs, *plan)
         start = time.perf_counter()
-        if chunked:
-            results = self._chunked(operands, rows, length, outs, 1)
-        else:
-            results = step.ufunc(*operands) if outs is None else step.ufunc(*operands,
-                                                                            out=outs)
+        results = self._one_thread(operands, rows, length, outs, chunked)
         if elements >= CALIBRATE_ELEMENTS:  # learn this kernel's cost per element
             measured = (time.perf_counter() - start) / elements
             known.confirm(measured)
@@ -861,6 +839,19 @@ class ThreadPolicy:
             lowest = min(found.cost for found in self.classes.values() if found.measured)
             self.small = self._small(lowest)
         return results
+
+    def _one_thread(self, operands: list[Any], rows: tuple[int, ...], length: int,
+                    outs: Sequence[Any] | None, chunked: bool) -> Any:
+        """The call in this thread alone: its chunks (``chunked``: a fused reduction along
+        long rows, ``_chunked``), else one gufunc call."""
+        if chunked:
+            return self._chunked(operands, rows, length, outs, 1)
+        return self._once(operands, outs)
+
+    def _once(self, operands: list[Any], outs: Sequence[Any] | None) -> Any:
+        """One gufunc call in this thread."""
+        ufunc = self.step.ufunc
+        return ufunc(*operands) if outs is None else ufunc(*operands, out=outs)
 
     @staticmethod
     def _timed_split(known: SizeClass, expected: float, threads: int,
@@ -984,9 +975,9 @@ class ThreadPolicy:
         return True
 
     def _run_natively(self, chunks: NativeChunks) -> None:
-        flags = run_native(chunks, self._threads())
-        if flags and spinning.flag_names(flags):
-            report_flags(spinning.flag_names(flags), self.name)
+        raised = spinning.flag_names(run_native(chunks, self._threads()))
+        if raised:
+            report_flags(raised, self.name)
 
     def _units(self, operands: list[Any], outputs: list[Any], first: int, last: int,
                width: int) -> tuple[list[Any], tuple[Any, ...]]:

@@ -148,23 +148,18 @@ def _tracers_used(fn: Any) -> list[Tracer]:
     """The traced values the Python function ``fn`` holds: in its closure, defaults or
     bound instance (a function of numpy or numfuse holds none)."""
     function = getattr(fn, "__func__", fn)
-    held = [cell.cell_contents for cell in getattr(function, "__closure__", None) or ()
-            if _cell_filled(cell)]
+    held = []
+    for cell in getattr(function, "__closure__", None) or ():
+        try:
+            held.append(cell.cell_contents)
+        except ValueError:  # a cell not filled yet
+            continue
     held += list(getattr(function, "__defaults__", None) or ())
     held += list((getattr(function, "__kwdefaults__", None) or {}).values())
     if getattr(fn, "__self__", None) is not None and hasattr(fn, "__func__"):
         held.append(fn.__self__)
     return [tracer for value in held for tracer in tracers_in(value)]
 
-
-def _cell_filled(cell: Any) -> bool:
-    try:
-        return cell.cell_contents is not _UNFILLED
-    except ValueError:  # a cell not filled yet
-        return False
-
-
-_UNFILLED = object()
 
 
 def _probe(node: Node, scale: int, varied: bool) -> Any:
