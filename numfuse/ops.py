@@ -234,7 +234,7 @@ def _hypot_vjp(g: Any, ans: Any, x: Any, y: Any) -> tuple[Any, Any]:
     """x/h and y/h; JAX's values where h is 0 (half of abs's derivative to each) and
     infinite (NaN)."""
     def part(value: Any) -> Any:
-        share = np.where(ans == 0, 0.5 * _sign_of(value), value / ans)
+        share = np.where(ans == 0, 0.5 * _sign_of(value), value / np.where(ans == 0, 1.0, ans))
         return g * np.where(np.isinf(ans), np.nan, share)
     return part(x), part(y)
 
@@ -301,7 +301,7 @@ _row("square", np.square, 1, ARITHMETIC, b="({0} and {0})", i=_WRAP.replace("{op
 _row("conjugate", np.conjugate, 1, ARITHMETIC, c="np.conjugate({0})", star="{0}",
      vjp=lambda g, ans, x: (g,))
 _row("heaviside", np.heaviside, 2, ARITHMETIC, f="heaviside_float({0}, {1})",
-     vjp=_no_derivative)
+     vjp=lambda g, ans, x, h0: (None, np.where(x == 0, g, 0.0)))  # h0 is the value at 0
 _row("gcd", np.gcd, 2, DIVISION, commutative=_INTEGERS,
      i="gcd_int({0}, {1})", u="gcd_int({0}, {1})")
 _row("lcm", np.lcm, 2, DIVISION, commutative=_INTEGERS,

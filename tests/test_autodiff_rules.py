@@ -301,6 +301,8 @@ SPECIAL = [
     ('fmin', (NAN, 1.0), (0.0, 1.0)),
     ('hypot', (0.0, 0.0), (0.5, 0.5)),
     ('hypot', (INF, 1.0), (NAN, NAN)),
+    ('heaviside', (0.0, 0.25), (0.0, 1.0)),  # h0 is the value at 0
+    ('heaviside', (-1.0, 0.25), (0.0, 0.0)),
     ('logaddexp', (INF, INF), (1.0, 1.0)),
     ('logaddexp', (-INF, -INF), (NAN, NAN)),
     ('logaddexp', (INF, 1.0), (1.0, 2.7182818284590455)),
@@ -358,6 +360,15 @@ def test_special_values_as_jax():
                 continue
             np.testing.assert_array_equal(value, np.array([want]),
                                           err_msg=f"{name}{point} operand {index}")
+
+
+def test_hypot_derivative_at_zero_raises_no_flag():
+    """At hypot(0, 0) the share of each operand is taken without computing 0 / 0."""
+    with np.errstate(all="raise"):
+        dx, dy = numfuse.grad(lambda x, y: np.sum(np.hypot(x, y)), argnums=(0, 1))(
+            np.array([0.0, 3.0, -0.0]), np.array([0.0, 4.0, 0.0]))
+    np.testing.assert_array_equal(dx, [0.5, 0.6, 0.5])
+    np.testing.assert_array_equal(dy, [0.5, 0.8, 0.5])
 
 
 @pytest.mark.slow

@@ -356,6 +356,14 @@ def test_a_numpy_scalar_type_called_on_a_traced_value_advises_astype():
         numfuse.jit(lambda x: np.float32(x.sum()) * 2)(X)
 
 
+def test_a_numpy_arrays_method_given_a_traced_value_advises_the_function():
+    table, w = np.arange(15.0).reshape(3, 5), np.linspace(-1.0, 1.0, 5)
+    with pytest.raises(numfuse.ConcretizationError, match=r"np\.dot\(X, w\) or X @ w"):
+        numfuse.grad(lambda w: np.sum(table.dot(w) ** 2))(w)  # ndarray.dot converts w
+    np.testing.assert_allclose(numfuse.grad(lambda w: np.sum(np.dot(table, w) ** 2))(w),
+                               2 * table.T @ (table @ w), rtol=1e-12)
+
+
 def test_in_place_on_a_view_of_the_functions_own_array_advises_writing_through_it():
     def shifted(x):
         y = x * 2

@@ -1280,6 +1280,18 @@ def test_byteswap_in_place_writes_into_the_functions_own_array():
         numfuse.jit(lambda x: x.byteswap(True))(x)
 
 
+@pytest.mark.parametrize("fn", [
+    lambda x: (x * 2).astype(">f8"),
+    lambda x: ((x * 2).astype(">i4"), x.sum().astype(">f4")),  # a numpy scalar is native
+    lambda x: np.sqrt((x + 1).astype(">f4")) * 2,  # computed on: native again
+    lambda x: np.asarray(x * 2, dtype=">f8"),
+    lambda x: np.array(x - 1, dtype=">c16"),
+], ids=["astype", "astype-scalar", "computed-on", "asarray", "array"])
+def test_a_non_native_byte_order_asked_for_is_kept_as_numpy_keeps_it(fn):
+    for _ in range(2):  # and through the cached call
+        check(fn, X)
+
+
 def test_astype_without_copy_to_the_same_dtype_is_the_array_itself():
     def write_through_astype(x):
         y = x * 2

@@ -95,6 +95,8 @@ def _as_array(name: str, original: Callable[..., Any], value: Tracer, args: tupl
             node.ndim and ((layout == "F" and node.ndim > 1) or
                            (layout == "C" and not value.owned and copy is not True))):
         return record_call(original, name, (value, *args), kwargs)
+    if dtype is not None and not np.dtype(dtype).isnative:  # numpy's array, byte-swapped
+        return record_call(original, name, (value, *args), kwargs)
     target = node.dtype if dtype is None else check_dtype(np.dtype(dtype), f"np.{name} dtype")
     if node.weak and node.kind != CONST and target != node.dtype:
         # a Python number argument converted to a dtype: numpy's conversion, which raises

@@ -46,6 +46,10 @@ def astype(value: Any, dtype: Any, casting: str = "unsafe") -> Tracer:
             f"Cannot cast array data from {node.dtype} to {target} according to the rule "
             f"'{casting}'"
         )
+    if not target.isnative:  # kernels compute in native byte order
+        if node.scalar and node.ndim == 0:  # a numpy scalar is native whatever was asked
+            return astype(value, target.newbyteorder("="), casting)
+        return record_call(np.ndarray.astype, "astype", (value, target), {})  # numpy's array
     if node.dtype.kind == "c" and target.kind not in "cb":  # (to bool: silent, as numpy)
         cast = record_call(discarding_imaginary, "astype", (value, target), {})
         if node.scalar and node.ndim == 0:  # a numpy scalar's astype gives one

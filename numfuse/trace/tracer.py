@@ -141,8 +141,9 @@ class Tracer:
             " Storing a traced value into a numpy array (a[...] = x) converts it too: make "
             "the array from a traced value instead (np.zeros_like(x), np.empty_like(x)); "
             "indexing a numpy array with a traced value (table[i]) too: use "
-            "np.take(table, i); so does a numpy scalar type called on a traced value "
-            "(np.float32(x.sum())): use x.sum().astype(np.float32)."))
+            "np.take(table, i); so does a numpy array's method given a traced value "
+            "(X.dot(w)): use np.dot(X, w) or X @ w; and a numpy scalar type called on a "
+            "traced value (np.float32(x.sum())): use x.sum().astype(np.float32)."))
 
     def __iter__(self) -> Any:
         """``a, b = x``: one item per index of a first axis whose length is known when
