@@ -10,6 +10,7 @@ function it came from.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import functools
 import inspect
@@ -840,7 +841,12 @@ class Jitted:
         are the items of lists and tuples holding arrays (``_structured``)."""
         out = kwargs.pop("out", None) if "out" in kwargs and self._out_keyword else None
         inner, _structure, leaves = self._flat(args, kwargs)
-        return inner(*leaves) if out is None else inner(*leaves, out=out)
+        # numpy's runs of the inner function (``_flat``) take these containers themselves
+        token = _CONTAINERS.set((leaves, self._bind(args, kwargs)))
+        try:
+            return inner(*leaves) if out is None else inner(*leaves, out=out)
+        finally:
+            _CONTAINERS.reset(token)
 
     def _flat(self, args: tuple[Any, ...], kwargs: dict[str, Any]
               ) -> tuple[Jitted, tuple[Any, ...], list[Any]]:
@@ -851,7 +857,19 @@ class Jitted:
         traced = self._traced
 
         def flat(*values: Any) -> Any:
-            return traced(*_unflatten_structured(structure, values))
+            given = _CONTAINERS.get()
+            if given is not None and len(given[0]) == len(values) and all(
+                    value is leaf for value, leaf in zip(values, given[0], strict=True)):
+                return traced(*given[1])  # numpy runs it: on the caller's containers
+            rebuilt = _unflatten_structured(structure, values)
+            result = traced(*rebuilt)
+            if _rebuilt_changed(rebuilt, structure, values):
+                raise UnsupportedOperationError(
+                    "a change to a dict or list argument (an item assigned, added or "
+                    "removed)",
+                    "a compiled function cannot change the caller's containers: return "
+                    "the new values instead (numpy runs this function as written).")
+            return result
 
         inner = self._inner(structure, flat, _leaf_positions(structure))
         return inner, structure, leaves
@@ -1202,6 +1220,12 @@ def _lookup(module: Any, qualname: str) -> Any:
     return target
 
 
+# The leaves of the call ``Jitted._with_containers`` is making and its bound arguments,
+# holding the caller's own containers.
+_CONTAINERS: contextvars.ContextVar[tuple[list[Any], tuple[Any, ...]] | None] = \
+    contextvars.ContextVar("numfuse_containers", default=None)
+
+
 def _holds_dask_array(args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
     """True if an argument is a dask array (never imports dask itself)."""
     module = sys.modules.get("dask.array")
@@ -1230,6 +1254,23 @@ def _flatten_structured(values: Sequence[Any]) -> tuple[tuple[Any, ...], list[An
     leaves in order."""
     flat = [pytree.flatten(value, _unstructured) for value in values]
     return tuple(treedef for _, treedef in flat), [leaf for leaves, _ in flat for leaf in leaves]
+
+
+def _rebuilt_changed(rebuilt: Sequence[Any], structure: tuple[Any, ...],
+                     leaves: Sequence[Any]) -> bool:
+    """Whether the function changed the containers ``rebuilt`` of ``structure`` from
+    ``leaves`` (traced values: they stand for the arrays)."""
+    def unstructured(value: Any) -> bool:
+        if isinstance(value, dict):
+            return False
+        return not (isinstance(value, (list, tuple)) and any(
+            isinstance(item, (np.ndarray, Tracer)) or not unstructured(item)
+            for item in value))
+
+    flat = [pytree.flatten(value, unstructured) for value in rebuilt]
+    found = [leaf for items, _ in flat for leaf in items]
+    return tuple(treedef for _, treedef in flat) != structure or len(found) != len(leaves) \
+        or any(value is not leaf for value, leaf in zip(found, leaves, strict=True))
 
 
 def _unflatten_structured(structure: tuple[Any, ...], leaves: Sequence[Any]) -> list[Any]:

@@ -678,6 +678,33 @@ def test_dict_arguments_are_rebuilt_for_the_function():
     assert_same(out, layer(params, rows, "gain"))
 
 
+def _sgd_step(params, grads, history, lr):
+    for key in params:
+        params[key] = params[key] - lr * grads[key]
+    history.append(lr * 2)
+    return sum(np.sum(value) for value in params.values())
+
+
+def test_changes_to_dict_and_list_arguments_reach_the_caller():
+    """A function assigning into its dict argument or appending to its list argument
+    changes the caller's containers, as numpy's run does: numpy runs it, on them."""
+    def arguments():
+        return ({"w": np.ones(3), "b": np.zeros(2)}, {"w": np.full(3, 0.5),
+                                                     "b": np.ones(2)}, [np.ones(1)], 0.1)
+
+    expected, given = arguments(), arguments()
+    jitted = numfuse.jit(_sgd_step)
+    with pytest.warns(numfuse.NumpyFallbackWarning, match="dict or list argument"):
+        assert_same(jitted(*given), _sgd_step(*expected))
+    given[2].pop()  # the same kind of arguments again: numpy runs it at once
+    expected[2].pop()
+    assert_same(jitted(*given), _sgd_step(*expected))
+    assert_same(given, expected)
+    assert len(given[2]) == 2 and given[2][1] == 0.2
+    with pytest.raises(numfuse.UnsupportedOperationError, match="dict or list argument"):
+        numfuse.grad(lambda p: _sgd_step(p, p, [], 0.5))({"w": np.ones(3)})
+
+
 def _mlp(x, weights):
     for weight in weights:
         x = np.tanh(x @ weight)
