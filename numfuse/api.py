@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
+import dis
 import functools
 import inspect
 import itertools
@@ -364,6 +365,11 @@ class Jitted:
                                       inspect.Parameter.VAR_KEYWORD) for kind in self._kinds)
         self._traced = fn if self._variadic else _by_parameter(fn, self._signature)
         functools.update_wrapper(self, fn)  # type: ignore[arg-type]
+        # Whether the function compares values with ``is`` (``if X is Y``): one array
+        # given as two arguments is then numpy's to run (tracing sees two values).
+        self._identity = _compares_identity(fn)
+        if self._identity:
+            return  # (no generated call: every call passes __call__'s check)
         # A class of its own, whose ``__call__`` becomes the generated call of the latest
         # kind of arguments (``_latest``): one Python call for a small call's dispatch.
         self.__class__ = type(Jitted.__name__, (Jitted,), {"__module__": Jitted.__module__,
@@ -636,6 +642,11 @@ class Jitted:
             self._settle(key, pending)
 
     def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
+        if self._identity and self.numpy_runs and _one_array_twice(args, kwargs):
+            self._warn_once(("was called with one array as two arguments, and compares "
+                             "values with `is`, which the traced function could not",
+                             "Pass a copy (y.copy()) to fuse it."))
+            return self.fn(*args, **kwargs)
         if not kwargs:
             # Arguments of a kind that ran before (the call cache, see ``_calls``): their
             # plan has everything decided.  Arguments of the latest such kind never get
@@ -1224,6 +1235,33 @@ def _lookup(module: Any, qualname: str) -> Any:
 # holding the caller's own containers.
 _CONTAINERS: contextvars.ContextVar[tuple[list[Any], tuple[Any, ...]] | None] = \
     contextvars.ContextVar("numfuse_containers", default=None)
+
+
+def _compares_identity(fn: Any) -> bool:
+    """Whether ``fn``'s code (its nested functions' too) compares two values with ``is``
+    or ``is not`` (not with a constant: ``x is None`` is no comparison of arguments)."""
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    pending = [code] if isinstance(code, types.CodeType) else []
+    while pending:
+        code = pending.pop()
+        pending.extend(const for const in code.co_consts if isinstance(const, types.CodeType))
+        previous = None
+        for instruction in dis.get_instructions(code):
+            if instruction.opname == "IS_OP" and previous != "LOAD_CONST":
+                return True
+            previous = instruction.opname
+    return False
+
+
+def _one_array_twice(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether one ndarray is given as two of the arguments."""
+    seen: set[int] = set()
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, np.ndarray):
+            if id(value) in seen:
+                return True
+            seen.add(id(value))
+    return False
 
 
 def _holds_dask_array(args: Sequence[Any], kwargs: dict[str, Any]) -> bool:

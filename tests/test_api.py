@@ -705,6 +705,25 @@ def test_changes_to_dict_and_list_arguments_reach_the_caller():
         numfuse.grad(lambda p: _sgd_step(p, p, [], 0.5))({"w": np.ones(3)})
 
 
+def _squared_distances(X, Y):
+    D = (X * X).sum(1)[:, None] - 2 * X @ Y.T + (Y * Y).sum(1)[None, :]
+    if X is Y:  # scikit-learn's: exact zeros for the distances of X to itself
+        np.fill_diagonal(D, 0.0)
+    return D
+
+
+def test_one_array_given_twice_to_a_function_comparing_with_is_runs_as_numpy_does():
+    points = np.random.default_rng(5).standard_normal((4, 3)) * 1e3 + 1e5
+    jitted = numfuse.jit(_squared_distances)
+    assert_same(jitted(points, points.copy()), _squared_distances(points, points.copy()))
+    with pytest.warns(RuntimeWarning, match="one array as two arguments"):
+        assert_same(jitted(points, points), _squared_distances(points, points))
+    assert_same(np.diag(jitted(points, points)), np.zeros(4))
+    assert_same(jitted(points, Y=points), _squared_distances(points, points))
+    plain = numfuse.jit(lambda x, y=None: x + (x if y is None else y))  # no such compare
+    assert not plain._identity and type(plain) is not numfuse.api.Jitted
+
+
 def _mlp(x, weights):
     for weight in weights:
         x = np.tanh(x @ weight)
