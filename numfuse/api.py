@@ -1379,7 +1379,8 @@ def _numpy_runs(args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[str, str] 
     """Why numpy runs the function as written for these arguments (what they hold, and
     how to fuse it instead), or None: an argument of an ndarray subclass with semantics
     of its own (``np.matrix``'s ``*`` multiplies matrices, a masked array skips masked
-    elements; ``np.memmap`` computes as an ndarray does), an array of dtype object
+    elements; ``np.memmap`` computes as an ndarray does), another type defining numpy's
+    operations (a pandas Series aligns on its index), an array of dtype object
     (numpy's object loops apply Python's operators to each element), a Python int
     beyond 64 bits, or a random generator (its draws would be frozen)."""
     for value in (*args, *kwargs.values()):
@@ -1390,6 +1391,13 @@ def _numpy_runs(args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[str, str] 
                     "subclass whose "
                     "operations numfuse cannot trace",
                     "Pass np.asarray(value) to fuse it as a plain array.")
+        if kind is not np.ndarray and not isinstance(value, (np.ndarray, np.generic, Tracer)) \
+                and (getattr(kind, "__array_ufunc__", None) is not None
+                     or hasattr(kind, "__array_function__")):
+            return (f"was called with a {kind.__module__}.{kind.__qualname__}, which defines "
+                    "numpy's operations its own way (__array_ufunc__: a pandas Series aligns "
+                    "on its index)",
+                    "Pass np.asarray(value) (or series.to_numpy()) to fuse it.")
         if isinstance(value, np.ndarray) and value.dtype.hasobject:
             return (f"was called with an array of dtype {value.dtype}, which numfuse "
                     "cannot compile",

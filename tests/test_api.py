@@ -537,6 +537,38 @@ def test_ndarray_subclasses_with_their_own_semantics_run_as_written(tmp_path):
         assert_same(square(mapped), np.asarray(mapped) ** 2 + 1)
 
 
+class _Aligned(np.lib.mixins.NDArrayOperatorsMixin):
+    """A container defining numpy's operations its own way (as a pandas Series does)."""
+
+    def __init__(self, values, labels):
+        self.values, self.labels = np.asarray(values), list(labels)
+
+    def __array__(self, dtype=None, copy=None):
+        return self.values
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        order = sorted(range(len(self.labels)), key=self.labels.__getitem__)
+        aligned = [item.values[sorted(range(len(item.labels)), key=item.labels.__getitem__)]
+                   if isinstance(item, _Aligned) else item for item in inputs]
+        return _Aligned(getattr(ufunc, method)(*aligned, **kwargs),
+                        [self.labels[index] for index in order])
+
+
+def test_types_defining_numpys_operations_run_as_written():
+    """An argument with an ``__array_ufunc__`` of its own (pandas aligns Series on their
+    index) is numpy's to run, its type kept."""
+    combine = numfuse.jit(lambda x, y: x * 2 + y)
+    a, b = _Aligned([1.0, 2.0, 3.0], [0, 1, 2]), _Aligned([10.0, 20.0, 30.0], [2, 1, 0])
+    with pytest.warns(RuntimeWarning, match="defines numpy's operations"):
+        result = combine(a, b)
+    assert isinstance(result, _Aligned)
+    assert_same(result.values, np.array([32.0, 24.0, 16.0]))
+    pd = pytest.importorskip("pandas")
+    with pytest.warns(RuntimeWarning, match="Series"):
+        series = combine(pd.Series([1.0, 2.0], index=[0, 1]), pd.Series([5.0, 7.0], index=[1, 0]))
+    assert series.to_dict() == {0: 9.0, 1: 9.0}
+
+
 def _object_arithmetic(x, y=1.5):
     return x * 2 - y
 
