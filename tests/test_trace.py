@@ -1280,6 +1280,22 @@ def test_byteswap_in_place_writes_into_the_functions_own_array():
         numfuse.jit(lambda x: x.byteswap(True))(x)
 
 
+@pytest.mark.parametrize(("fn", "arg"), [
+    (lambda x: np.asarray(x - 10, dtype=np.uint64),
+     np.array([7.0, 12.5, -128.9, np.inf, np.nan, 2.0**64])),
+    (lambda x: np.asarray(x - 10, dtype=np.uint16), np.array([7.0, 12.5], np.float32)),
+    (lambda z: np.asarray(z * 1, dtype=bool), np.array([1 + 1j, 0j])),
+    (lambda z: np.asarray(z * 2, dtype=np.float64), np.array(1.5 - 0.5j)),
+    (lambda z: np.array(z * 2, dtype=np.float32), np.array([1.5 - 0.5j])),
+    (lambda x: np.asarray(x.sum(), dtype=np.float32), np.array([1.5, 2.0])),
+], ids=["float-to-uint64", "float32-to-uint16", "complex-to-bool", "complex-0d-to-real",
+        "complex-to-float32", "numpy-scalar"])
+def test_asarray_with_a_dtype_casts_as_astype(fn, arg):
+    """np.asarray(x, dtype)'s cast is numpy's (values beyond the range included), and
+    its result an array."""
+    assert_like_numpy(fn, arg)
+
+
 @pytest.mark.parametrize("fn", [
     lambda x: (x * 2).astype(">f8"),
     lambda x: ((x * 2).astype(">i4"), x.sum().astype(">f4")),  # a numpy scalar is native

@@ -104,11 +104,11 @@ def _as_array(name: str, original: Callable[..., Any], value: Tracer, args: tupl
         return record_call(original, name, (value, *args), kwargs)
     if copy is False and target != node.dtype:
         raise ValueError("Unable to avoid copy while creating an array as requested.")
-    if node.dtype.kind == "c" and target.kind not in "cb":  # numpy's ComplexWarning
-        return astype(value, target)
-    if copy or target != node.dtype or _immutable(node):
-        return Tracer(elementwise(OPS["astype"], [node], loop=((node.dtype,), target),
-                                  scalar=False), owned=True)
+    if target != node.dtype:  # astype's cast (numpy's values, its ComplexWarning)
+        cast = astype(value, target)
+        return fresh_copy(cast.node, scalar=False) if cast.node.scalar else cast
+    if copy or _immutable(node):
+        return fresh_copy(node, scalar=False)
     return value
 
 
@@ -149,7 +149,7 @@ class _Opaque:
 
 
 # Imported last: these modules and this one use each other's functions at call time.
-from .functions import _share, astype  # noqa: E402
+from .functions import _share, astype, fresh_copy  # noqa: E402
 from .patches import _CONVERSIONS  # noqa: E402
 from .probes import record_call  # noqa: E402
 from .tracer import Tracer, _immutable, _inplace, tracers_in  # noqa: E402
