@@ -1731,6 +1731,38 @@ def test_a_numpy_call_inside_try_except_runs_with_numpy():
     assert_same(numfuse.jit(guarded)(np.eye(2) * 2), guarded(np.eye(2) * 2))
 
 
+def _log_or_zero(x):
+    try:
+        return np.log(x) * 2
+    except FloatingPointError:
+        return np.zeros_like(x)
+
+
+def _log_unless_invalid(x):
+    try:
+        return np.log(x) * 2
+    except (ValueError, np.linalg.LinAlgError):  # never numpy's FloatingPointError
+        return np.zeros_like(x)
+
+
+def test_math_inside_try_catching_floating_point_errors_runs_with_numpy():
+    """Under np.errstate(...="raise") a fused kernel raises after the function returned,
+    past its ``except FloatingPointError``: such a function runs with numpy; clauses that
+    cannot catch it compile."""
+    x = np.array([0.0, 1.0, 2.0])
+    jitted = numfuse.jit(_log_or_zero)
+    with pytest.warns(numfuse.NumpyFallbackWarning, match="FloatingPointError"), \
+            np.errstate(divide="raise"):
+        assert_same(jitted(x), np.zeros(3))
+    for mode in ("raise", "warn"):
+        with np.errstate(divide=mode):
+            assert_like_numpy(_log_or_zero, x, jitted=jitted)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", numfuse.NumpyFallbackWarning)
+        with np.errstate(all="ignore"):
+            assert_same(numfuse.jit(_log_unless_invalid)(x), _log_unless_invalid(x))
+
+
 def test_out_of_a_function_that_falls_back_receives_numpys_results():
     jitted = numfuse.jit(_branching)
     out = np.zeros_like(X)

@@ -14,8 +14,7 @@ from ..graph import (
     Constant,
     Node,
 )
-from ..ops import OPS
-from .nodes import const_node, elementwise
+from .nodes import const_node
 
 
 def _constants_only(args: Any, kwargs: dict[str, Any]) -> bool:

@@ -302,38 +302,68 @@ def _view_of_stand_ins(call: NumpyCall, nodes: Sequence[Node]) -> bool:
                if isinstance(stand_in, np.ndarray))
 
 
-_handlers: weakref.WeakKeyDictionary[types.CodeType, tuple[tuple[int, int], ...]] = \
+_handlers: weakref.WeakKeyDictionary[types.CodeType, tuple[tuple[int, int, bool], ...]] = \
     weakref.WeakKeyDictionary()
+# The exception names whose ``except`` clause catches numpy's FloatingPointError.
+_CATCHING_FLOATING = {"FloatingPointError", "ArithmeticError", "Exception", "BaseException"}
 
 
-def _except_ranges(code: types.CodeType) -> tuple[tuple[int, int], ...]:
+def _except_ranges(code: types.CodeType) -> tuple[tuple[int, int, bool], ...]:
     """The instruction ranges of ``code`` that an ``except`` clause guards (not a
-    ``with`` block's exit nor a ``finally``): Python 3.11's exception table."""
+    ``with`` block's exit nor a ``finally``): Python 3.11's exception table; each with
+    whether its clauses may catch a FloatingPointError (a bare ``except``, one naming
+    it or a base class of it, or naming what cannot be told)."""
     found = _handlers.get(code)
     if found is None:
         ranges = []
         entries = getattr(dis.Bytecode(code), "exception_entries", ())
-        names = instruction_names(code)
-        offsets = sorted(names)
+        instructions = {instruction.offset: instruction
+                        for instruction in dis.get_instructions(code)}
+        offsets = sorted(instructions)
         for entry in entries:
-            following = [names[offset] for offset in offsets if offset >= entry.target][:12]
+            handler = [instructions[offset] for offset in offsets if offset >= entry.target]
+            following = [instruction.opname for instruction in handler[:12]]
             if following[:1] == ["PUSH_EXC_INFO"] and "WITH_EXCEPT_START" not in following \
                     and ("CHECK_EXC_MATCH" in following or following[1:2] == ["POP_TOP"]):
-                ranges.append((entry.start, entry.end))
+                ranges.append((entry.start, entry.end, _may_catch_floating(handler)))
         found = _handlers[code] = tuple(ranges)
     return found
 
 
-def _inside_try() -> bool:
+def _may_catch_floating(handler: Sequence[dis.Instruction]) -> bool:
+    """Whether the ``except`` clauses starting at ``handler`` (its first instruction is
+    PUSH_EXC_INFO) may catch numpy's FloatingPointError: a bare ``except``, a clause
+    naming it or one of its bases, or naming a variable (which cannot be told)."""
+    if handler[1].opname == "POP_TOP":
+        return True  # a bare except
+    for position, instruction in enumerate(handler):
+        if instruction.opname == "RERAISE":
+            return False  # no clause matched: the end of the clauses
+        if instruction.opname != "CHECK_EXC_MATCH":
+            continue
+        for loaded in reversed(handler[:position]):  # the class or tuple matched
+            if loaded.opname in ("LOAD_FAST", "LOAD_DEREF"):
+                return True
+            if loaded.opname in ("LOAD_GLOBAL", "LOAD_NAME", "LOAD_ATTR"):
+                if str(loaded.argval) in _CATCHING_FLOATING:
+                    return True
+            elif loaded.opname != "BUILD_TUPLE":
+                break
+    return False
+
+
+def inside_try(floating: bool = False) -> bool:
     """Whether the traced function's code (or a function it called) is running inside a
-    ``try`` block with an ``except`` clause."""
+    ``try`` block with an ``except`` clause (``floating``: one that may catch numpy's
+    FloatingPointError)."""
     frame: Any = sys._getframe(2)
     while frame is not None:
         module = frame.f_globals.get("__name__", "")
         if module == "numfuse.trace" and frame.f_code.co_name == "trace_graph":
             return False  # back at numfuse's call of the traced function
         if not module.startswith(("numfuse.", "numpy")) and any(
-                start <= frame.f_lasti < end for start, end in _except_ranges(frame.f_code)):
+                start <= frame.f_lasti < end and (catches or not floating)
+                for start, end, catches in _except_ranges(frame.f_code)):
             return True
         frame = frame.f_back
     return False
@@ -346,7 +376,7 @@ def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
     An ``unlisted`` function (one numfuse knows nothing about) also runs on stand-ins
     holding other data, so that sizes depending on the values are found, and its result is
     taken to be a possible view of its operands."""
-    if _inside_try() and has_tracer((args, kwargs)):
+    if inside_try() and has_tracer((args, kwargs)):
         raise ConcretizationError(
             f"np.{name} inside a try block with an except clause",
             "the error it may raise when the compiled function runs could not reach the "
@@ -570,6 +600,5 @@ from .tracer import (  # noqa: E402
     Tracer,
     _scalar_arguments,
     has_tracer,
-    instruction_names,
     tracers_in,
 )

@@ -18,6 +18,7 @@ from ..calls import (
     Written,
 )
 from ..errors import (
+    ConcretizationError,
     UnsupportedOperationError,
 )
 from ..graph import (
@@ -28,7 +29,17 @@ from ..graph import (
     Shape,
     shape_text,
 )
-from ..ops import BY_UFUNC, MULTI_OUTPUT, OPS, OpDef
+from ..ops import (
+    ARITHMETIC,
+    BY_UFUNC,
+    DIVISION,
+    EXPONENTIAL,
+    MULTI_OUTPUT,
+    OPS,
+    ROOT,
+    TRIGONOMETRIC,
+    OpDef,
+)
 from . import errstate
 from .nodes import NoKernelCodeError, _fits, _operand_type, _sample, const_node, elementwise
 
@@ -208,6 +219,24 @@ def _sequences_as_arrays(operands: Sequence[Any]) -> list[Any]:
             else operand for operand in operands]
 
 
+def _check_not_caught(name: str, nodes: Sequence[Node]) -> None:
+    """Raise where an ``except`` clause around this ufunc may catch the
+    FloatingPointError numpy raises under ``np.errstate(...="raise")``: the compiled
+    kernel raises it when the function has returned, past the clause."""
+    row = OPS[name]
+    if row.category not in (ARITHMETIC, DIVISION, ROOT, EXPONENTIAL, TRIGONOMETRIC) or \
+            all(node.kind == CONST for node in nodes) or (
+                row.category is ARITHMETIC and all(node.dtype.kind not in "fc"
+                                                   for node in nodes)):
+        return  # no floating-point error (integer arithmetic wraps silently)
+    if inside_try(floating=True):
+        raise ConcretizationError(
+            f"np.{row.reference.__name__} inside a try block catching FloatingPointError",
+            "the error it raises under np.errstate(...='raise') when the compiled function "
+            "runs could not reach the function's except clause; compute it outside the "
+            "try block, or test the values (np.isfinite) instead of catching the error.")
+
+
 def _operator(ufunc: np.ufunc, *operands: Any) -> Any:
     """A Python operator: like the ufunc, but Python-scalar-only results stay weak."""
     if _constants_only(operands, {}):
@@ -222,6 +251,7 @@ def _operator(ufunc: np.ufunc, *operands: Any) -> Any:
         result.node = dataclasses.replace(result.node, weak=True)
         return result
     row = BY_UFUNC[ufunc]
+    _check_not_caught(row.name, nodes)
     if ufunc in _ORDERINGS and len(nodes) == 2 and _complex_scalar_math(row, nodes):
         return _lexicographic(ufunc, nodes, row.loop_dtypes(
             [_operand_type(node) for node in nodes])[0][0])
@@ -322,6 +352,8 @@ def _compute_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any
             "numfuse supports the dtype=, out= and where= keywords of ufuncs.",
         )
     nodes = [_node(value) for value in inputs]
+    _check_not_caught(MULTI_OUTPUT[ufunc][0] if ufunc in MULTI_OUTPUT else BY_UFUNC[ufunc].name,
+                      nodes)
     if ufunc in MULTI_OUTPUT:
         return tuple(Tracer(elementwise(OPS[name], nodes, out_dtype=out_dtype), owned=True)
                      for name in MULTI_OUTPUT[ufunc])
@@ -336,7 +368,7 @@ def _compute_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any
 # Imported last: these modules and this one use each other's functions at call time.
 from .constants import _constants_only, _eager  # noqa: E402
 from .functions import astype, where  # noqa: E402
-from .probes import _moving_axes, _strip, record_call  # noqa: E402
+from .probes import _moving_axes, _strip, inside_try, record_call  # noqa: E402
 from .tracer import (  # noqa: E402
     Tracer,
     _concrete,
