@@ -9,6 +9,7 @@ import dataclasses
 import functools
 import mmap
 import os
+import types
 import warnings
 
 import numpy as np
@@ -1023,6 +1024,34 @@ def test_instances_with_a_hash_share_compilations_by_value():
             assert_like_numpy(lambda x, i=instance: x * i.weight, X, jitted=instance.forward)
     assert len(Frozen.forward.compiled) == 2
     assert len(Mutable.forward.compiled) == 3
+
+
+class _Centering:
+    @numfuse.jit
+    def fit_transform(self, X):
+        self.mean_ = X.mean(axis=0)  # scikit-learn's fitted attribute
+        return X - self.mean_
+
+
+def test_a_value_stored_on_an_argument_object_is_numpys_array():
+    """A method storing a computed array on its instance (or a function on an object it
+    is given) leaves numpy's array there: numpy runs it (a traced value would stay)."""
+    rows = np.arange(6.0).reshape(3, 2)
+    model = _Centering()
+    with pytest.warns(numfuse.NumpyFallbackWarning, match="storing a traced value"):
+        assert_same(model.fit_transform(rows), rows - rows.mean(axis=0))
+    assert_same(model.mean_, rows.mean(axis=0))
+    assert_same(model.fit_transform(rows * 2), rows * 2 - rows.mean(axis=0) * 2)
+    assert_same(model.mean_, rows.mean(axis=0) * 2)
+
+    def fit(state, x):
+        state.coef_ = x.sum(0)
+        return x * 2
+
+    state = types.SimpleNamespace()
+    with pytest.warns(numfuse.NumpyFallbackWarning):
+        assert_same(numfuse.jit(fit)(state, rows), rows * 2)
+    assert_same(state.coef_, rows.sum(0))
 
 
 def test_classmethods_and_staticmethods_in_either_order():

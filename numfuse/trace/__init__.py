@@ -144,6 +144,13 @@ def trace_graph(fn: Callable[..., Any], specs: Sequence[ArgSpec],
     if raised:
         # the function caught what numfuse raised and went on: not numpy's path
         raise raised[0]
+    for value in static.values():
+        if not isinstance(value, Tracer) and _holds_tracer(value, depth=2):
+            raise UnsupportedOperationError(
+                f"storing a traced value in a {type(value).__name__} argument "
+                "(self.mean_ = x.mean(axis=0))",
+                "the object would keep the traced value, not the array: numpy runs this "
+                "function as written; to fuse it, return the array and store it outside.")
     _check_rebuildable(result)
     leaves, treedef = pytree.flatten(result)
     for leaf in leaves:
