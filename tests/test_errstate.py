@@ -162,6 +162,28 @@ def test_seterr_is_honoured_like_errstate():
         np.seterr(**previous)
 
 
+def _restoring_seterr(x):
+    old = np.seterr(divide="ignore")
+    quiet = 1 / x
+    np.seterr(**old)  # the caller's handling again
+    return quiet + 2 / x
+
+
+def _errstate_of_geterr(x):
+    with np.errstate(**np.geterr()):
+        return 3 / x + 1
+
+
+@pytest.mark.parametrize("fn", [_restoring_seterr, _errstate_of_geterr])
+def test_the_callers_state_given_back_to_seterr_stays_the_callers(fn):
+    """While tracing, np.geterr()/np.seterr() give the modes the function has not set as
+    the caller's: given back, they follow the caller's state at each call."""
+    jitted = numfuse.jit(fn)
+    for mode in ("raise", "warn", "ignore"):
+        with np.errstate(divide=mode):
+            assert_like_numpy(fn, F64, jitted=jitted)
+
+
 def test_one_compiled_kernel_follows_the_state_of_each_call():
     jitted = numfuse.jit(_floor_divide_int)
     with np.errstate(divide="ignore"):

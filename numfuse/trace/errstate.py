@@ -36,6 +36,7 @@ from ..graph import CALLERS, ERROR_CATEGORIES, ErrState
 # numpy's module making error states (errstate, seterr, seterrcall call its _make_extobj)
 _ufunc_config: Any = _numpy_config
 _MAKE_EXTOBJ = _ufunc_config._make_extobj
+_GET_EXTOBJ_DICT = _ufunc_config._get_extobj_dict  # what np.geterr and np.seterr return
 _EXTOBJ = _ufunc_config._extobj_contextvar
 _patch_lock = threading.Lock()
 _patch_depth = 0
@@ -64,7 +65,9 @@ class _Recorder:
                 mode = options.get(category)
                 if mode is None:
                     mode = every
-                if mode is not None:
+                if isinstance(mode, _Callers):  # np.seterr(**old): the caller's again
+                    chosen.pop(category, None)
+                elif mode is not None:
                     chosen[category] = mode
             modes = tuple((category, chosen[category]) for category in ERROR_CATEGORIES
                           if category in chosen)
@@ -107,6 +110,25 @@ def _make_extobj(*args: Any, **options: Any) -> Any:
     return state
 
 
+class _Callers(str):
+    """The mode of a category the traced function has not set, as ``np.geterr()`` or
+    ``np.seterr()`` give it while tracing: the caller's, not known then.  Given back
+    (``np.seterr(**old)``), the category is the caller's again."""
+
+
+def _get_extobj_dict() -> dict[str, Any]:
+    """numpy's current error state as a dict, the categories the function has not set
+    marked as the caller's (``_Callers``)."""
+    found: dict[str, Any] = _GET_EXTOBJ_DICT()
+    recorder = _recorder.get()
+    if recorder is not None:
+        modes = dict(recorder.chosen(_EXTOBJ.get())[0])
+        for category in ERROR_CATEGORIES:
+            if category in found and category not in modes:
+                found[category] = _Callers(found[category])
+    return found
+
+
 # the code of a function decorated with @np.errstate(...), which makes its state
 _DECORATED = np.errstate()(lambda: None).__code__
 
@@ -118,6 +140,7 @@ def recording() -> Iterator[None]:
     with _patch_lock:
         if _patch_depth == 0:
             _ufunc_config._make_extobj = _make_extobj
+            _ufunc_config._get_extobj_dict = _get_extobj_dict
         _patch_depth += 1
     token = _recorder.set(_Recorder())
     try:
@@ -128,12 +151,14 @@ def recording() -> Iterator[None]:
             _patch_depth -= 1
             if _patch_depth == 0:
                 _ufunc_config._make_extobj = _MAKE_EXTOBJ
+                _ufunc_config._get_extobj_dict = _GET_EXTOBJ_DICT
 
 
 def _after_fork_in_child() -> None:
     """A child forked while another thread traced: numpy's own ``_make_extobj`` again."""
     global _patch_depth, _patch_lock
     _ufunc_config._make_extobj = _MAKE_EXTOBJ
+    _ufunc_config._get_extobj_dict = _GET_EXTOBJ_DICT
     _patch_depth, _patch_lock = 0, threading.Lock()
 
 
