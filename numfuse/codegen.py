@@ -40,7 +40,7 @@ from .ops import (
     template_for,
 )
 from .partition import Region, Schedule, is_kernel_input, schedule, varies
-from .reductions import Reduction
+from .reductions import Reduction, reduced_ufunc
 
 # fastmath flags that keep NaN and infinity semantics (np.isnan, NaN in maximum, inf
 # checks work): contraction into fused multiply-adds, reassociation, ignoring the sign of
@@ -120,8 +120,12 @@ _RAISING = (DIVISION, ROOT, EXPONENTIAL, TRIGONOMETRIC)
 
 def reported_name(nodes: Sequence[Node]) -> str:
     """The name a kernel computing ``nodes`` (in order) gives in its floating-point
-    warnings: a numpy ufunc's ("divide"), "cast" for an ``astype``, or "" for none."""
-    def rank(node: Node) -> int | None:
+    warnings: a numpy ufunc's ("divide"), "cast" for an ``astype``, "reduce" for a sum or
+    product it completes (numpy's name for its reductions), or "" for none."""
+    def rank(node: Node) -> float | None:
+        if node.kind != ELEMENTWISE and node.kind != CONST and \
+                reduced_ufunc(node.op) in ("add", "multiply") and node.dtype.kind in "fc":
+            return 0.5  # a sum overflows before the arithmetic feeding it does
         row = OPS.get(node.op)
         if row is None or not (row.name == "astype" or isinstance(row.reference, np.ufunc)):
             return None
@@ -134,7 +138,9 @@ def reported_name(nodes: Sequence[Node]) -> str:
               if (found := rank(node)) is not None]
     if not ranked:
         return ""
-    node = min(ranked, key=lambda entry: entry[:2])[2]
+    found, _position, node = min(ranked, key=lambda entry: entry[:2])
+    if found == 0.5:
+        return "reduce"
     return "cast" if node.op == "astype" else OPS[node.op].reference.__name__
 
 

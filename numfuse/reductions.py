@@ -85,6 +85,11 @@ class Reduction:
         return f"{self.ufunc}.reduce(axes={self.axes}, keepdims={self.keepdims}{extra})"
 
 
+def reduced_ufunc(name: str) -> str | None:
+    """The ufunc whose ``reduce`` the numpy call ``name`` is ("add" for "sum"), or None."""
+    return _BY_NAME.get(name)
+
+
 def fusible_dtype(reduction: Reduction) -> bool:
     """Complex max/min order by (real, imag) with NaN rules: left to numpy."""
     return not (reduction.dtype.kind == "c" and reduction.ufunc in ("maximum", "minimum"))

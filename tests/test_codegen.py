@@ -149,3 +149,12 @@ def test_the_name_a_kernel_reports_its_flags_under():
     assert named(lambda x: (x * 3 - 1).astype(np.float32), x) == "multiply"
     assert named(lambda x: x.astype(np.float32) > 0, x) == "cast"
     assert named(lambda x: x > 0, x) == ""
+    assert named(lambda x: np.sum(x * 2), x) == "reduce"  # numpy's name for its sums
+    assert named(lambda x: np.sum(x / 3), x) == "divide"
+    assert named(lambda x: x.max() + x.min(), x) == "add"
+
+
+def test_a_sum_overflowing_warns_in_numpys_words():
+    x = np.full(10, 1e308)
+    assert_like_numpy(lambda x: np.sum(x * 1.0), x)
+    assert_like_numpy(lambda x: x.sum(), x)
