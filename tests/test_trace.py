@@ -421,6 +421,43 @@ def test_writes_that_a_live_view_would_see_are_refused(fn):
         numfuse.jit(fn)(X)
 
 
+def _write_through_a_traced_row(x, i):
+    y = x * 2
+    y[i][0] = -1  # y[i] is a view of y: numpy writes into y
+    return y
+
+
+def _row_after_a_write(x, i):
+    y = x * 2
+    row = y[i]
+    y[:] = 0  # seen through the view
+    return row
+
+
+def _row_scaled_in_place(x):
+    y = x * 2
+    row = y[np.argmax(x.sum(1))]
+    row *= 0
+    return y
+
+
+@pytest.mark.parametrize(("fn", "args"), [
+    (_write_through_a_traced_row, (np.arange(10.0).reshape(5, 2), 1)),
+    (_row_after_a_write, (np.arange(10.0).reshape(5, 2), 3)),
+    (_row_scaled_in_place, (np.arange(10.0).reshape(5, 2),)),
+])
+def test_an_item_at_a_traced_integer_is_a_view_as_numpys(fn, args):
+    """An integer index known only when the function runs (a Python int argument, an
+    argmax) is numpy's basic indexing: writes through the row or into the array are
+    seen by the other, and numpy runs such a function."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", numfuse.NumpyFallbackWarning)
+        jitted = numfuse.jit(fn)
+        for _ in range(2):
+            assert_same(jitted(*args), fn(*args))
+    check(lambda x, i: x[i] * 2 + x[i - 1], np.arange(10.0).reshape(5, 2), 3)  # only read: compiles
+
+
 def test_a_view_of_a_constant_keeps_it_unwritable():
     def writes_after_view(x):
         a = np.ones(3)

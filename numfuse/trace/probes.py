@@ -434,7 +434,8 @@ def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
         tracer.node = dataclasses.replace(tracer.node, weak=True)
         return tracer
     fresh = fn in FRESH_FUNCTIONS or isinstance(fn, (np.ufunc, Written)) or (
-        fn is operator.getitem and _advanced_index(static_args[1])) or \
+        fn is operator.getitem and _advanced_index(static_args[1], nodes[1:]
+                                                   if isinstance(args[0], Tracer) else nodes)) or \
         isinstance(getattr(fn, "__self__", None), np.ufunc) or (  # np.add.outer(x, y)
             fn is np.einsum and not _view_of_stand_ins(call, nodes))  # 'ii->i' is a view
     if isinstance(first, (tuple, list)) and isinstance(second, (tuple, list)) \
@@ -587,10 +588,21 @@ def _data_dependent(fn: Any) -> bool:
     return record is not None and record.kind is Kind.DATA_DEPENDENT
 
 
-def _advanced_index(key: Any) -> bool:
-    """Whether indexing with ``key`` copies (numpy's advanced indexing)."""
+def _advanced_index(key: Any, traced: Sequence[Node]) -> bool:
+    """Whether indexing with ``key`` copies (numpy's advanced indexing); ``traced``: the
+    nodes of its traced parts, in order.  A traced integer (a Python int argument, an
+    ``argmax``) is a basic index, as numpy takes an integer scalar: the item is a view."""
     parts = key if isinstance(key, tuple) else (key,)
-    return any(part is TRACED or isinstance(part, (list, np.ndarray)) for part in parts)
+    indices = iter(traced)
+    for part in parts:
+        if part is TRACED:
+            node = next(indices, None)
+            if node is None or node.ndim or node.dtype.kind not in "iu" or not (
+                    node.scalar or node.weak):
+                return True
+        elif isinstance(part, (list, np.ndarray)):
+            return True
+    return False
 
 
 # Imported last: these modules and this one use each other's functions at call time.
