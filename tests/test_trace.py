@@ -458,6 +458,32 @@ def test_an_item_at_a_traced_integer_is_a_view_as_numpys(fn, args):
     check(lambda x, i: x[i] * 2 + x[i - 1], np.arange(10.0).reshape(5, 2), 3)  # only read: compiles
 
 
+def _tail_cleared(x, n):
+    y = x * 2
+    y[n:] = 0
+    return y
+
+
+def _after_the_peak_cleared(x):
+    y = x * 2
+    y[np.argmax(x):] = 0
+    return y
+
+
+def test_a_traced_slice_bound_in_an_item_assignment_is_numpys_value():
+    """y[n:] = v: a number argument as the bound is static (one compile per value); a
+    computed one makes numpy run the function."""
+    x = np.array([1.0, 5.0, 2.0, 3.0])
+    jitted = numfuse.jit(_tail_cleared)
+    for n in (2, 3, 2):
+        assert_same(jitted(x, n), _tail_cleared(x, n))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", numfuse.NumpyFallbackWarning)
+        peak = numfuse.jit(_after_the_peak_cleared)
+        for _ in range(2):
+            assert_same(peak(x), _after_the_peak_cleared(x))
+
+
 def test_a_view_of_a_constant_keeps_it_unwritable():
     def writes_after_view(x):
         a = np.ones(3)

@@ -137,6 +137,11 @@ def assign_item(target: Node, key: Any, value: Any) -> Node:
         filled = elementwise(OPS["astype"], [_node(value)],
                              loop=((_node(value).dtype,), target.dtype))
         return elementwise(OPS["where"], [key.node, filled, target], scalar=False)
+    for part in key if isinstance(key, tuple) else (key,):
+        if isinstance(part, slice):  # a traced bound (y[n:] = v): numpy needs its value
+            for bound in (part.start, part.stop, part.step):
+                if isinstance(bound, Tracer):
+                    operator.index(bound)  # static for a number argument, else an error
     nodes = [target]
     static = (TRACED, _strip(key, nodes), _strip(value, nodes))
     call = NumpyCall(Written(operator.setitem), "setitem", static, {})
