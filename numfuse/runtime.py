@@ -693,24 +693,27 @@ def _raising_negative_powers(ufunc: Any) -> Callable[..., Any]:
 
 def _widened(values: list[Any], operands: Sequence[tuple[int, Prepare | None, bool]]
              ) -> list[Any] | None:
-    """``values`` with each core operand whose last axis is 1 where numpy broadcasting
+    """``values`` with each core operand that has an axis of 1 where numpy broadcasting
     makes it longer copied to that length, or None when there is none.  A kernel's core
     axis never broadcasts; a size that depends on the data (``x[mask]``) can be 1 at run
     time where tracing assumed any size."""
     shapes = [np.shape(values[slot]) for slot, _prepare, core in operands if core]
     try:
-        length = np.broadcast_shapes(*shapes)[-1] if shapes else 1
-    except (ValueError, IndexError):
-        return None
-    short = {slot for slot, _prepare, core in operands
-             if core and np.ndim(values[slot]) and np.shape(values[slot])[-1] == 1}
-    if length == 1 or not short:
+        full = np.broadcast_shapes(*shapes) if shapes else ()
+    except ValueError:
         return None
     widened = list(values)
-    for slot in short:
-        value = values[slot]
-        widened[slot] = np.broadcast_to(value, (*np.shape(value)[:-1], length)).copy()
-    return widened
+    found = False
+    for slot, _prepare, core in operands:
+        shape = np.shape(values[slot])
+        if not core or not shape:
+            continue
+        target = tuple(wide if size == 1 else size
+                       for size, wide in zip(shape, full[len(full) - len(shape):], strict=True))
+        if target != shape:
+            widened[slot] = np.broadcast_to(values[slot], target).copy()
+            found = True
+    return widened if found else None
 
 
 class BroadcastError(ValueError):

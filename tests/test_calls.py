@@ -176,6 +176,29 @@ def test_a_data_dependent_size_of_1_broadcasts_as_in_numpy():
                 (empty[:0] * 2 + 1, np.float64(0.0)))
 
 
+def _selection_against_a_column(x):
+    return x[x > 0][:, None] + x[:, None]  # (k, 1) + (n, 1): k may be 1
+
+
+def test_a_data_dependent_size_of_1_broadcasts_beside_other_size_1_axes():
+    jitted = numfuse.jit(_selection_against_a_column)
+    for x in (np.array([1.0, -1, -1, -1]), np.array([1.0, 2, 3, 4]), np.array([-1.0, 3, -1])):
+        assert_same(jitted(x), _selection_against_a_column(x))
+
+
+def _halves_at_the_peak(x):
+    low, high = np.split(x * 2, [np.argmax(x)])
+    return low.sum() - high.sum(), np.repeat(x, np.argmax(x) + 1)
+
+
+def test_sizes_set_by_an_integer_the_function_computes_follow_it():
+    """np.split at an argmax, np.repeat by one: the sizes follow the computed integer."""
+    jitted = numfuse.jit(_halves_at_the_peak)
+    for x in (np.array([1.0, 5, 2, 3]), np.array([9.0, 5, 2, 3]), np.array([1.0, 5, 2, 30])):
+        assert_same(jitted(x), _halves_at_the_peak(x))
+    assert len(jitted.compiled) == 1
+
+
 def test_a_mask_of_length_0_on_a_length_1_axis():
     """numpy lets ``x[y != 0]`` with ``x`` of shape (1,) take a mask of length 0: tracing
     probes with the example's sizes (found by the fuzzer)."""

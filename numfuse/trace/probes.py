@@ -412,7 +412,10 @@ def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
         masked = fn is operator.getitem and any(node.dtype.kind == "b" for node in nodes[1:])
         # a traced array beside the data may decide the result's size (np.repeat's counts,
         # np.split's indices): learnt from other data as for a data-dependent function
-        sizing = any(node.ndim for node in nodes[len(tracers_in(args[0])) if args else 0:])
+        # (or an integer computed in the function: np.split(x, [np.argmax(x)]))
+        sizing = any(node.ndim or (node.dtype.kind in "iu" and not isinstance(fn, np.ufunc)
+                                   and fn not in _SCALAR_DATA)
+                     for node in nodes[len(tracers_in(args[0])) if args else 0:])
         variants = _run_on_data(call, nodes) if _data_dependent(fn) or masked or unlisted \
             or sizing else []
         variants += _run_resized(call, nodes) if moves else []
