@@ -426,6 +426,45 @@ def test_mean_of_free_size_divides_by_the_run_time_count():
     assert count and all(source.kind == INPUT for source in count[0].inputs)
 
 
+def _observed_error(p, o, m):
+    return np.sum((p[m] - o) ** 2)  # the predictions at the observed points
+
+
+@pytest.mark.parametrize("size", [3, 4, 5, 7, 8, 31])
+def test_a_masked_selection_beside_an_array_of_its_length(size):
+    """The backward pass scatters into the masked elements whatever stand-ins tracing
+    used (their sizes did not fit together for some argument sizes)."""
+    p = RNG.standard_normal(size)
+    m = np.arange(size) % 3 != 1
+    o = RNG.standard_normal(int(m.sum()))
+    grad = numfuse.grad(_observed_error, argnums=(0, 1))
+    for _ in range(2):
+        dp, do = grad(p, o, m)
+        residual = 2 * (p[m] - o)
+        expected = np.zeros(size)
+        expected[m] = residual
+        np.testing.assert_allclose(dp, expected, rtol=1e-14)
+        np.testing.assert_allclose(do, -residual, rtol=1e-14)
+
+
+def test_a_selection_of_one_element_broadcast_gets_its_summed_cotangent():
+    """A size chosen from the data that is 1 broadcasts against the other operand: its
+    cotangent is summed to 1, and a mean divides by the broadcast size."""
+    p, w = np.array([1.0, -2.0, -1.0]), np.array([1.0, 2.0, 4.0])
+    m = np.array([True, False, False])
+    dp, dw = numfuse.grad(lambda p, w, m: np.sum(p[m] * w), argnums=(0, 1))(p, w, m)
+    assert_same(dp, np.array([7.0, 0.0, 0.0]))
+    assert_same(dw, np.array([1.0, 1.0, 1.0]))
+    mean = numfuse.grad(lambda p, w, m: np.mean(p[m] * w), argnums=1)
+    for mask in (m, np.array([True, False, True])):
+        expected = np.broadcast_to(p[mask], (3,)) / 3 if mask.sum() == 1 else None
+        if expected is None:
+            with pytest.raises(ValueError):
+                mean(p, w, mask)  # numpy's error: 2 elements against 3
+            continue
+        np.testing.assert_allclose(mean(p, w, mask), expected, rtol=1e-15)
+
+
 # ---------------------------------------------------------------------------- API
 
 

@@ -206,6 +206,8 @@ class _Backward:
         value = cotangent.value
         shape = value.node.shape
         if same_size(shape, node.shape):
+            if cotangent.anchor is not node:  # (a chosen size of 1 broadcast: summed)
+                value = as_tracer(rules.to_chosen_size(value, node))
             return Cotangent(value, node)
         extra = len(shape) - node.ndim
         inner = tuple(extra + axis for axis, size in enumerate(node.shape)

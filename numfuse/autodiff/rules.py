@@ -26,7 +26,7 @@ from ..graph import ELEMENTWISE, INPUT, Node
 from ..reductions import Reduction
 from ..trace import Tracer
 from ..trace.probes import record_call
-from .values import broadcast_to_node, not_differentiable, scalar_source
+from .values import broadcast_to_node, not_differentiable, scalar_source, size_rank
 
 Pairs = list[tuple[Any, Any]]
 Rule = Callable[[Any, Tracer, tuple[Any, ...], dict[str, Any]], Pairs]
@@ -164,6 +164,24 @@ def element_count(arrays: tuple[Any, ...], axes: tuple[int, ...], times: int, dd
     return np.asarray(max(total - ddof, 0), dtype=dtype)[()]
 
 
+def summed_to(value: Any, like: Any) -> Any:
+    """``value`` summed over the axes where ``like`` (as many dimensions) has 1 element
+    and ``value`` more: the cotangent of a size chosen from the data (``x[mask]``) that
+    was 1 and broadcast, at that size."""
+    axes = tuple(axis for axis, (size, wide) in enumerate(zip(np.shape(like), np.shape(value),
+                                                              strict=True))
+                 if size == 1 and wide != 1)
+    return np.sum(value, axis=axes, keepdims=True) if axes else value
+
+
+def to_chosen_size(value: Tracer, node: Node) -> Tracer:
+    """The cotangent ``value`` of ``node``, of its shape pattern, at ``node``'s size when
+    that is a size chosen from the data, which may have been a 1 that broadcast."""
+    if size_rank(node) < 2 or value.node.ndim != node.ndim:
+        return value
+    return record_call(summed_to, "summed_to", (value, Tracer(node)), {})
+
+
 def count(node: Node, axes: Sequence[int], ddof: int, dtype: np.dtype) -> Any:
     """The number of elements of ``node`` along ``axes`` less ``ddof``: a Python int when
     the sizes are known, else a traced ``element_count`` of the arguments whose sizes
@@ -199,13 +217,12 @@ def _size_source(node: Node, axis: int) -> int | tuple[Node, int]:
         if node.kind != ELEMENTWISE:
             return node, axis
         from_right = node.ndim - axis
-        for source in node.inputs:
-            position = source.ndim - from_right
-            if position >= 0 and source.shape[position] is None:
-                node, axis = source, position
-                break
-        else:  # pragma: no cover - a free axis comes from a free axis of an operand
+        free = [(source, source.ndim - from_right) for source in node.inputs
+                if source.ndim >= from_right and source.shape[source.ndim - from_right] is None]
+        if not free:  # pragma: no cover - a free axis comes from a free axis of an operand
             return node, axis
+        # an argument's size first: a size chosen from the data may be a 1 that broadcasts
+        node, axis = min(free, key=lambda found: size_rank(found[0]))
         if node.kind == INPUT:
             return node, axis
 
@@ -406,6 +423,8 @@ NUMPY_RULES: dict[str, Rule] = {
                      "sum_over_count"), _scalar_reduction_vjp),
     # the backward pass's own calls, for gradients of gradients
     "element_count": lambda g, ans, args, kwargs: [],  # depends on sizes only
+    # (the cotangent of a broadcast: broadcast back; ``like`` gives its size only)
+    "summed_to": lambda g, ans, args, kwargs: [(args[0], broadcast_to_node(g, args[0].node))],
     **dict.fromkeys(("zeros_like", "ones_like", "empty_like"),
                     lambda g, ans, args, kwargs: []),  # sizes and dtype only
     "reshape_as": lambda g, ans, args, kwargs: [(args[0][0],

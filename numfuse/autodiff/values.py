@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import UnsupportedOperationError
-from ..graph import CONST, ELEMENTWISE, Node, Shape
+from ..graph import CONST, ELEMENTWISE, INPUT, NUMPY, Node, Shape
 from ..trace import Tracer
 from ..trace.nodes import const_node
 
@@ -90,16 +90,26 @@ def same_size(first: Shape, second: Shape) -> bool:
         a == b or (None in (a, b) and 1 not in (a, b)) for a, b in zip(first, second, strict=False))
 
 
+def size_rank(node: Node) -> int:
+    """How surely a free size of ``node`` is the size of what it broadcasts into: 0 for
+    an argument (a free size is never 1), 2 for a size a numpy call chose from the data
+    (``x[mask]``: 1 at run time broadcasts), 1 otherwise."""
+    if node.kind == INPUT:
+        return 0
+    return 2 if node.kind == NUMPY and node.moving else 1
+
+
 def same_shape(node: Node) -> Node:
     """A node of ``node``'s shape that the program has early: an argument or a numpy
     call's result that ``node`` is computed from elementwise (``node`` itself if none),
-    so a broadcast to that shape does not wait for ``node``."""
+    so a broadcast to that shape does not wait for ``node``; an argument first, a size
+    chosen from the data last (it may be a 1 that broadcasts)."""
     while node.kind == ELEMENTWISE:
-        operand = next((source for source in node.inputs if source.shape == node.shape
-                        and source.kind != CONST), None)
-        if operand is None:
+        operands = [source for source in node.inputs if source.shape == node.shape
+                    and source.kind != CONST]
+        if not operands:
             break
-        node = operand
+        node = min(operands, key=size_rank)
     return node
 
 

@@ -422,15 +422,21 @@ def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
         try:
             first = _run_probe(call, nodes, 1)
         except Exception as error:
-            if not variants:
+            if variants:
+                first = variants[0]  # works for some values or sizes only (x[mask] of 1)
+            elif isinstance(fn, Written) and isinstance(args[0], Tracer):
+                # a write gives the array it writes into; its stand-ins may not fit
+                # together (a mask of zeros selecting fewer than the values to add)
+                first = _probe(nodes[0], 1, varied=False)
+            else:
                 if unlisted:
                     _failed_on_stand_ins(name, error)
                 raise
-            first = variants[0]  # works for some values or sizes only (x[mask] of 1)
         try:
             second = _run_probe(call, nodes, 2)
         except Exception:
-            second = first
+            second = _probe(nodes[0], 2, varied=False) if isinstance(fn, Written) and \
+                isinstance(args[0], Tracer) else first
     if _is_python_number(first):  # np.allclose: a Python bool, weak in later arithmetic
         tracer = _call_tracer(NumpyCall(PythonNumber(fn), name, static_args, static_kwargs),
                               nodes, np.asarray(first), np.asarray(second), True)
