@@ -42,12 +42,18 @@ call runs on one thread and the splits are judged against it instead — a call 
 the same conditions: after a pause every call is slow for some milliseconds (measured on
 a memory-bound logp/grad at 1e6: the first of eight calls 2x the last, split or not), and
 the estimate is the fastest call ever made.  When that confirms it (the other cores are
-busy) the class stays on one thread, trying a split again after
-``RETRY_EVERY`` large calls in case the machine has become free — twice as many calls
-after each retry that did not pay, up to ``MAX_RETRY_EVERY`` (on a saturated machine a
-split call can take several times the single-thread time, as a helper thread holding a
-chunk waits for a core: retries every 16 calls cost 0.7-0.8x there); while splitting
-pays, every ``RETRY_EVERY``-th call runs on one thread to keep the estimate current.
+busy) the class stays on one thread, retrying about once in ``RETRY_EVERY`` large
+calls in case the machine has become free — twice as far apart after each retry that did
+not pay, up to ``MAX_RETRY_EVERY`` (on a saturated machine a split call can take several
+times the single-thread time, as a helper thread holding a chunk waits for a core:
+retries every 16 calls cost 0.7-0.8x there).  A retry is ``RETRY_SPLITS`` split calls
+in a row, judged by the best: the first wakes helpers asleep since the last split.
+While splitting pays, about one call in ``RETRY_EVERY`` runs on one thread to keep the
+estimate current.  Which calls explore is spread by the golden ratio (``explores``), not
+a fixed period: calls made in batches (8 at a time among other work, as a benchmark
+does) would otherwise explore at one position of each batch — always the first, slow
+call after the others ran —, and a class could stop splitting for good (logp/grad at
+1e6 in such batches: 5-104 calls of 240 split before, 192-299 of 320 after).
 
 Fused reductions: a kernel folding a reduction along rows of at least ``chunk_from``
 elements (a length fixed per kernel) always runs them as chunks of ``REDUCTION_CHUNK``
@@ -114,6 +120,10 @@ MIN_GAIN = 1.2
 # all slow: the best of eight stays low.
 GAIN_WINDOW = 8
 RETRY_EVERY = 16
+# A retried split is this many consecutive split calls, judged by the best: the first
+# wakes helpers asleep since the last split (on a VM a futex wake can take 100 µs or
+# more), which made every lone retry look like a split that does not pay.
+RETRY_SPLITS = 3
 # A split this much faster per thread than the single-thread estimate shows the estimate
 # wrong (caches shared by more threads gain some tens of percent, not this).
 IMPOSSIBLE_GAIN = 1.25
@@ -664,6 +674,19 @@ def _combiner(reduction: Reduction) -> Callable[[Any], Any]:
     return lambda partials: reduce(partials, axis=-1, dtype=dtype)
 
 
+_GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
+
+
+def explores(count: int, every: int) -> bool:
+    """Whether call ``count`` of a class is one of the one in ``every`` that go the other
+    way (a split retried, a single-threaded call measured): spread by the golden ratio,
+    so calls made in batches of any length explore at every position of a batch.  A
+    fixed period keeps landing on one position — with batches of 8 and a period of 16,
+    always the first call after the others ran, the slowest —, and splits retried
+    there never seem to pay."""
+    return (count * _GOLDEN) % 1.0 < 1.0 / every
+
+
 def next_retry(retry: int, gain: float) -> int:
     """How many calls apart to retry splitting after a split call left the class's
     ``gain`` as it is: twice as far as ``retry`` while splitting does not pay (at most
@@ -681,7 +704,7 @@ class SizeClass:
     many calls apart splits are retried while they do not pay (see ``next_retry``)."""
 
     __slots__ = ("cost", "doubt", "gain", "large", "measured", "recent", "reference",
-                 "retry")
+                 "retry", "trials")
 
     def __init__(self, cost: float) -> None:
         self.cost = cost
@@ -692,6 +715,7 @@ class SizeClass:
         self.retry = RETRY_EVERY
         self.doubt: float | None = None
         self.reference: float | None = None
+        self.trials = 0  # the splits of a retry still to make (``RETRY_SPLITS``)
 
     def confirm(self, single: float) -> None:
         """After splits stopped paying (``doubt``: the best recent split's seconds per
@@ -819,8 +843,14 @@ class ThreadPolicy:
             # estimate, the least ever measured, only matters for calls long enough)
             return self._one_thread(operands, rows, length, outs, chunked)
         paying = known.gain >= MIN_GAIN
-        due = known.large % (RETRY_EVERY if paying else known.retry) == 0
-        split = count > 1 and known.measured and paying != due
+        if known.trials and count > 1 and known.measured:  # a retry goes on splitting
+            known.trials -= 1
+            split = True
+        else:
+            due = explores(known.large, RETRY_EVERY if paying else known.retry)
+            split = count > 1 and known.measured and paying != due
+            if split and not paying:
+                known.trials = RETRY_SPLITS - 1
         if split and chunked:
             return self._timed_split(known, expected, threads, self._chunked, operands,
                                      rows, length, outs, count)
@@ -876,9 +906,12 @@ class ThreadPolicy:
         known.recent.append(observed)
         del known.recent[:-GAIN_WINDOW]
         known.gain = max(known.recent)
-        known.retry = next_retry(known.retry, known.gain)
-        # not paying: the next call runs on one thread, and ``confirm`` decides
-        known.doubt = known.cost / known.gain if known.gain < MIN_GAIN else None
+        if not known.trials or known.gain >= MIN_GAIN:
+            known.retry = next_retry(known.retry, known.gain)
+        # not paying (a retry's splits all made): the next call runs on one thread, and
+        # ``confirm`` decides
+        known.doubt = known.cost / known.gain if known.gain < MIN_GAIN and \
+            not known.trials else None
         return results
 
     def _rows(self, operands: list[Any]) -> tuple[int, ...]:

@@ -471,16 +471,45 @@ def test_a_forked_child_makes_its_own_helpers():
     assert queue.get(timeout=5) == ([0, 1, 2, 3], 2, True)
 
 
+def _runs(flags):
+    """The lengths of the runs of consecutive True in ``flags``."""
+    runs, length = [], 0
+    for flag in [*flags, False]:
+        if flag:
+            length += 1
+        elif length:
+            runs.append(length)
+            length = 0
+    return runs
+
+
 def test_splitting_stops_while_it_does_not_pay_and_is_retried(chunk_calls):
+    """While splits do not pay, a retry is RETRY_SPLITS splits in a row (the first wakes
+    the helpers) about once in ``retry`` calls, at no fixed period."""
     x = RNG.standard_normal(600_000)
     compiled = numfuse.compile(logp_and_sums, x, 0.25, threads=2)
     compiled(x, 0.25)
-    policy = compiled.program.runners[0].calls
-    (known,) = policy.classes.values()
-    for _ in range(threads.RETRY_EVERY):
-        known.gain = 1.0  # as if the other core were busy: splits were no faster
+    (known,) = compiled.program.runners[0].calls.classes.values()
+    flags = []
+    for _ in range(8 * threads.RETRY_EVERY):
+        count = len(chunk_calls)
+        known.gain, known.retry = 1.0, threads.RETRY_EVERY  # splits were no faster
         assert_same(compiled(x, 0.25)[:2], logp_and_sums(x, 0.25)[:2])
-    assert len(chunk_calls) == 1  # one retry in RETRY_EVERY calls
+        flags.append(len(chunk_calls) > count)
+    runs = _runs(flags)
+    assert set(runs) <= {threads.RETRY_SPLITS}  # (a run cut by the window's end aside)
+    assert 8 - 3 <= len(runs) <= 8 + 1
+    gaps = [index for index, flag in enumerate(flags) if flag and not (index and flags[index - 1])]
+    assert len({later - earlier for earlier, later in itertools.pairwise(gaps)}) > 1
+
+
+def test_exploring_calls_are_spread_over_every_position_of_a_batch():
+    """One call in ``every`` explores, at positions that are no fixed period: calls made in
+    batches of 8 explore at every position of a batch."""
+    for every in (16, 32):
+        chosen = [count for count in range(64 * every) if threads.explores(count, every)]
+        assert abs(len(chosen) - 64) <= 2
+        assert {count % 8 for count in chosen} == set(range(8))
 
 
 def test_a_slow_split_among_fast_ones_does_not_stop_splitting_but_slow_ones_do():
@@ -498,6 +527,35 @@ def test_a_slow_split_among_fast_ones_does_not_stop_splitting_but_slow_ones_do()
     assert known.gain < threads.MIN_GAIN
     split(0.013)  # a retry finds the machine free again
     assert known.gain >= threads.MIN_GAIN and known.retry == threads.RETRY_EVERY
+
+
+def test_a_retry_is_judged_by_its_best_split_the_first_waking_the_helpers():
+    """A retry's first split wakes helpers asleep since the last split (slow on a VM):
+    the retry is RETRY_SPLITS splits, no doubt raised and no back-off before the last,
+    and splitting resumes when a later one pays."""
+    expected = 0.02  # seconds on one thread
+    known = threads.SizeClass(expected / 1000)
+    known.measured, known.gain, known.recent = True, 1.0, [1.0]
+    known.retry = 4 * threads.RETRY_EVERY
+    seconds = [0.03] + [0.012] * (threads.RETRY_SPLITS - 1)  # waking, then awake
+    known.trials = threads.RETRY_SPLITS - 1  # as ``_large`` starts a retry
+    for index, slept in enumerate(seconds):
+        if index:
+            known.trials -= 1
+        threads.ThreadPolicy._timed_split(known, expected, 2, time.sleep, slept)
+        if index == 0:
+            assert known.doubt is None and known.retry == 4 * threads.RETRY_EVERY
+    assert known.gain >= threads.MIN_GAIN and known.retry == threads.RETRY_EVERY
+
+    known = threads.SizeClass(expected / 1000)
+    known.measured, known.gain, known.recent = True, 1.0, [1.0]
+    known.trials = threads.RETRY_SPLITS - 1
+    for index in range(threads.RETRY_SPLITS):  # every split slow: the other core is busy
+        if index:
+            known.trials -= 1
+        threads.ThreadPolicy._timed_split(known, expected, 2, time.sleep, 0.03)
+    assert known.gain < threads.MIN_GAIN and known.doubt is not None
+    assert known.retry == 2 * threads.RETRY_EVERY  # backed off once, for the whole retry
 
 
 def test_splits_slowed_with_everything_else_are_judged_against_a_call_as_slow():
@@ -555,10 +613,12 @@ def test_while_splitting_pays_one_call_in_retry_every_measures_on_one_thread(chu
     compiled = numfuse.compile(logp_and_sums, x, 0.25, threads=2)
     compiled(x, 0.25)  # measures
     (known,) = compiled.program.runners[0].calls.classes.values()
-    for _ in range(2 * threads.RETRY_EVERY):
+    calls = 8 * threads.RETRY_EVERY
+    for _ in range(calls):
         known.gain = 2.0  # as if splits kept paying
         compiled(x, 0.25)
-    assert len(chunk_calls) == 2 * threads.RETRY_EVERY - 2
+    single = calls - len(chunk_calls)
+    assert 8 - 2 <= single <= 8 + 2
 
 
 def test_a_cost_learnt_at_one_size_does_not_decide_at_another(chunk_calls):
@@ -922,11 +982,14 @@ def test_a_class_retries_as_far_apart_as_its_retry_says(chunk_calls):
     compiled = numfuse.compile(logp_and_sums, x, 0.25, threads=2)
     compiled(x, 0.25)
     (known,) = compiled.program.runners[0].calls.classes.values()
-    known.retry = 4 * threads.RETRY_EVERY
-    for _ in range(4 * threads.RETRY_EVERY):
-        known.gain = 1.0  # not paying
+    retry = 4 * threads.RETRY_EVERY
+    flags = []
+    for _ in range(8 * retry):
+        count = len(chunk_calls)
+        known.gain, known.retry = 1.0, retry  # not paying
         compiled(x, 0.25)
-    assert len(chunk_calls) == 1
+        flags.append(len(chunk_calls) > count)
+    assert 8 - 3 <= len(_runs(flags)) <= 8 + 1
 
 
 @pytest.mark.parametrize("threads", [0, -1, 1.5, True, "2"])
