@@ -124,6 +124,9 @@ RETRY_EVERY = 16
 # wakes helpers asleep since the last split (on a VM a futex wake can take 100 µs or
 # more), which made every lone retry look like a split that does not pay.
 RETRY_SPLITS = 3
+# ... unless a split of the retry is slower than this fraction of the single-thread
+# estimate: more than waking helpers costs (a busy core), the retry ends there.
+RETRY_GIVES_UP = 0.5
 # A split this much faster per thread than the single-thread estimate shows the estimate
 # wrong (caches shared by more threads gain some tens of percent, not this).
 IMPOSSIBLE_GAIN = 1.25
@@ -903,6 +906,8 @@ class ThreadPolicy:
         if observed > threads * IMPOSSIBLE_GAIN:
             known.measured = False
             return results
+        if observed < RETRY_GIVES_UP:
+            known.trials = 0  # no mere wake-up: the retry ends
         known.recent.append(observed)
         del known.recent[:-GAIN_WINDOW]
         known.gain = max(known.recent)

@@ -557,6 +557,13 @@ def test_a_retry_is_judged_by_its_best_split_the_first_waking_the_helpers():
     assert known.gain < threads.MIN_GAIN and known.doubt is not None
     assert known.retry == 2 * threads.RETRY_EVERY  # backed off once, for the whole retry
 
+    known = threads.SizeClass(expected / 1000)
+    known.measured, known.gain, known.recent = True, 1.0, [1.0]
+    known.trials = threads.RETRY_SPLITS - 1
+    threads.ThreadPolicy._timed_split(known, expected, 2, time.sleep,
+                                      expected / threads.RETRY_GIVES_UP * 1.5)
+    assert known.trials == 0 and known.doubt is not None  # far too slow: the retry ends
+
 
 def test_splits_slowed_with_everything_else_are_judged_against_a_call_as_slow():
     """After a pause every call is slow for a while: splits slowed so are judged against
