@@ -47,7 +47,8 @@ calls in case the machine has become free — twice as far apart after each retr
 not pay, up to ``MAX_RETRY_EVERY`` (on a saturated machine a split call can take several
 times the single-thread time, as a helper thread holding a chunk waits for a core:
 retries every 16 calls cost 0.7-0.8x there).  A retry is ``RETRY_SPLITS`` split calls
-in a row, judged by the best: the first wakes helpers asleep since the last split.
+in a row, judged by the best: the first wakes helpers asleep since the last split (a
+split slower than ``RETRY_GIVES_UP`` times the estimate ends it: a busy core).
 While splitting pays, about one call in ``RETRY_EVERY`` runs on one thread to keep the
 estimate current.  Which calls explore is spread by the golden ratio (``explores``), not
 a fixed period: calls made in batches (8 at a time among other work, as a benchmark
