@@ -707,12 +707,13 @@ class SizeClass:
     (at most ``GAIN_WINDOW``) was; ``large``, how many calls it has seen; ``retry``, how
     many calls apart splits are retried while they do not pay (see ``next_retry``)."""
 
-    __slots__ = ("cost", "doubt", "gain", "large", "measured", "recent", "reference",
-                 "retry", "trials")
+    __slots__ = ("calibrated", "cost", "doubt", "gain", "large", "measured", "recent",
+                 "reference", "retry", "trials")
 
     def __init__(self, cost: float) -> None:
         self.cost = cost
         self.measured = False
+        self.calibrated = False  # measured once at least (``measured``: and trusted now)
         self.gain = 2.0
         self.recent: list[float] = []
         self.large = 0
@@ -868,8 +869,11 @@ class ThreadPolicy:
         if elements >= CALIBRATE_ELEMENTS:  # learn this kernel's cost per element
             measured = (time.perf_counter() - start) / elements
             known.confirm(measured)
-            known.cost = measured if not known.measured else min(known.cost, measured)
-            known.measured = True
+            # the first measurement replaces the guess; a measurement asked for by an
+            # impossible gain (the estimate too high) only lowers it: one slowed as well
+            # (a cold call) had raised it, and every split then looked impossible again
+            known.cost = measured if not known.calibrated else min(known.cost, measured)
+            known.measured = known.calibrated = True
             lowest = min(found.cost for found in self.classes.values() if found.measured)
             self.small = self._small(lowest)
         return results

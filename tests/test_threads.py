@@ -752,6 +752,19 @@ def test_a_split_faster_than_its_threads_can_be_measures_the_cost_again(chunk_ca
     assert len(chunk_calls) == 1 and known.measured and known.cost < measured * 10
 
 
+def test_measuring_again_never_raises_the_estimate(chunk_calls):
+    """A measurement asked for by an impossible gain only lowers the estimate: a slowed
+    one (a cold call) would raise it, and every split would look impossible again."""
+    x = RNG.standard_normal(600_000)
+    compiled = numfuse.compile(logp_and_sums, x, 0.25, threads=2)
+    compiled(x, 0.25)
+    (known,) = compiled.program.runners[0].calls.classes.values()
+    low = known.cost / 10  # as if one call had run ten times as fast
+    known.cost, known.measured = low, False
+    compiled(x, 0.25)  # one thread, measuring: slower than that
+    assert known.measured and known.cost == low
+
+
 # ------------------------------------------- fused reductions: the same bits on any thread count
 
 CHUNK, FROM = threads.REDUCTION_CHUNK, threads.CHUNKED_FROM
