@@ -523,8 +523,14 @@ class LoopFunction:
         first_output = self.first_output
         for position in range(first_output, len(arrays)):
             output = arrays[position]
+            low = addresses[position]
+            high = low + output.nbytes if output.flags.c_contiguous else None
             for other in range(position):
                 value = arrays[other]
+                start = addresses[other]
+                if high is not None and value.flags.c_contiguous and (
+                        start >= high or start + value.nbytes <= low):
+                    continue  # apart (both contiguous): no need to ask numpy
                 if np.may_share_memory(output, value) and not (
                         other < first_output and addresses[other] == addresses[position]
                         and value.strides == output.strides and value.shape == output.shape):

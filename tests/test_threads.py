@@ -399,12 +399,16 @@ def test_the_loop_function_takes_plain_operands_and_numpy_takes_the_rest():
     assert addresses[0] == x.ctypes.data and outer == [0, 0, 0, 0] and core == [8, 0, 8, 8]
     assert arrays[1].shape == () and arrays[1] == 0.5
     assert loop.operands([x, 0.5, x, b], (), 8) is not None  # written in place: numpy's too
+    buffer = np.arange(16.0)
+    assert loop.operands([buffer[:8], 0.5, buffer[8:], b], (), 8) is not None  # adjacent
     refused = {
         "a float32 operand numpy would cast": [x.astype(np.float32), 0.5, a, b],
         "an int scalar numpy would cast": [x, 1, a, b],
         "a core axis of another length": [x[:4], 0.5, a[:4], b],
         "an output overlapping an input": [x, 0.5, x[::-1], b],
         "an output overlapping another": [x, 0.5, a, a],
+        "an output overlapping part of an input": [buffer[:8], 0.5, buffer[4:12], b],
+        "an output overlapping part of another": [x, 0.5, buffer[:8], buffer[7:15]],
         "a strided output": [x, 0.5, np.empty(16)[::2], b],
         "a read-only output": [x, 0.5, np.broadcast_to(a, (8,)), b],
         "an unaligned operand": [np.frombuffer(bytes(65), np.float64, 8, 1), 0.5, a, b],
