@@ -1417,21 +1417,24 @@ def _numpy_runs(args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[str, str] 
                     "Draw the numbers outside and pass them in to fuse it.")
         if isinstance(value, (list, tuple)) and not is_setting(value) and _holds_objects(value):
             return ("was called with a list or tuple numpy converts to an array of dtype "
-                    "object (Python ints beyond 64 bits, or other objects)",
+                    "object (Python ints beyond 64 bits, or other objects) or to no array "
+                    "(lists of different lengths)",
                     "Pass an array of a numeric dtype (np.asarray(values, np.float64)) "
                     "to fuse it.")
     return None
 
 
 def _holds_objects(values: list[Any] | tuple[Any, ...]) -> bool:
-    """Whether numpy makes an array of dtype object of ``values`` (a ragged list raises in
-    numpy itself: left to the call).  A sequence holding arrays (``out=(a, b)``) is not
-    converted to find out."""
+    """Whether numpy makes an array of dtype object of ``values``, or none at all (a
+    ragged list, ``[[1, 2], [3]]``, which ``np.concatenate`` takes as it is).  A sequence
+    holding arrays (``out=(a, b)``) is not converted to find out."""
     if any(isinstance(value, np.ndarray) for value in values):
         return False
     try:
         return bool(np.asarray(values).dtype.hasobject)
-    except (ValueError, TypeError, OverflowError):
+    except ValueError:  # ragged: numpy's own functions may take it as a list of arrays
+        return True
+    except (TypeError, OverflowError):
         return False
 
 

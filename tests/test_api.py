@@ -570,6 +570,15 @@ def test_types_defining_numpys_operations_run_as_written():
     assert series.to_dict() == {0: 9.0, 1: 9.0}
 
 
+def test_lists_of_different_lengths_are_numpys_to_take():
+    """numpy makes no array of [[1, 2], [3]]; its functions take it as a list of arrays."""
+    joined = numfuse.jit(lambda parts: np.concatenate(parts) * 2)
+    with pytest.warns(RuntimeWarning, match="lists of different lengths"):
+        assert_same(joined([[1, 2], [3]]), np.array([2, 4, 6]))
+    with pytest.raises(ValueError, match="inhomogeneous"):  # numpy's own error
+        numfuse.jit(lambda parts: np.asarray(parts) * 2)([[1, 2], [3]])
+
+
 def _object_arithmetic(x, y=1.5):
     return x * 2 - y
 
