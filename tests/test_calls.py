@@ -3,6 +3,8 @@ elementwise work around them still fused.  Every case compares with plain numpy.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from conftest import assert_same, check
@@ -197,6 +199,19 @@ def test_sizes_set_by_an_integer_the_function_computes_follow_it():
     for x in (np.array([1.0, 5, 2, 3]), np.array([9.0, 5, 2, 3]), np.array([1.0, 5, 2, 30])):
         assert_same(jitted(x), _halves_at_the_peak(x))
     assert len(jitted.compiled) == 1
+
+
+@pytest.mark.parametrize("name", ["sqrt", "log", "log10", "arcsin", "arctanh"])
+def test_a_function_whose_dtype_follows_the_signs_of_the_values_runs_with_numpy(name):
+    """np.emath's functions are complex for negative values: tracing tries negative
+    stand-ins too, and numpy runs the function (it had raised at every call)."""
+    function = getattr(np.emath, name)
+    jitted = numfuse.jit(lambda x: function(x) * 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", numfuse.NumpyFallbackWarning)
+        for value in (np.array([-4, 4]), np.array([0.25, 0.5]), -4.0, np.array([-4, 4])):
+            with np.errstate(all="ignore"):
+                assert_same(jitted(value), function(value) * 2)
 
 
 def test_a_mask_of_length_0_on_a_length_1_axis():

@@ -186,11 +186,14 @@ def _probe(node: Node, scale: int, varied: bool) -> Any:
 def _filled(node: Node, fill: str, seed: int) -> Any:
     """A stand-in for ``node`` holding ``fill`` data: ``ones``, ``distinct`` values (none
     shared with another operand), seeded ``random`` values (small integers, normal
-    floats, a mix of True and False) or ``large`` ones (integers beyond the stand-ins'
-    sizes, which ``np.bincount(x, minlength=5)`` counts up to)."""
+    floats, a mix of True and False), ``large`` ones (integers beyond the stand-ins'
+    sizes, which ``np.bincount(x, minlength=5)`` counts up to) or ``negative`` ones
+    (signed values from -3 to 3, a Python number -3; unsigned ones as ``random``)."""
     if node.kind == CONST:
         return _probe(node, 1, varied=False)
-    if node.weak:  # a Python number: 1 or 0 (True or False as a mask)
+    if node.weak:  # a Python number: 1 or 0 (True or False as a mask), -3 if negative
+        if fill == "negative" and node.dtype.kind in "ifc":
+            return node.dtype.type(-3).item()
         return node.dtype.type(fill == "ones").item()
     shape = _example_shape(node)
     if fill == "ones":
@@ -207,6 +210,9 @@ def _filled(node: Node, fill: str, seed: int) -> Any:
     rng = np.random.default_rng(seed)
     if node.dtype.kind == "b":
         return rng.random(shape) < 0.5
+    if fill == "negative" and node.dtype.kind in "ifc":  # -3, -2, ..., 3, -3, ...
+        count = int(np.prod(shape))
+        return (np.arange(count) % 7 - 3).astype(node.dtype).reshape(shape)
     if node.dtype.kind in "iu":
         return rng.integers(0, 4, shape).astype(node.dtype)
     values = rng.standard_normal(shape) * 3
@@ -226,6 +232,24 @@ def _run_on_data(call: NumpyCall, nodes: Sequence[Node]) -> list[Any]:
         except Exception:  # numpy rejects these values; the other stand-ins decide
             continue
     return results
+
+
+def _check_signs(call: NumpyCall, nodes: Sequence[Node], first: Any) -> None:
+    """Raise where ``call`` gives another dtype for negative values than the probes found
+    (``np.emath.sqrt`` of a negative number is complex): numpy then runs the function."""
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            negative = call.invoke([_filled(node, "negative", seed)
+                                    for seed, node in enumerate(nodes)])
+    except Exception:  # numpy rejects these values: nothing learnt
+        return
+    if isinstance(negative, (np.ndarray, np.generic)) and \
+            isinstance(first, (np.ndarray, np.generic)) and negative.dtype != first.dtype:
+        raise UnsupportedOperationError(
+            f"np.{call.name} with these arguments",
+            "the dtype of its result depends on the values (complex for negative ones), "
+            "which numfuse cannot trace; compute it outside the jitted function.")
 
 
 def _moving_axes(node: Node) -> frozenset[int]:
@@ -432,6 +456,8 @@ def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
                 if unlisted:
                     _failed_on_stand_ins(name, error)
                 raise
+        if unlisted:
+            _check_signs(call, nodes, first)
         try:
             second = _run_probe(call, nodes, 2)
         except Exception:
