@@ -43,7 +43,6 @@ from ..graph import (
     NUMPY,
     Call,
     Node,
-    toposort,
 )
 from ..registry import FRESH_FUNCTIONS, Kind, lookup
 from . import errstate
@@ -66,9 +65,10 @@ def _example_shape(node: Node) -> tuple[int, ...]:
     memo = _examples.get()
     if memo is None:
         memo = {}
-    for item in toposort([node]):
-        if item in memo:
-            continue
+    found = memo.get(node)
+    if found is not None:
+        return found
+    for item in _unknown_in_order(node, memo):
         if _acts_elementwise(item):
             try:
                 memo[item] = np.broadcast_shapes(*(memo[source] for source in item.inputs))
@@ -80,6 +80,27 @@ def _example_shape(node: Node) -> tuple[int, ...]:
         else:
             memo[item] = tuple(_DEFAULT_SIZE if size is None else size for size in item.shape)
     return memo[node]
+
+
+def _unknown_in_order(node: Node, memo: dict[Node, tuple[int, ...]]) -> list[Node]:
+    """``node`` and the nodes it depends on that ``memo`` has no shape for, operands
+    first: the walk stops at known nodes, so tracing a long program (a loop unrolled)
+    does not walk the whole graph again at each step."""
+    order: list[Node] = []
+    done: set[Node] = set()
+    stack: list[tuple[Node, bool]] = [(node, False)]
+    while stack:
+        item, expanded = stack.pop()
+        if expanded:
+            order.append(item)
+            continue
+        if item in done or item in memo:
+            continue
+        done.add(item)
+        stack.append((item, True))
+        stack.extend((source, False) for source in item.inputs
+                     if source not in done and source not in memo)
+    return order
 
 
 def _acts_elementwise(node: Node) -> bool:
