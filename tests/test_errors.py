@@ -364,6 +364,29 @@ def test_a_numpy_arrays_method_given_a_traced_value_advises_the_function():
                                2 * table.T @ (table @ w), rtol=1e-12)
 
 
+def _reports_its_loss(x):
+    loss = (x**2).mean()
+    print("loss", loss)
+    return f"loss={loss:.3f}", repr(x * 2), x - loss
+
+
+def test_printing_or_formatting_a_value_runs_with_numpy_at_every_call(capsys):
+    """The text of a value needs it: numpy runs such a function, so each call prints (a
+    traced value's type had been printed once, and returned as text)."""
+    jitted = numfuse.jit(_reports_its_loss)
+    with pytest.warns(numfuse.NumpyFallbackWarning, match=r"str\(\) of a traced value"):
+        first = jitted(X)
+    assert_same(first, _reports_its_loss(X))
+    capsys.readouterr()
+    assert_same(jitted(X), _reports_its_loss(X))
+    assert capsys.readouterr().out.count("loss 5.75") == 2  # each run printed its value
+    with pytest.raises(numfuse.ConcretizationError, match="print or format it outside"):
+        numfuse.compile(_reports_its_loss, X)
+    labelled = numfuse.jit(lambda x, s: (x * s, f"scale={s}"))  # a number argument: static
+    assert_same(labelled(X, 2.5), (X * 2.5, "scale=2.5"))
+    assert_same(labelled(X, 3.5), (X * 3.5, "scale=3.5"))
+
+
 def test_in_place_on_a_view_of_the_functions_own_array_advises_writing_through_it():
     def shifted(x):
         y = x * 2

@@ -111,7 +111,11 @@ class Tracer:
         )
 
     def __repr__(self) -> str:
-        return f"Tracer<{self.node.type_str()}>"
+        # numfuse's own messages show the traced type; the function's text of a value
+        # (repr(), f"{v!r}", a printed list) needs the value, as numpy's would show it
+        if sys._getframe(1).f_globals.get("__name__", "").startswith("numfuse"):
+            return f"Tracer<{self.node.type_str()}>"
+        return self._text("repr() of a traced value", repr)
 
     # --- conversions that need a value ---------------------------------------
     def __bool__(self) -> bool:
@@ -167,17 +171,27 @@ class Tracer:
                          lambda value: hash(value.item()))
 
     def __str__(self) -> str:
-        # a number argument's text (f"scale={s}") needs its value: static; an array's is
-        # its traced type, as print() shows while tracing
-        if _scalar_arguments(self.node):
-            return _concrete("str() of a traced number (an f-string)", self.node, str)
-        return repr(self)
+        # the text of a value (print(loss), f"scale={s}") needs it: a number argument
+        # becomes static, anything else makes numpy run the function (each call prints)
+        return self._text("str() of a traced value (print, an f-string)", str)
 
     def __format__(self, spec: str) -> str:
-        if _scalar_arguments(self.node):
-            return _concrete("format() of a traced number (an f-string)", self.node,
-                             lambda value: format(value[()], spec))
-        return format(repr(self), spec)
+        return self._text("format() of a traced value (an f-string)",
+                          lambda value: format(value, spec))
+
+    def _text(self, operation: str, convert: Callable[[Any], str]) -> str:
+        node = self.node
+        if node.kind == CONST:
+            value = node.value.value
+            return convert(np.asarray(value)[()] if node.scalar else value)
+        arguments = _scalar_arguments(node)
+        if arguments:
+            return _concrete(operation, node, lambda value: convert(value[()]))
+        raise ConcretizationError(operation, (
+            f"{operation} needs the value, but inside a numfuse function values are "
+            "traced, not computed: numpy runs a jitted function that prints or formats "
+            "one (as written, at every call). To fuse it, return the value and print or "
+            "format it outside the jitted function."))
 
     def tolist(self) -> Any:
         return _concrete("x.tolist() of a traced value", self.node, lambda value: value.tolist())
