@@ -153,6 +153,16 @@ class Written(_Wrapped):
         return result
 
 
+def setitem_scalar(array: np.ndarray, key: Any, value: Any) -> None:
+    """``array[key] = value`` for a ``value`` that is a numpy scalar in the function as
+    written and comes to the program as a 0-d array: given as the scalar, so numpy
+    converts it as it would (a float64 one as a Python float: NaN or a value beyond an
+    integer dtype raises, where a 0-d array would be cast)."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    array[key] = value
+
+
 def _cast(value: Any, dtype: np.dtype) -> np.ndarray:
     """``value`` as an array of ``dtype``, cast as numpy's ufunc casts it: a Python float
     (weak) converts warning of overflow only, never of underflow."""

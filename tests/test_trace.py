@@ -2103,3 +2103,26 @@ def test_tracing_a_long_unrolled_loop_does_not_walk_the_graph_again_at_each_step
         work[steps] = sum(walked)
     assert work[100] < 6 * work[25]  # linear: about 4 times; quadratic: 16
     assert_same(numfuse.jit(_diffusion(30))(u, 0.25), _diffusion(30)(u, 0.25))
+
+
+def _root_into_int(x):
+    out = np.zeros(2, dtype=np.int64)
+    out[0] = np.sqrt(x[0])  # a float64 scalar: converted as a Python float
+    return out
+
+
+def _scaled_into_int8(x):
+    out = np.zeros(3, dtype=np.int8)
+    out[1:] = x.max() * 2.5
+    out[[0]] = x.sum() * 100  # a list index: numpy casts
+    return out
+
+
+@pytest.mark.parametrize(("fn", "arg"), [
+    (_root_into_int, np.array([-4.0])), (_root_into_int, np.array([16.0])),
+    (_scaled_into_int8, np.array([1.0, 3.0])), (_scaled_into_int8, np.array([100.0, 2.0])),
+])
+def test_a_numpy_scalar_stored_into_an_integer_array_converts_as_numpys(fn, arg):
+    """numpy converts a float64 scalar given to ``y[i] = v`` as a Python float (NaN or a
+    value out of range raises); the program passes the scalar, not a 0-d array."""
+    assert_like_numpy(fn, arg)

@@ -16,6 +16,7 @@ from ..calls import (
     NumpyCall,
     PythonComplexOperator,
     Written,
+    setitem_scalar,
 )
 from ..errors import (
     ConcretizationError,
@@ -144,7 +145,9 @@ def assign_item(target: Node, key: Any, value: Any) -> Node:
                     operator.index(bound)  # static for a number argument, else an error
     nodes = [target]
     static = (TRACED, _strip(key, nodes), _strip(value, nodes))
-    call = NumpyCall(Written(operator.setitem), "setitem", static, {})
+    scalar = isinstance(value, Tracer) and value.node.scalar and value.node.ndim == 0
+    call = NumpyCall(Written(setitem_scalar if scalar else operator.setitem), "setitem",
+                     static, {})
     # the array written keeps its shape, data-dependent sizes included (x[mask] written)
     return Node("setitem", NUMPY, tuple(nodes), target.dtype, target.shape,
                 Call(call, _moving_axes(target)), scalar=False,
