@@ -109,10 +109,10 @@ def spec_of(value: Any, what: str = "argument") -> ArgSpec:
     python_type = type(value)
     if python_type in WEAK_DEFAULT:
         return ArgSpec("weak", WEAK_DEFAULT[python_type], ())
-    if isinstance(value, (bool, int, float, complex)):  # subclasses such as IntEnum
-        for base in (bool, int, float, complex):
-            if isinstance(value, base):
-                return ArgSpec("weak", WEAK_DEFAULT[base], ())
+    if isinstance(value, (int, float, complex)):
+        # a subclass (an IntEnum, an IntFlag) is no Python scalar to numpy: strong, of
+        # the dtype numpy converts it to
+        return ArgSpec("scalar", check_dtype(np.asarray(value).dtype, what), ())
     raise TypeError(
         f"{what} of type {python_type.__name__} is not an array or number; pass a numpy "
         "array, a numpy scalar or a Python bool/int/float/complex (convert lists with "
@@ -193,13 +193,10 @@ def as_operand(value: Any, what: str = "argument") -> Any:
 
 
 def weak_python_type(value: Any) -> type | None:
-    """``int``/``float``/``complex``/``bool`` if ``value`` is a weak Python scalar."""
-    if isinstance(value, (np.generic, np.ndarray)):
-        return None
-    for base in (bool, int, float, complex):
-        if isinstance(value, base):
-            return base
-    return None
+    """``int``/``float``/``complex``/``bool`` if ``value`` is a weak Python scalar (of
+    that very type: numpy takes a subclass, an IntEnum, as a strong value)."""
+    kind = type(value)
+    return kind if kind in (bool, int, float, complex) else None
 
 
 def short_name(dtype: np.dtype) -> str:

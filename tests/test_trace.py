@@ -7,6 +7,7 @@ user's source file and line (not a numfuse internal), and it says what to do ins
 from __future__ import annotations
 
 import collections
+import enum
 import warnings
 
 import numpy as np
@@ -2126,3 +2127,32 @@ def test_a_numpy_scalar_stored_into_an_integer_array_converts_as_numpys(fn, arg)
     """numpy converts a float64 scalar given to ``y[i] = v`` as a Python float (NaN or a
     value out of range raises); the program passes the scalar, not a 0-d array."""
     assert_like_numpy(fn, arg)
+
+
+class _Quality(enum.IntFlag):
+    BAD = 1
+    SATURATED = 128
+
+
+class _Count(enum.IntEnum):
+    THREE = 3
+
+
+class _Real(float):
+    pass
+
+
+@pytest.mark.parametrize(("fn", "args"), [
+    (lambda flags: flags & _Quality.SATURATED, (np.array([0, 129, 255], np.uint8),)),
+    (lambda x, k: x * k, (np.array([100, -3], np.int8), _Count.THREE)),
+    (lambda x, k: x * k, (np.ones(2, np.float32), _Real(2.5))),
+    (lambda x: x * _Count.THREE + 1, (np.ones(2, np.float32),)),
+    (lambda x, k: x[k] * 2, (np.arange(5.0), _Count.THREE)),
+], ids=["intflag-constant", "intenum-argument", "float-subclass", "intenum-constant",
+        "intenum-index"])
+def test_subclasses_of_python_numbers_are_strong_as_in_numpy(fn, args):
+    """numpy takes only the Python types themselves as weak scalars: an IntEnum or an
+    IntFlag is an int64, a float subclass a float64."""
+    jitted = numfuse.jit(fn)
+    for _ in range(2):
+        assert_same(jitted(*args), fn(*args))
