@@ -2156,3 +2156,20 @@ def test_subclasses_of_python_numbers_are_strong_as_in_numpy(fn, args):
     jitted = numfuse.jit(fn)
     for _ in range(2):
         assert_same(jitted(*args), fn(*args))
+
+
+def _neighbour_counts(Z):
+    N = np.zeros(Z.shape, dtype=int)  # a constant the function made (its shape Z's)
+    N[1:-1, 1:-1] += Z[:-2, :-2] + Z[1:-1, :-2] + Z[2:, 2:]
+    return N
+
+
+def test_an_augmented_assignment_into_a_slice_of_an_array_made_by_np_zeros():
+    """The game of life's neighbour count: ``N[1:-1, 1:-1] += ...`` into ``np.zeros``
+    compiles (it had run with numpy, blamed on an argument)."""
+    board = (np.arange(36).reshape(6, 6) % 3 == 0).astype(int)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", numfuse.NumpyFallbackWarning)
+        jitted = numfuse.jit(_neighbour_counts)
+        for _ in range(2):
+            assert_same(jitted(board), _neighbour_counts(board))

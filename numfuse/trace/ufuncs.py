@@ -58,8 +58,9 @@ def _in_place(ufunc: np.ufunc, forward: Callable[[Any, Any], Any],
         if not self.writable and self.writable_from(other):
             return _store(ufunc, (self, other), result, self, checked=True)
         if not self.writable:
-            if not self.owned and self.node.op == "getitem" and self.bases and \
-                    all(base.owned for base in self.bases):
+            # (a view of a constant the function made, np.zeros((4, 4))[1:], is one too)
+            if not self.owned and (self.node.op == "getitem" or self.node.kind == CONST) \
+                    and self.bases and all(base.owned for base in self.bases):
                 if augmented_item(self):
                     # y[1:] += v: the items of y[1:], computed as an in-place operator
                     # computes them (numpy's casting and shape rules), which the item
