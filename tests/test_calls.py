@@ -214,6 +214,23 @@ def test_a_function_whose_dtype_follows_the_signs_of_the_values_runs_with_numpy(
                 assert_same(jitted(value), function(value) * 2)
 
 
+def _confusion(truth, predicted):
+    return np.bincount(truth * 3 + predicted, minlength=9).reshape(3, 3)
+
+
+def test_counts_of_at_least_minlength_reshape_as_in_numpy():
+    """np.bincount's size comes from the data but is at least ``minlength``: the confusion
+    matrix idiom reshapes it (tracing had tried a smaller size, and numpy ran it)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", numfuse.NumpyFallbackWarning)
+        jitted = numfuse.jit(_confusion)
+        for truth, predicted in ((np.array([0, 1, 2, 2]), np.array([0, 2, 2, 1])),
+                                 (np.array([0, 0]), np.array([1, 1]))):
+            assert_same(jitted(truth, predicted), _confusion(truth, predicted))
+    with pytest.raises(ValueError, match="cannot reshape"):  # numpy's, for labels beyond
+        jitted(np.array([3]), np.array([0]))
+
+
 def test_a_mask_of_length_0_on_a_length_1_axis():
     """numpy lets ``x[y != 0]`` with ``x`` of shape (1,) take a mask of length 0: tracing
     probes with the example's sizes (found by the fuzzer)."""

@@ -634,7 +634,9 @@ def _call_tracer(call: NumpyCall, nodes: Sequence[Node], first: Any, second: Any
                 scalar=isinstance(first, np.generic), errstate=errstate.current())
     memo = _examples.get()
     if memo is not None:
-        memo[node] = tuple(_DEFAULT_SIZE if axis in moving else size
+        # (a size chosen from the data is at least what the probe gave: np.bincount's
+        # minlength, which a reshape of the counts may need)
+        memo[node] = tuple(max(_DEFAULT_SIZE, size) if axis in moving else size
                            for axis, size in enumerate(np.shape(first)))
     return Tracer(node, owned=fresh or reduction is not None or isinstance(first, np.generic))
 
