@@ -119,6 +119,22 @@ class _Wrapped:
         return type(self), (self.fn,)
 
 
+class Apart(_Wrapped):
+    """``fn(a, b, ...)``, a matrix product of operands the function computed apart, given
+    apart: where they share memory (common-subexpression elimination made one array of
+    two equal computations), ``b`` is copied, layout kept, as numpy had two arrays — so
+    it multiplies them as numpy did (``x @ x.T`` of one array takes BLAS's symmetric
+    product, whose last bits differ)."""
+
+    __slots__ = ()
+
+    def __call__(self, a: Any, b: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and \
+                np.may_share_memory(a, b):
+            b = b.copy(order="K")
+        return self.fn(a, b, *args, **kwargs)
+
+
 class PythonNumber(_Wrapped):
     """``fn`` returning a Python number (``np.allclose`` gives a bool), as a 0-d array."""
 

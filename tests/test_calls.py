@@ -231,6 +231,24 @@ def test_counts_of_at_least_minlength_reshape_as_in_numpy():
         jitted(np.array([3]), np.array([0]))
 
 
+@pytest.mark.parametrize("fn", [
+    lambda a: (a - a.mean(axis=0)).T @ (a - a.mean(axis=0)),  # a covariance, written out
+    lambda a: (a * 2) @ (a * 2).T,
+    lambda a: np.dot(a * 2, (a * 2).T),
+    lambda a: np.inner(a * 2, a * 2),
+    lambda a: np.tensordot(a * 2, a * 2, axes=([0], [0])),
+    lambda a: (lambda x: x @ x.T)(a * 2),  # one array: numpy's symmetric product too
+], ids=["covariance", "matmul", "dot", "inner", "tensordot", "one-array"])
+def test_a_product_of_equal_computations_is_numpys_bit_for_bit(fn):
+    """numpy multiplies two arrays where the function computed two (its general
+    product), though common-subexpression elimination makes them one (whose product
+    with its transpose numpy takes as a symmetric one, rounding otherwise)."""
+    a = RNG.standard_normal((50, 30))
+    jitted = numfuse.jit(fn)
+    for _ in range(2):
+        assert_same(jitted(a), fn(a))
+
+
 def test_a_mask_of_length_0_on_a_length_1_axis():
     """numpy lets ``x[y != 0]`` with ``x`` of shape (1,) take a mask of length 0: tracing
     probes with the example's sizes (found by the fuzzer)."""

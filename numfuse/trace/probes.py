@@ -23,6 +23,7 @@ import numpy as np
 from .. import pytree, reductions
 from ..calls import (
     TRACED,
+    Apart,
     CallOutput,
     NumpyCall,
     PythonComplexOperator,
@@ -255,6 +256,28 @@ def _run_on_data(call: NumpyCall, nodes: Sequence[Node]) -> list[Any]:
     return results
 
 
+# Matrix products whose numpy call takes BLAS's symmetric product for two operands of
+# one array (``x @ x.T``), and the calls through which an operand is a view of another.
+_PRODUCTS = frozenset({np.matmul, np.dot, np.inner, np.tensordot, np.vdot})
+_VIEWS = frozenset({"transpose", "matrix_transpose", "swapaxes", "moveaxis", "getitem",
+                    "reshape", "ravel", "squeeze", "expand_dims", "atleast_2d"})
+
+
+def _computed_apart(args: Sequence[Any], nodes: Sequence[Node]) -> bool:
+    """Whether the first two operands of a matrix product are traced values computed
+    apart (views of different nodes), which common-subexpression elimination may make one
+    array where numpy had two."""
+    if len(args) < 2 or not (isinstance(args[0], Tracer) and isinstance(args[1], Tracer)):
+        return False
+
+    def base(node: Node) -> Node:
+        while node.kind == NUMPY and node.op in _VIEWS and node.inputs:
+            node = node.inputs[0]
+        return node
+
+    return base(nodes[0]) is not base(nodes[1])
+
+
 def _check_signs(call: NumpyCall, nodes: Sequence[Node], first: Any) -> None:
     """Raise where ``call`` gives another dtype for negative values than the probes found
     (``np.emath.sqrt`` of a negative number is complex): numpy then runs the function."""
@@ -448,7 +471,8 @@ def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
             raise StaticArgumentError(f"np.{name} with a scalar argument",
                                       _advice_for(f"np.{name} with a scalar argument"),
                                       tuple(arguments))
-    call = NumpyCall(fn, name, static_args, static_kwargs)
+    call = NumpyCall(Apart(fn) if fn in _PRODUCTS and _computed_apart(args, nodes) else fn,
+                     name, static_args, static_kwargs)
     quiet = _quiet_libraries() if unlisted or name.startswith(("linalg.", "poly")) \
         else contextlib.nullcontext()
     with np.errstate(all="ignore"), warnings.catch_warnings(), quiet:
