@@ -29,14 +29,11 @@ from .ops import (
     CLASSIFICATION,
     COMPARISON,
     CONVERSION,
-    DIVISION,
-    EXPONENTIAL,
     EXTREMUM,
+    FLAG_RAISING,
     HELPER_NAMES,
     LOGICAL,
     OPS,
-    ROOT,
-    TRIGONOMETRIC,
     template_for,
 )
 from .partition import Region, Schedule, is_kernel_input, schedule, varies
@@ -115,31 +112,33 @@ class KernelSource:
 # operands (a division, a root, an exponential or logarithm, a trigonometric function, a
 # float-to-integer cast), else its first arithmetic operation (overflow), else its first
 # cast — numpy's name whenever one operation raised.
-_RAISING = (DIVISION, ROOT, EXPONENTIAL, TRIGONOMETRIC)
 
 
 def reported_name(nodes: Sequence[Node]) -> str:
     """The name a kernel computing ``nodes`` (in order) gives in its floating-point
     warnings: a numpy ufunc's ("divide"), "cast" for an ``astype``, "reduce" for a sum or
     product it completes (numpy's name for its reductions), or "" for none."""
-    def rank(node: Node) -> float | None:
-        if node.kind != ELEMENTWISE and node.kind != CONST and \
-                reduced_ufunc(node.op) in ("add", "multiply") and node.dtype.kind in "fc":
-            return 0.5  # a sum overflows before the arithmetic feeding it does
+    def completes_sum(node: Node) -> bool:
+        return node.kind != ELEMENTWISE and node.kind != CONST and \
+            reduced_ufunc(node.op) in ("add", "multiply") and node.dtype.kind in "fc"
+
+    def rank(node: Node) -> int | None:
+        if completes_sum(node):
+            return 1  # a sum overflows before the arithmetic feeding it does
         row = OPS.get(node.op)
         if row is None or not (row.name == "astype" or isinstance(row.reference, np.ufunc)):
             return None
-        if row.category in _RAISING or (row.name == "astype" and node.dtype.kind in "iu"
-                                        and node.inputs[0].dtype.kind in "fc"):
+        if row.category in FLAG_RAISING or (row.name == "astype" and node.dtype.kind in "iu"
+                                            and node.inputs[0].dtype.kind in "fc"):
             return 0
-        return {ARITHMETIC: 1, CONVERSION: 2}.get(row.category)
+        return {ARITHMETIC: 2, CONVERSION: 3}.get(row.category)
 
     ranked = [(found, position, node) for position, node in enumerate(nodes)
               if (found := rank(node)) is not None]
     if not ranked:
         return ""
-    found, _position, node = min(ranked, key=lambda entry: entry[:2])
-    if found == 0.5:
+    node = min(ranked, key=lambda entry: entry[:2])[2]
+    if completes_sum(node):
         return "reduce"
     return "cast" if node.op == "astype" else OPS[node.op].reference.__name__
 
@@ -230,7 +229,7 @@ def _operand(node: Node, names: dict[Node, str], loop_dtype: np.dtype,
         return literal(node.value.value, loop_dtype)
     name = names[node]
     if (tested or loop_dtype.kind == "b") and node.dtype.kind in "fc" and \
-            node.kind == ELEMENTWISE and OPS[node.op].category in _RAISING:
+            node.kind == ELEMENTWISE and OPS[node.op].category in FLAG_RAISING:
         # A float a flag-raising operation computed, only tested (``isnan(sqrt(x))``,
         # ``x / y != 0``, ``where(sqrt(x), ...)``): hidden, or LLVM answers the test from
         # the operation's operands (``x < 0``) and drops the operation and its flag.

@@ -65,6 +65,10 @@ SELECTION = Category("selection", 1, False, Exactness.EXACT)
 CONVERSION = Category("conversion", 1, False, Exactness.EXACT)
 CATEGORIES = (ARITHMETIC, DIVISION, ROOT, EXPONENTIAL, TRIGONOMETRIC, ROUNDING, COMPARISON,
               EXTREMUM, LOGICAL, BITWISE, CLASSIFICATION, SELECTION, CONVERSION)
+# The categories whose operations raise floating-point flags on ordinary operands (a
+# division by zero, a root or logarithm of a negative number); arithmetic raises them
+# only on floats that overflow or meet infinities.
+FLAG_RAISING = (DIVISION, ROOT, EXPONENTIAL, TRIGONOMETRIC)
 
 Resolver = Callable[[Sequence["DtypeOrWeak"]], tuple[tuple[np.dtype, ...], np.dtype]]
 # A derivative rule: ``vjp(g, ans, *operands)`` is the cotangent of each operand (None for

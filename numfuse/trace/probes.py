@@ -460,13 +460,15 @@ def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
         )
     if nodes and all(node.kind == CONST for node in nodes):
         return _eager(fn, args, kwargs)
+    # the nodes of the arguments beside the data (the first argument): an index, axis=,
+    # a count, a split point
+    beside = nodes[len(tracers_in(args[0])) if args else 0:]
     if not isinstance(fn, (np.ufunc, PythonComplexOperator, Written)) \
             and fn not in _SCALAR_DATA:
         # a scalar argument as axis=, n=, q=...: the value may decide the result's shape
         # (the first argument is the data: np.sum(s), np.stack([s, t]) stay traced; what
         # a write stores is data too)
-        options = nodes[len(tracers_in(args[0])) if args else 0:]
-        arguments = sorted({index for node in options for index in _scalar_arguments(node)})
+        arguments = sorted({index for node in beside for index in _scalar_arguments(node)})
         if arguments:
             raise StaticArgumentError(f"np.{name} with a scalar argument",
                                       _advice_for(f"np.{name} with a scalar argument"),
@@ -483,19 +485,19 @@ def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
         # np.split's indices): learnt from other data as for a data-dependent function
         # (or an integer computed in the function: np.split(x, [np.argmax(x)]))
         sizing = any(node.ndim or (node.dtype.kind in "iu" and not isinstance(fn, np.ufunc)
-                                   and fn not in _SCALAR_DATA)
-                     for node in nodes[len(tracers_in(args[0])) if args else 0:])
+                                   and fn not in _SCALAR_DATA) for node in beside)
         variants = _run_on_data(call, nodes) if _data_dependent(fn) or masked or unlisted \
             or sizing else []
         variants += _run_resized(call, nodes) if moves else []
+        # a write gives the array it writes into (its stand-in when the others' values do
+        # not fit together: a mask of zeros selecting fewer than the values to add)
+        writes = isinstance(fn, Written) and isinstance(args[0], Tracer)
         try:
             first = _run_probe(call, nodes, 1)
         except Exception as error:
             if variants:
                 first = variants[0]  # works for some values or sizes only (x[mask] of 1)
-            elif isinstance(fn, Written) and isinstance(args[0], Tracer):
-                # a write gives the array it writes into; its stand-ins may not fit
-                # together (a mask of zeros selecting fewer than the values to add)
+            elif writes:
                 first = _probe(nodes[0], 1, varied=False)
             else:
                 if unlisted:
@@ -506,16 +508,14 @@ def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
         try:
             second = _run_probe(call, nodes, 2)
         except Exception:
-            second = _probe(nodes[0], 2, varied=False) if isinstance(fn, Written) and \
-                isinstance(args[0], Tracer) else first
+            second = _probe(nodes[0], 2, varied=False) if writes else first
     if _is_python_number(first):  # np.allclose: a Python bool, weak in later arithmetic
         tracer = _call_tracer(NumpyCall(PythonNumber(fn), name, static_args, static_kwargs),
                               nodes, np.asarray(first), np.asarray(second), True)
         tracer.node = dataclasses.replace(tracer.node, weak=True)
         return tracer
     fresh = fn in FRESH_FUNCTIONS or isinstance(fn, (np.ufunc, Written)) or (
-        fn is operator.getitem and _advanced_index(static_args[1], nodes[1:]
-                                                   if isinstance(args[0], Tracer) else nodes)) or \
+        fn is operator.getitem and _advanced_index(static_args[1], beside)) or \
         isinstance(getattr(fn, "__self__", None), np.ufunc) or (  # np.add.outer(x, y)
             fn is np.einsum and not _view_of_stand_ins(call, nodes))  # 'ii->i' is a view
     if isinstance(first, (tuple, list)) and isinstance(second, (tuple, list)) \

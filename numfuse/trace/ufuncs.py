@@ -30,17 +30,7 @@ from ..graph import (
     Shape,
     shape_text,
 )
-from ..ops import (
-    ARITHMETIC,
-    BY_UFUNC,
-    DIVISION,
-    EXPONENTIAL,
-    MULTI_OUTPUT,
-    OPS,
-    ROOT,
-    TRIGONOMETRIC,
-    OpDef,
-)
+from ..ops import ARITHMETIC, BY_UFUNC, FLAG_RAISING, MULTI_OUTPUT, OPS, OpDef
 from . import errstate
 from .nodes import NoKernelCodeError, _fits, _operand_type, _sample, const_node, elementwise
 
@@ -233,10 +223,9 @@ def _check_not_caught(name: str, nodes: Sequence[Node]) -> None:
     FloatingPointError numpy raises under ``np.errstate(...="raise")``: the compiled
     kernel raises it when the function has returned, past the clause."""
     row = OPS[name]
-    if row.category not in (ARITHMETIC, DIVISION, ROOT, EXPONENTIAL, TRIGONOMETRIC) or \
-            all(node.kind == CONST for node in nodes) or (
-                row.category is ARITHMETIC and all(node.dtype.kind not in "fc"
-                                                   for node in nodes)):
+    floats = any(node.dtype.kind in "fc" for node in nodes)
+    if not (row.category in FLAG_RAISING or (row.category is ARITHMETIC and floats)) or \
+            all(node.kind == CONST for node in nodes):
         return  # no floating-point error (integer arithmetic wraps silently)
     if inside_try(floating=True):
         raise ConcretizationError(
