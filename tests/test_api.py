@@ -454,8 +454,67 @@ def test_items_of_a_list_or_tuple_of_numbers_are_python_numbers(fn, args):
 
 
 def test_list_argument_is_converted_like_numpy():
-    jitted = numfuse.jit(lambda x: x * 2)
+    jitted = numfuse.jit(lambda x: np.asarray(x) * 2)
     assert_same(jitted([1.0, 2.0, 3.0]), np.asarray([1.0, 2.0, 3.0]) * 2)
+
+
+def _joined(a, b):
+    return np.array(a + b)
+
+
+def _horner_padded(x, coefficients):
+    total = 0.0
+    for coefficient in coefficients[::-1] + [0.0]:  # noqa: RUF005 (the list's +)
+        total = total * x + coefficient
+    return total
+
+
+@pytest.mark.parametrize(("fn", "args"), [
+    (_joined, ([1.0, 2.0], [3.0])),
+    (_horner_padded, (np.array([2.0]), [1.0, 2.0, 3.0])),
+    (lambda a: np.array(a * 2), ([1.0, 2.0],)),
+    (lambda x, b: (x * 2, b), (np.ones(2), [0.0, 1.0])),
+    (lambda x, b: (x * 2, b[1:]), (np.ones(2), (0.0, 1.0, 2.0))),
+    (lambda a, b: a == b, ([1.0, 2.0], [1.0, 3.0])),
+    (lambda a, b: a < b, ([1.0, 2.0], [1.0, 3.0])),
+    (lambda x, a: x * a.count(1.0), (np.ones(2), [1.0, 2.0, 1.0])),
+    (lambda x, a: x + a.index(2.0), (np.ones(2), [1.0, 2.0])),
+    (lambda x, a: (x, a.copy()), (np.ones(2), [1.0, 2.0])),
+    (lambda a: a * np.int64(2), ([1.0, 2.0],)),
+], ids=["joined", "padded", "repeated", "returned", "sliced", "equal", "ordered", "count",
+        "index", "copied", "repeated-by-numpy-int"])
+def test_a_list_argument_of_numbers_joins_repeats_and_compares_as_a_list(fn, args):
+    """Found by a conformance hunt: a list of Python numbers is traced as an array, and
+    ``a + b`` added the items, ``a * 2`` doubled them, ``a == b`` compared them one by one
+    and a returned list came back an array.  Python's own operator and methods apply
+    there: numpy runs the function, warning once."""
+    expected = fn(*args)
+    jitted = numfuse.jit(fn)
+    with pytest.warns(numfuse.NumpyFallbackWarning, match="list or tuple"):
+        got = jitted(*args)
+    for result in (got, jitted(*args)):
+        assert type(result) is type(expected)
+        if isinstance(expected, tuple):
+            assert_same(result[0], expected[0])
+            assert result[1] == expected[1] and type(result[1]) is type(expected[1])
+        else:
+            assert_same(result, expected)
+
+
+@pytest.mark.parametrize(("fn", "args"), [
+    (lambda x, a: x + a, (np.ones(2), [1.0, 2.0])),
+    (lambda x, a: np.asarray(a) * 2 + x, (np.ones(2), [1.0, 2.0])),
+    (lambda x, a: x + np.array(a[1:]), (np.ones(2), [1.0, 2.0, 3.0])),
+    (lambda x, a: np.float64(2.0) + a + x, (np.ones(2), [1.0, 2.0])),
+    (lambda x, c: np.polyval(c, x), (np.ones(3), [1.0, 2.0, 3.0])),
+    (lambda x, shape: x.reshape(shape + [1]), (np.arange(6.0), [2, 3])),  # noqa: RUF005
+], ids=["with-array", "asarray", "sliced-then-array", "numpy-scalar", "polyval",
+        "int-list-joined-static"])
+def test_a_list_argument_of_numbers_beside_arrays_is_numpys_data_and_fuses(fn, args):
+    """An array (or a numpy scalar, but for ``*``) takes the list as data: that fuses."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", numfuse.NumpyFallbackWarning)
+        check(fn, *args)
 
 
 # ----------------------------------------------------------------- arguments and binding

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import collections
 import enum
+import random
+import time
 import warnings
 
 import numpy as np
@@ -1509,6 +1511,11 @@ def test_python_round_follows_numpy():
     concrete value); arrays have no ``__round__``."""
     check(lambda x: x * round(x.sum(), 1), X)
     check(lambda x, k: x * round(k, 1) + round(k), X, 2.26)
+    # a Python float rounds as Python rounds its decimal value (numpy's 1.68), a float
+    for value in (1.685, 2.675, 0.125):
+        jitted = numfuse.jit(lambda k: round(k, 2))
+        assert type(jitted(value)) is float and jitted(value) == round(value, 2)
+        check(lambda x, k: x * round(k, 2), X, value)
     with pytest.raises(TypeError, match="doesn't define __round__"):
         numfuse.jit(lambda x: round(x))(X)
     with pytest.raises(numfuse.ConcretizationError, match="round"):
@@ -1727,6 +1734,35 @@ def test_random_draws_inside_a_traced_function_are_refused():
             numfuse.jit(draw)(X)
     # a seeded generator draws the same numbers at every call, as numpy does
     check(lambda x: x + np.random.default_rng(3).random(x.shape[-1]), X)
+
+
+def _jittered(x):
+    return x + random.random()
+
+
+def _timed(x):
+    start = time.perf_counter()
+    y = x * 2
+    return y, time.perf_counter() - start
+
+
+def test_pythons_random_numbers_and_clocks_inside_a_traced_function_make_numpy_run_it():
+    """Found by a conformance hunt: ``random.random()`` was drawn once, while tracing, and
+    the same number came back at every call (the generator's state stopped moving)."""
+    for fn, name in ((_jittered, "random.random"), (_timed, "time.perf_counter")):
+        with pytest.raises(numfuse.UnsupportedOperationError, match=rf"{name}\(\) inside"):
+            numfuse.compile(fn, X)
+    jitted = numfuse.jit(_jittered)
+    random.seed(3)
+    expected = [_jittered(X) for _ in range(3)]
+    random.seed(3)
+    with pytest.warns(numfuse.NumpyFallbackWarning, match="random.random"):
+        got = [jitted(X) for _ in range(3)]
+    for one, other in zip(got, expected, strict=True):
+        assert_same(one, other)
+    assert not np.array_equal(got[0], got[1])
+    assert random.random.__self__ is random._inst  # Python's own again after tracing
+    assert not hasattr(time.perf_counter, "__wrapped__")
 
 
 def test_numpy_compiled_code_creating_arrays_gets_arrays():

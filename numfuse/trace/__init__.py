@@ -160,6 +160,8 @@ def trace_graph(fn: Callable[..., Any], specs: Sequence[ArgSpec],
                 "return the arrays in a tuple, list, dict or namedtuple (and build the "
                 "object from them outside the jitted function); a generator or a function "
                 "made inside it cannot be returned either.")
+        if isinstance(leaf, Tracer) and leaf.python_items:
+            leaf._as_sequence("returning a list or tuple (or a slice of one)")
     outputs = tuple(leaf.node if isinstance(leaf, Tracer) else _leaf_const(leaf)
                     for leaf in leaves)
     first_position = {id(leaf): position for position, leaf in reversed(list(enumerate(leaves)))}

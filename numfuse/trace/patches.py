@@ -1,5 +1,6 @@
 """numpy's attributes replaced while a function is traced (``np.asarray``, array creation,
-``np.random``, ``np.vectorize``), and telling the user's own code from library code."""
+``np.random``, ``np.vectorize``; Python's ``random`` and ``time`` too), and telling the
+user's own code from library code."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import dis
 import functools
 import inspect
 import os
+import random
 import sys
 import threading
+import time
 import types
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -82,6 +85,9 @@ def _converting_tracers() -> Iterator[None]:
                 setattr(np.linalg, name, _list_taker(original))
             for name, original in _RANDOM.items():
                 setattr(np.random, name, _random_draw(name, original))
+            for module, functions in _PYTHON_READINGS:
+                for name, original in functions.items():
+                    setattr(module, name, _python_reading(module.__name__, name, original))
             np.vectorize.__call__ = _vectorized_call  # type: ignore[method-assign]
             np.isscalar = _isscalar  # type: ignore[assignment]
             np.broadcast = _broadcast  # type: ignore[misc,assignment]
@@ -106,6 +112,20 @@ _RANDOM = {name: getattr(np.random, name) for name in dir(np.random)
 _RANDOM["default_rng"] = np.random.default_rng
 
 
+# Python's own random numbers and clocks: read once, while tracing, they would be the same
+# at every call (names imported from the modules, ``from random import random``, are not
+# replaced).
+_PYTHON_READINGS = (
+    (random, {name: getattr(random, name) for name in dir(random)
+              if not name.startswith("_") and name not in ("seed", "getstate", "setstate")
+              and getattr(getattr(random, name), "__self__", None) is getattr(
+                  random, "_inst", None)}),
+    (time, {name: getattr(time, name) for name in (
+        "time", "time_ns", "perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns",
+        "process_time", "process_time_ns", "thread_time", "thread_time_ns")
+        if hasattr(time, name)}),
+)
+
 _VECTORIZE_CALL = np.vectorize.__call__
 _ISSCALAR = np.isscalar
 _BROADCAST = np.broadcast
@@ -120,6 +140,9 @@ def _restore_numpy() -> None:
         setattr(np.linalg, name, original)
     for name, original in _RANDOM.items():
         setattr(np.random, name, original)
+    for module, functions in _PYTHON_READINGS:
+        for name, original in functions.items():
+            setattr(module, name, original)
     np.vectorize.__call__ = _VECTORIZE_CALL  # type: ignore[method-assign]
     np.isscalar = _ISSCALAR
     np.broadcast = _BROADCAST  # type: ignore[misc]
@@ -291,6 +314,21 @@ def _random_draw(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         return original(*args, **kwargs)
 
     return functools.wraps(original)(draw)
+
+
+def _python_reading(module: str, name: str, original: Callable[..., Any]
+                    ) -> Callable[..., Any]:
+    def read(*args: Any, **kwargs: Any) -> Any:
+        if _from_user_code(name):
+            what = "numbers drawn" if module == "random" else "clock read"
+            raise UnsupportedOperationError(
+                f"{module}.{name}() inside a traced function",
+                f"numfuse traces the function once, so the {what} then would come back "
+                "at every call: numpy runs this function as written; to fuse it, call "
+                f"{module}.{name}() outside and pass the value as an argument.")
+        return original(*args, **kwargs)
+
+    return functools.wraps(original)(read)
 
 
 def _converter(name: str, original: Callable[..., Any]) -> Callable[..., Any]:

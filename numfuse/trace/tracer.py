@@ -404,7 +404,9 @@ class Tracer:
 
     def __getitem__(self, key: Any) -> Any:
         item = record_call(operator.getitem, "getitem", (self, key), {})
-        if self.python_items and isinstance(item, Tracer) and \
+        if self.python_items and isinstance(item, Tracer) and isinstance(key, slice):
+            item.python_items = True  # a list's slice is a list
+        elif self.python_items and isinstance(item, Tracer) and \
                 isinstance(key, (int, np.integer)) and not isinstance(key, bool):
             if item.node.ndim:
                 item.python_items = True
@@ -474,6 +476,8 @@ class Tracer:
                            {})
 
     def __getattr__(self, name: str) -> Any:
+        if self.python_items and name in _SEQUENCE_METHODS:
+            self._as_sequence(f"list.{name}")
         record = METHODS.get(name)
         function = None if record is None else record.function
         if record is not None and record.kind is Kind.WRITER:  # x.sort(): into a copy
@@ -537,7 +541,17 @@ class Tracer:
     def round(self, decimals: int = 0) -> Any:
         return round_(self, decimals)
 
+    def _as_sequence(self, operation: str) -> None:
+        """Raise for ``operation``, Python's on the list or tuple argument ``self`` (its
+        items traced as an array): numpy runs the function."""
+        raise ConcretizationError(
+            f"{operation} of a list or tuple argument",
+            "the list's own method (numpy would not see it): numpy runs this function as "
+            "written; to fuse it, make the argument an array (np.asarray) first.")
+
     def copy(self, order: str = "K") -> Any:
+        if self.python_items:
+            self._as_sequence("list.copy")
         # ndarray.copy keeps a 0-d array an array; a numpy scalar's copy is a scalar
         return fresh_copy(self.node, scalar=self.node.scalar)
 
@@ -548,7 +562,15 @@ class Tracer:
             raise TypeError("type numpy.ndarray doesn't define __round__ method")
         if ndigits is None:
             return _concrete("round() of a traced value", self.node, lambda value: round(value))
+        if self.node.weak:  # a Python number: Python's rounding (of its decimal value)
+            return _concrete("round() of a Python number", self.node,
+                             lambda value: round(value[()].item(), ndigits))
         return round_(self, ndigits)
+
+
+# the methods of a list or tuple (``copy`` apart: an array has one too)
+_SEQUENCE_METHODS = frozenset(name for kind in (list, tuple) for name in dir(kind)
+                              if not name.startswith("_") and name != "copy")
 
 
 def tracers_in(item: Any) -> list[Tracer]:

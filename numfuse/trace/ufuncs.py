@@ -237,6 +237,13 @@ def _check_not_caught(name: str, nodes: Sequence[Node]) -> None:
 
 def _operator(ufunc: np.ufunc, *operands: Any) -> Any:
     """A Python operator: like the ufunc, but Python-scalar-only results stay weak."""
+    if _python_sequence_operator(ufunc, operands):
+        raise ConcretizationError(
+            f"Python's {_OPERATOR_SYMBOLS.get(ufunc, ufunc.__name__)} on a list or tuple "
+            "argument",
+            "a list joins, repeats or compares as a list (numpy would not see it): numpy "
+            "runs this function as written; to fuse it, make the argument an array "
+            "(np.asarray) or build the list outside the jitted function.")
     if _constants_only(operands, {}):
         return _eager(ufunc, operands, {})
     operands = tuple(_sequences_as_arrays(operands))
@@ -261,6 +268,28 @@ def _operator(ufunc: np.ufunc, *operands: Any) -> Any:
 
 
 _ORDERINGS = (np.less, np.less_equal, np.greater, np.greater_equal)
+_OPERATOR_SYMBOLS = {np.add: "+", np.multiply: "*", np.equal: "==", np.not_equal: "!=",
+                     np.less: "<", np.less_equal: "<=", np.greater: ">",
+                     np.greater_equal: ">="}
+
+
+def _python_sequence_operator(ufunc: np.ufunc, operands: Sequence[Any]) -> bool:
+    """Whether Python's own operator applies to ``operands`` of a Python operator: a list
+    or tuple among them (a constant, or a list argument of Python numbers, traced as an
+    array) and nothing numpy's operator takes it over with: an array, or a numpy scalar
+    (not for ``*``, where an integer one repeats the list and a float one raises)."""
+    if not any(isinstance(operand, (list, tuple)) or
+               (isinstance(operand, Tracer) and operand.python_items) for operand in operands):
+        return False
+    for operand in operands:
+        if isinstance(operand, np.ndarray):
+            return False
+        if isinstance(operand, Tracer) and not operand.python_items and \
+                not operand.node.weak and (not operand.node.scalar or ufunc is not np.multiply):
+            return False
+        if isinstance(operand, np.generic) and ufunc is not np.multiply:
+            return False
+    return True
 
 
 def _complex_scalar_math(row: OpDef, nodes: Sequence[Node]) -> bool:
