@@ -268,9 +268,9 @@ def _operator(ufunc: np.ufunc, *operands: Any) -> Any:
 
 
 _ORDERINGS = (np.less, np.less_equal, np.greater, np.greater_equal)
-_OPERATOR_SYMBOLS = {np.add: "+", np.multiply: "*", np.equal: "==", np.not_equal: "!=",
-                     np.less: "<", np.less_equal: "<=", np.greater: ">",
-                     np.greater_equal: ">="}
+_OPERATOR_SYMBOLS: dict[Any, str] = {
+    np.add: "+", np.multiply: "*", np.equal: "==", np.not_equal: "!=", np.less: "<",
+    np.less_equal: "<=", np.greater: ">", np.greater_equal: ">="}
 
 
 def _python_sequence_operator(ufunc: np.ufunc, operands: Sequence[Any]) -> bool:
