@@ -34,7 +34,7 @@ from . import backend, hooks, memory, pytree
 from .background import default as background_default
 from .background import submit as compile_later
 from .codegen import KernelSource, emit, fastmath_flags
-from .dtypes import DEFAULT, ArgSpec, as_operand, fast_key, is_setting, spec_of
+from .dtypes import DEFAULT, ArgSpec, as_operand, compilable, fast_key, is_setting, spec_of
 from .errors import (
     CallShapeError,
     KernelCompileError,
@@ -527,15 +527,18 @@ class Jitted:
             except (SizeDependentError, StaticArgumentError) as error:
                 self._adapt(error, tried)
                 return self._specialize_bound(args, wait, numpy_runs)
-            except ObjectValuesError as error:
+            except UnsupportedDtypeError as error:
                 if wait or not self.numpy_runs:
                     raise
-                # numpy's object loops: the call runs the function as written (warning
-                # once it has run)
+                # numpy's object loops, its dates or strings: the call runs the function
+                # as written (warning once it has run)
                 self._objects.add(key)
                 reason = (f"computes with values numpy keeps as Python objects ({error})",
                           "Write the value as a float (2.0**70) or convert it to an array "
-                          "of a numeric dtype to fuse it.")
+                          "of a numeric dtype to fuse it.") \
+                    if isinstance(error, ObjectValuesError) else (
+                    f"computes with values of a dtype numfuse cannot compile ({error})",
+                    "Compute that part outside the jitted function to fuse the rest.")
                 if reason not in self._warned:
                     self._warned.add(reason)
                     self._unwarned.append((key, self._running_numpy(*reason), RuntimeWarning))
@@ -1041,11 +1044,14 @@ def _int_tuple(value: Any) -> bool:
 def _items_of(spec: ArgSpec, value: Any) -> ArgSpec:
     """The signature of an argument numpy makes an array of: of kind ``"items"`` when it
     is a list or tuple of Python numbers of one type, whose items are Python numbers
-    (weak) when the function takes them out (``lo, hi = bounds``, ``coeffs[0]``)."""
-    if type(value) in (list, tuple) and spec.kind == "array" and value:
+    (weak) when the function takes them out (``lo, hi = bounds``, ``coeffs[0]``), of kind
+    ``"sequence"`` when it is another list or tuple (Python's operators on it are a
+    list's)."""
+    if type(value) in (list, tuple) and spec.kind == "array":
         kinds = {type(item) for item in pytree.leaves(value)}
         if len(kinds) == 1 and kinds <= {bool, int, float, complex}:
             return spec._replace(kind="items")
+        return spec._replace(kind="sequence")
     return spec
 
 
@@ -1398,10 +1404,11 @@ def _numpy_runs(args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[str, str] 
                     "numpy's operations its own way (__array_ufunc__: a pandas Series aligns "
                     "on its index)",
                     "Pass np.asarray(value) (or series.to_numpy()) to fuse it.")
-        if isinstance(value, np.ndarray) and value.dtype.hasobject:
-            return (f"was called with an array of dtype {value.dtype}, which numfuse "
-                    "cannot compile",
-                    "Convert it (x.astype(np.float64)) to fuse it.")
+        if isinstance(value, (np.ndarray, np.generic)) and not compilable(value.dtype):
+            return (f"was called with {'an array' if value.ndim else 'a value'} of dtype "
+                    f"{value.dtype}, which numfuse cannot compile (numpy's object, string, "
+                    "date and structured dtypes)",
+                    "Convert it to a numeric dtype (x.astype(np.float64)) to fuse it.")
         if type(value) is int and not -(2**63) <= value < 2**64:
             return ("was called with a Python integer beyond 64 bits, which numpy keeps as "
                     "a Python object (or converts to a float)",
@@ -1605,11 +1612,12 @@ def _retrying(build: Callable[[list[ArgSpec], dict[int, Any]], _T], specs: list[
 def _sized(spec: ArgSpec, value: Any, per_shape: bool) -> ArgSpec:
     """The spec with its exact shape when compiling per shape."""
     return spec._replace(sizes=np.shape(value)) if per_shape and spec.kind in (
-        "array", "items") else spec
+        "array", "items", "sequence") else spec
 
 
 def _with_sizes(specs: Sequence[ArgSpec], shapes: Sequence[tuple[int, ...]]) -> list[ArgSpec]:
-    return [spec._replace(sizes=tuple(shape)) if spec.kind in ("array", "items") else spec
+    return [spec._replace(sizes=tuple(shape)) if spec.kind in ("array", "items", "sequence")
+            else spec
             for spec, shape in zip(specs, shapes, strict=True)]
 
 

@@ -49,9 +49,10 @@ class ArgSpec(NamedTuple):
     """The signature of one argument.
 
     ``kind`` is ``"array"`` (an ndarray), ``"scalar"`` (a numpy scalar such as
-    ``np.float32(1)``: a strong 0-d value), ``"weak"`` (a Python scalar) or ``"items"`` (an
-    array numpy made of a list or tuple of Python numbers, whose items are Python numbers
-    when the function takes them out).  ``ones`` has
+    ``np.float32(1)``: a strong 0-d value), ``"weak"`` (a Python scalar), ``"items"`` (an
+    array numpy made of a list or tuple of Python numbers of one type, whose items are
+    Python numbers when the function takes them out) or ``"sequence"`` (an array numpy
+    made of another list or tuple of numbers).  ``ones`` has
     one entry per dimension, True where that dimension has length 1.  ``sizes`` is the
     exact shape when the function reads sizes and is compiled per shape.
     """
@@ -72,6 +73,7 @@ class ArgSpec(NamedTuple):
             ",".join("1" if one else "n" for one in self.ones)
         what = "numpy scalar" if self.kind == "scalar" else \
             f"list of Python numbers, a {self.ndim}-d array" if self.kind == "items" else \
+            f"list of numbers, a {self.ndim}-d array" if self.kind == "sequence" else \
             f"{self.ndim}-d array"
         return f"{what} {self.dtype}[{dims}]"
 
@@ -81,6 +83,11 @@ class ArgSpec(NamedTuple):
             if dtype == self.dtype:
                 return python_type
         raise AssertionError(self)
+
+
+def compilable(dtype: np.dtype) -> bool:
+    """Whether values of ``dtype`` (either byte order) can be traced and compiled."""
+    return (dtype.newbyteorder("=") if dtype.byteorder not in "=|" else dtype) in _SUPPORTED
 
 
 def check_dtype(dtype: np.dtype, what: str) -> np.dtype:

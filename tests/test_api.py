@@ -337,7 +337,7 @@ def test_compiled_refuses_a_static_argument_equal_in_value_but_of_another_type()
 
 def test_unsupported_argument_dtype_names_the_argument():
     with pytest.raises(numfuse.UnsupportedDtypeError, match=r"argument 1 \('b'\) has dtype <U1"):
-        numfuse.jit(add)(X, np.array(list("abcdefg")))
+        numfuse.compile(add, X, np.array(list("abcdefg")))
 
 
 def test_arguments_that_are_not_data_are_python_values_with_pythons_errors():

@@ -8,6 +8,7 @@ read-only, big-endian, zero-size, 0-d and very long arrays) must give numpy's re
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import numpy as np
@@ -57,7 +58,7 @@ UNSUPPORTED = [
 @pytest.mark.parametrize(("value", "dtype_text"), UNSUPPORTED)
 def test_unsupported_dtype_names_the_argument_and_dtype(value, dtype_text):
     with pytest.raises(numfuse.UnsupportedDtypeError) as excinfo:
-        numfuse.jit(add)(X[:2], value)
+        numfuse.compile(add, X[:2], value)
     assert isinstance(excinfo.value, TypeError)
     message = str(excinfo.value)
     assert "argument 1 ('y') has dtype" in message
@@ -65,21 +66,50 @@ def test_unsupported_dtype_names_the_argument_and_dtype(value, dtype_text):
     assert "Convert it first" in message
 
 
-@pytest.mark.parametrize(("value", "dtype_text"), UNSUPPORTED[:3])
-def test_unsupported_dtype_is_raised_where_numpy_may_run_other_functions(value, dtype_text):
-    """An argument's dtype is never a reason for numpy to run the function: the error
-    says how to convert it (with the fallback allowed, as outside the tests)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("always", numfuse.NumpyFallbackWarning)
-        jitted = numfuse.jit(add)
-        with pytest.raises(numfuse.UnsupportedDtypeError, match="Convert it first"):
-            jitted(X[:2], value)
-    assert not jitted._unwarned and not jitted._objects  # no fallback was set up
+def _numpys_error(fn, *args):
+    with pytest.raises(Exception) as expected:
+        fn(*args)
+    return expected.value
+
+
+@pytest.mark.parametrize(("value", "dtype_text"), UNSUPPORTED)
+def test_an_argument_of_a_dtype_numfuse_cannot_compile_makes_numpy_run_the_function(
+        value, dtype_text):
+    """Found by a conformance hunt: a function given dates or strings raised numfuse's
+    error where numpy computes (``t + np.timedelta64(1, "D")``).  ``jit`` runs numpy's
+    function as written, warning once; ``numfuse.compile`` raises (above)."""
+    jitted = numfuse.jit(lambda x, y: (x * 2, y[::-1]))
+    with pytest.warns(RuntimeWarning, match="cannot compile"):
+        got = jitted(X[:2], value)
+    assert_same(got[0], X[:2] * 2)
+    assert got[1].dtype == value.dtype and got[1].tobytes() == value[::-1].tobytes()
+    error = _numpys_error(add, X[:2], value)  # numpy's own error, as numpy raises it
+    with pytest.raises(type(error), match=re.escape(str(error))):
+        jitted_add = numfuse.jit(add)
+        with pytest.warns(RuntimeWarning, match=re.escape(dtype_text[:4])):
+            jitted_add(X[:2], value)
+
+
+def test_dates_computed_in_the_function_run_with_numpy():
+    days = np.array(["2024-01-01", "2024-03-01"], dtype="datetime64[D]")
+    shift = numfuse.jit(lambda t: (t + np.timedelta64(1, "D"), np.diff(t)))
+    with pytest.warns(RuntimeWarning):
+        got = shift(days)
+    assert_same(got[0], days + np.timedelta64(1, "D"))
+    assert_same(got[1], np.diff(days))
+    from_numbers = numfuse.jit(lambda n: n + np.datetime64("2020-01-01"))
+    with pytest.warns(RuntimeWarning, match="cannot compile"):
+        assert_same(from_numbers(np.arange(2)), np.arange(2) + np.datetime64("2020-01-01"))
+    with pytest.raises(numfuse.UnsupportedDtypeError, match="datetime64"):
+        numfuse.compile(lambda n: n + np.datetime64("2020-01-01"), np.arange(2))
 
 
 def test_unsupported_dtype_of_a_closed_over_constant():
     labels = np.array(["a", "b"])
     with pytest.raises(TypeError, match="<U1"):
+        numfuse.compile(lambda x: x + labels, X[:2])
+    error = _numpys_error(lambda x: x + labels, X[:2])
+    with pytest.raises(type(error)):  # numpy's own error (without the warning)
         numfuse.jit(lambda x: x + labels)(X[:2])
 
 
@@ -87,9 +117,12 @@ def test_non_numeric_python_argument():
     # a set is not data: a static value, with which numpy raises its own TypeError
     with pytest.raises(TypeError, match="unsupported operand"):
         numfuse.jit(add)(X, {1.0})
-    # a string is a setting (a static value): used as a number, it fails as a constant would
-    with pytest.raises(TypeError, match="dtype <U3"):
+    # a string is a setting (a static value): used as a number, numpy's own error
+    error = _numpys_error(add, X, "1.0")
+    with pytest.raises(type(error)):
         numfuse.jit(add)(X, "1.0")
+    with pytest.raises(TypeError, match="dtype <U3"):
+        numfuse.compile(add, X, "1.0")
 
 
 # ------------------------------------------------------------------ shapes
@@ -144,15 +177,35 @@ def test_broadcast_mismatch_on_a_later_call_of_a_compiled_signature():
 
 
 @pytest.mark.parametrize("args", [
-    pytest.param(([1, 2, 3], (1.5, 2, 3)), id="list-and-tuple"),
-    pytest.param(([[1], [2]], [True, False]), id="nested-list-broadcasts"),
+    pytest.param((np.array([1, 2, 3]), (1.5, 2, 3)), id="array-and-tuple"),
+    pytest.param((np.array([[1], [2]]), [True, False]), id="nested-list-broadcasts"),
     pytest.param((np.float32(2), np.int8(3)), id="numpy-scalars"),
     pytest.param((np.float32(2), 3), id="numpy-scalar-and-python-int"),
     pytest.param((np.uint8(200), np.array([100], np.uint8)), id="uint8-wraps"),
 ])
 def test_lists_tuples_and_numpy_scalars_convert_as_numpy(args):
-    assert_same(numfuse.jit(add)(*args), add(*(np.asarray(a) if isinstance(a, (list, tuple))
-                                               else a for a in args)))
+    check(add, *args)
+
+
+@pytest.mark.parametrize("args", [
+    pytest.param(([1, 2, 3], (1.5, 2, 3)), id="list-and-tuple"),
+    pytest.param(([[1], [2]], [True, False]), id="nested-lists"),
+    pytest.param(([1, 2.5], [3]), id="mixed-lists"),
+    pytest.param(((1, 2.5), (3.0,)), id="mixed-tuples"),
+])
+def test_two_lists_or_tuples_add_as_pythons(args):
+    """``+`` of two lists joins them (a list and a tuple raise TypeError), whatever the
+    numbers they hold: numpy runs the function."""
+    try:
+        expected = add(*args)
+    except TypeError as error:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", numfuse.NumpyFallbackWarning)
+            with pytest.raises(TypeError, match=re.escape(str(error))):
+                numfuse.jit(add)(*args)
+        return
+    with pytest.warns(numfuse.NumpyFallbackWarning, match="list or tuple"):
+        assert numfuse.jit(add)(*args) == expected
 
 
 def test_read_only_arguments():
@@ -288,8 +341,7 @@ def test_every_argument_message_names_the_parameter_too():
     def scaled(values, scale):
         return values * scale
 
-    for call in (lambda: numfuse.jit(scaled)(X, np.array(["a"])),
-                 lambda: numfuse.compile(scaled, X, np.array(["a"])),
+    for call in (lambda: numfuse.compile(scaled, X, np.array(["a"])),
                  lambda: numfuse.compile(scaled, X, 1.0)(X, np.array(["a"]))):
         with pytest.raises(numfuse.UnsupportedDtypeError,
                            match=r"^argument 1 \('scale'\) has dtype <U1"):
@@ -303,7 +355,7 @@ def test_every_argument_message_names_the_parameter_too():
                        match=r"^static argument 1 \('scale'\) of .*scaled was 2"):
         static(X, 3)
     with pytest.raises(numfuse.UnsupportedDtypeError, match=r"argument 2 \('xs\[1\]'\)"):
-        numfuse.jit(lambda first, *xs: first + xs[0] + xs[1])(X, X, np.array(["a"]))
+        numfuse.compile(lambda first, *xs: first + xs[0] + xs[1], X, X, np.array(["a"]))
 
 
 # ------------------------------------------------------------------ math functions

@@ -122,7 +122,8 @@ def trace_graph(fn: Callable[..., Any], specs: Sequence[ArgSpec],
     static = static or {}
     inputs = tuple(input_node(index, spec) for index, spec in enumerate(specs))
     arguments = [static[index] if index in static else
-                 Tracer(node, python_items=specs[index].kind == "items")
+                 Tracer(node, python_items=specs[index].kind == "items",
+                        sequence=specs[index].kind in ("items", "sequence"))
                  for index, node in enumerate(inputs)]
     examples: dict[Node, tuple[int, ...]] = {}
     if shapes is not None:
@@ -160,7 +161,7 @@ def trace_graph(fn: Callable[..., Any], specs: Sequence[ArgSpec],
                 "return the arrays in a tuple, list, dict or namedtuple (and build the "
                 "object from them outside the jitted function); a generator or a function "
                 "made inside it cannot be returned either.")
-        if isinstance(leaf, Tracer) and leaf.python_items:
+        if isinstance(leaf, Tracer) and leaf.sequence:
             leaf._as_sequence("returning a list or tuple (or a slice of one)")
     outputs = tuple(leaf.node if isinstance(leaf, Tracer) else _leaf_const(leaf)
                     for leaf in leaves)

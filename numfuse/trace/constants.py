@@ -106,7 +106,7 @@ def _as_array(name: str, original: Callable[..., Any], value: Tracer, args: tupl
     if target != node.dtype:  # astype's cast (numpy's values, its ComplexWarning)
         cast = astype(value, target)
         return fresh_copy(cast.node, scalar=False) if cast.node.scalar else cast
-    if copy or _immutable(node) or value.python_items:  # (a list argument: a new array)
+    if copy or _immutable(node) or value.sequence:  # (a list argument: a new array)
         return fresh_copy(node, scalar=False)
     return value
 

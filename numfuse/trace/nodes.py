@@ -42,7 +42,7 @@ def input_node(index: int, spec: ArgSpec) -> Node:
         tuple(1 if one else None for one in spec.ones)
     return Node("arg", INPUT, (), spec.dtype, shape, Argument(index),
                 weak=spec.kind == "weak" and spec.dtype.kind != "b",
-                scalar=spec.kind not in ("array", "items"))
+                scalar=spec.kind not in ("array", "items", "sequence"))
 
 
 def const_node(value: Any) -> Node:

@@ -39,13 +39,15 @@ class Tracer:
     """A traced value: records every operation applied to it into the graph."""
 
     __array_priority__ = 1000
-    __slots__ = ("__weakref__", "bases", "node", "owned", "python_items", "views")
+    __slots__ = ("__weakref__", "bases", "node", "owned", "python_items", "sequence", "views")
 
-    def __init__(self, node: Node, owned: bool = False, python_items: bool = False) -> None:
+    def __init__(self, node: Node, owned: bool = False, python_items: bool = False,
+                 sequence: bool = False) -> None:
         self.node = node
         # an array numpy made of a list or tuple of Python numbers: an item taken out is
         # a Python number (weak), a row another such list
         self.python_items = python_items
+        self.sequence = sequence  # a list or tuple argument (or a part of one): its operators
         # True when this tracer stands for a fresh array (not an argument, not a view).
         # It may be written in place while no view of it is alive (``writable``).
         self.owned = owned
@@ -404,8 +406,11 @@ class Tracer:
 
     def __getitem__(self, key: Any) -> Any:
         item = record_call(operator.getitem, "getitem", (self, key), {})
-        if self.python_items and isinstance(item, Tracer) and isinstance(key, slice):
-            item.python_items = True  # a list's slice is a list
+        if self.sequence and isinstance(item, Tracer) and (
+                isinstance(key, slice) or (isinstance(key, (int, np.integer)) and
+                                           item.node.ndim)):
+            item.sequence = True  # a list's slice, or an item that is a list, is a list
+            item.python_items = self.python_items
         elif self.python_items and isinstance(item, Tracer) and \
                 isinstance(key, (int, np.integer)) and not isinstance(key, bool):
             if item.node.ndim:
@@ -476,7 +481,7 @@ class Tracer:
                            {})
 
     def __getattr__(self, name: str) -> Any:
-        if self.python_items and name in _SEQUENCE_METHODS:
+        if self.sequence and name in _SEQUENCE_METHODS:
             self._as_sequence(f"list.{name}")
         record = METHODS.get(name)
         function = None if record is None else record.function
@@ -550,7 +555,7 @@ class Tracer:
             "written; to fuse it, make the argument an array (np.asarray) first.")
 
     def copy(self, order: str = "K") -> Any:
-        if self.python_items:
+        if self.sequence:
             self._as_sequence("list.copy")
         # ndarray.copy keeps a 0-d array an array; a numpy scalar's copy is a scalar
         return fresh_copy(self.node, scalar=self.node.scalar)

@@ -279,12 +279,12 @@ def _python_sequence_operator(ufunc: np.ufunc, operands: Sequence[Any]) -> bool:
     array) and nothing numpy's operator takes it over with: an array, or a numpy scalar
     (not for ``*``, where an integer one repeats the list and a float one raises)."""
     if not any(isinstance(operand, (list, tuple)) or
-               (isinstance(operand, Tracer) and operand.python_items) for operand in operands):
+               (isinstance(operand, Tracer) and operand.sequence) for operand in operands):
         return False
     for operand in operands:
         if isinstance(operand, np.ndarray):
             return False
-        if isinstance(operand, Tracer) and not operand.python_items and \
+        if isinstance(operand, Tracer) and not operand.sequence and \
                 not operand.node.weak and (not operand.node.scalar or ufunc is not np.multiply):
             return False
         if isinstance(operand, np.generic) and ufunc is not np.multiply:
