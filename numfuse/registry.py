@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -184,6 +185,24 @@ def discarding_imaginary(value: Any, dtype: Any) -> Any:
 FRESH_FUNCTIONS: frozenset[Any] = frozenset(
     function for function in map(_lookup, _FRESH) if function is not None) | {
     discarding_imaginary, np.ndarray.byteswap}  # (byteswap in place: a write, see Tracer)
+
+
+def fresh_result(function: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
+    """Whether ``function(*args, **kwargs)`` never shares memory with an operand: a
+    function of ``FRESH_FUNCTIONS`` but for the options making it return views
+    (``np.diff(a, n=0)`` is ``a``; ``np.meshgrid(..., copy=False)``)."""
+    if function not in FRESH_FUNCTIONS:
+        return False
+    if function is _DIFF:
+        n = args[1] if len(args) > 1 else kwargs.get("n", 1)
+        return not (isinstance(n, (int, np.integer)) and n == 0)
+    if function is _MESHGRID:
+        return kwargs.get("copy", True) is not False
+    return True
+
+
+# (numpy's own functions: tracing replaces some of numpy's attributes)
+_DIFF, _MESHGRID = np.diff, np.meshgrid
 
 
 def lookup(function: Any) -> NumpyFunction | None:

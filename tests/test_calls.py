@@ -537,6 +537,36 @@ def test_a_call_whose_result_shape_depends_on_the_values_fails_clearly():
         numfuse.jit(lambda v: np.histogram(v * 10, bins="auto")[0] + 1)(V)
 
 
+def _diff_written(x, n):
+    y = x * 2
+    d = np.diff(y, n=n)
+    d += 1
+    return y, d
+
+
+def _grid_written(x):
+    y = x * 2
+    grid, _ = np.meshgrid(y, y, sparse=True, copy=False)
+    y += 1
+    return grid * 2
+
+
+def test_options_making_a_numpy_function_return_a_view_make_writes_reach_its_operand():
+    """Found by a conformance hunt: ``np.diff(y, n=0)`` is ``y`` itself and
+    ``np.meshgrid(..., copy=False)`` gives views, but both were taken for new arrays:
+    a write through one did not reach the other."""
+    x = np.array([1.0, 2.0, 4.0])
+    check(_diff_written, x, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", numfuse.NumpyFallbackWarning)  # (a view written)
+        for fn, args in ((_diff_written, (x, 0)), (_grid_written, (x,))):
+            expected, got = fn(*args), numfuse.jit(fn)(*args)
+            if not isinstance(expected, tuple):
+                expected, got = (expected,), (got,)
+            for one, other in zip(got, expected, strict=True):
+                assert_same(one, other)
+
+
 def test_views_of_big_endian_arguments_keep_their_byte_order():
     """A view of a big-endian argument is big-endian, as numpy's (found by the fuzzer)."""
     big = np.arange(9.0).reshape(3, 3).astype(">f8")

@@ -23,7 +23,9 @@ import numpy as np
 from ..errors import (
     ConcretizationError,
     StaticArgumentError,
+    TracingError,
     UnsupportedOperationError,
+    raised_while_tracing,
 )
 from ..graph import (
     CONST,
@@ -251,34 +253,60 @@ def _broadcast(*args: Any) -> Any:
 
 
 def _vectorized_call(self: np.vectorize, *args: Any, **kwargs: Any) -> Any:
-    """``np.vectorize(f)(x)`` on traced values: ``f`` applied to the whole arrays, which is
-    the same when everything ``f`` does is elementwise (checked: anything else raises).
-    Like numpy, the operands are arrays first (Python numbers become strong), and the
-    results are arrays of the broadcast shape (``otypes`` cast them)."""
+    """``np.vectorize(f)(x)`` on traced values: ``f`` applied to the whole arrays where
+    that is numpy's result (``_vectorized_whole``), else numpy's vectorize called when the
+    function runs."""
     if not has_tracer((args, tuple(kwargs.values()))):
         return _VECTORIZE_CALL(self, *args, **kwargs)
-    if self.signature is not None or self.excluded or kwargs:
-        raise UnsupportedOperationError(
-            "np.vectorize with signature=, excluded= or keyword arguments on traced values",
-            "numfuse applies a vectorized function to whole arrays only when it is called "
-            "with positional arrays; compute this part outside the jitted function.")
+    if self.signature is None and not self.excluded and not kwargs:
+        whole = _vectorized_whole(self, args)
+        if whole is not None:
+            return whole
+    return record_call(_VECTORIZE_CALL, "vectorize", (self, *args), kwargs, unlisted=True)
+
+
+# Operations on Python floats that raise (ZeroDivisionError, OverflowError), give another
+# type (a complex power of a negative number) or another value (``~`` of a bool) where
+# numpy's operation on the array does not.
+_PYTHON_DIFFERS = frozenset({
+    "power", "float_power", "square", "reciprocal", "floor_divide", "remainder", "fmod",
+    "divmod", "invert", "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift",
+    "right_shift"})
+
+
+def _vectorized_whole(self: np.vectorize, args: tuple[Any, ...]) -> Any:
+    """``f`` applied to the whole arrays, or None where that may differ from numpy's
+    per-element calls: numpy calls ``f`` on Python numbers (of float64 and complex128
+    arrays only are they the arrays' values: ints are unbounded, a float32 element is
+    computed in float64), so ``f`` must do elementwise work only, without Python control
+    flow on its element, that Python's numbers do as numpy's do (no division by what may
+    be 0, no power: Python raises).  Like numpy, the operands are arrays first (Python numbers
+    become strong), and the results are arrays of the broadcast shape (``otypes`` cast
+    them)."""
     operands: list[Any] = [
         np.asanyarray(value) if isinstance(value, Tracer)
         else Tracer(const_node(np.asanyarray(value)), owned=True) for value in args]
+    if any(operand.node.dtype not in _PYTHON_FLOATS for operand in operands):
+        return None
     sources = {operand.node for operand in operands}
-    results = self.pyfunc(*operands)
+    noted = raised_while_tracing.get()
+    before = len(noted) if noted is not None else 0
+    try:
+        results = self.pyfunc(*operands)
+    except TracingError:  # it branches on its element (v if v > 0 else -v), ...
+        if noted is not None:
+            del noted[before:]  # not the function's error: numpy's vectorize runs it
+        return None
     items = list(results) if isinstance(results, tuple) else [results]
     target = broadcast_shapes(*(operand.node.shape for operand in operands))
     done = []
     for position, item in enumerate(items):
         if not isinstance(item, Tracer) or not _elementwise_from(item.node, sources):
             if isinstance(item, Tracer) or not np.isscalar(item):
-                raise UnsupportedOperationError(
-                    f"np.vectorize({getattr(self.pyfunc, '__name__', 'f')}) on traced values",
-                    "the function does more than elementwise work on its arguments, so "
-                    "applying it to whole arrays would differ from numpy's per-element calls; "
-                    "compute this part outside the jitted function.")
+                return None  # more than elementwise work (v * v.sum())
             item = Tracer(const_node(np.asarray(item)), owned=True)
+        elif not _as_python_computes(item.node, sources):
+            return None
         if self.otypes:
             item = item.astype(np.dtype(self.otypes[position]))
         if item.node.shape != target:
@@ -286,6 +314,30 @@ def _vectorized_call(self: np.vectorize, *args: Any, **kwargs: Any) -> Any:
                 *(np.shape(operand) for operand in operands))).copy()
         done.append(np.asarray(item) if item.node.ndim == 0 else item)
     return tuple(done) if isinstance(results, tuple) else done[0]
+
+
+_PYTHON_FLOATS = (np.dtype(np.float64), np.dtype(np.complex128))
+
+
+def _as_python_computes(node: Node, sources: set[Node]) -> bool:
+    """Whether the elementwise work computing ``node`` from ``sources`` gives, on Python
+    floats, what numpy's loops give on the arrays (see ``_PYTHON_DIFFERS``; a division
+    only by a constant other than 0)."""
+    seen: set[Node] = set()
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if item in seen or item in sources or item.kind == CONST:
+            continue
+        seen.add(item)
+        if item.op in _PYTHON_DIFFERS:
+            return False
+        if item.op == "true_divide":
+            divisor = item.inputs[1]
+            if divisor.kind != CONST or not np.all(np.asarray(divisor.value.value) != 0):
+                return False
+        stack.extend(item.inputs)
+    return True
 
 
 def _elementwise_from(node: Node, sources: set[Node]) -> bool:

@@ -45,7 +45,7 @@ from ..graph import (
     Call,
     Node,
 )
-from ..registry import FRESH_FUNCTIONS, Kind, lookup
+from ..registry import Kind, fresh_result, lookup
 from . import errstate
 from .nodes import _advice_for
 
@@ -514,7 +514,8 @@ def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
                               nodes, np.asarray(first), np.asarray(second), True)
         tracer.node = dataclasses.replace(tracer.node, weak=True)
         return tracer
-    fresh = fn in FRESH_FUNCTIONS or isinstance(fn, (np.ufunc, Written)) or (
+    fresh = fresh_result(fn, static_args, static_kwargs) or \
+        isinstance(fn, (np.ufunc, Written)) or (
         fn is operator.getitem and _advanced_index(static_args[1], beside)) or \
         isinstance(getattr(fn, "__self__", None), np.ufunc) or (  # np.add.outer(x, y)
             fn is np.einsum and not _view_of_stand_ins(call, nodes))  # 'ii->i' is a view
