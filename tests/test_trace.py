@@ -937,6 +937,26 @@ def _masked_sqrt(x):
     return np.sqrt(x, out=np.full_like(x, -1.0), where=x >= 0)
 
 
+def _masked_by_a_number(x, s):
+    out = np.zeros_like(x)
+    np.add(x, s, out=out, where=x > 0)
+    return out
+
+
+@pytest.mark.parametrize("args", [
+    (np.ones(3, np.float32), 2.0**-24 + 2.0**-50),
+    (np.array([100, 50, 1], np.int8), 3),
+    (np.array([0.1, -2.0, 3.0], np.float32), 0.1),
+], ids=["float32-rounds-the-number", "int8-wraps", "float32"])
+def test_a_python_number_beside_where_stays_weak(args):
+    """Found by a conformance hunt: masking the operands for ``where=`` made a Python
+    number argument a float64 (int64) array, so the loop of a float32 (int8) array was
+    float64 (int64): other values, and numpy's OverflowError for 1000 was lost."""
+    check(_masked_by_a_number, *args)
+    with pytest.raises(OverflowError, match="1000"):
+        numfuse.jit(_masked_by_a_number)(np.arange(4, dtype=np.int8), 1000)
+
+
 def _copy_of_reduction(x):
     c = np.cumsum(x)
     c /= c[-1]

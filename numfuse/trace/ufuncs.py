@@ -344,8 +344,15 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any]) 
 
 def _quiet_where(ufunc: np.ufunc, inputs: Sequence[Any], mask: Any) -> list[Any]:
     """The operands with masked-off elements replaced by a value on which ``ufunc`` raises
-    no floating-point error, as numpy never computes those elements."""
-    arrays = [operand for operand in inputs if isinstance(operand, (Tracer, np.ndarray))]
+    no floating-point error, as numpy never computes those elements.  A Python number
+    (traced or not) is the same for every element and stays as it is: weak, as numpy
+    converts it to the loop's dtype (masked, it had been a float64 or int64 array, and the
+    loop numpy's for a float32 or int8 array had been float64 or int64)."""
+    def masked(operand: Any) -> bool:
+        return isinstance(operand, np.ndarray) or (isinstance(operand, Tracer) and
+                                                   not operand.node.weak)
+
+    arrays = [operand for operand in inputs if masked(operand)]
     dtypes = [_node(operand).dtype for operand in arrays]
     for candidate in (1, 2, 0, 3):
         quiet = [dtype.type(candidate) for dtype in dtypes]
@@ -353,14 +360,15 @@ def _quiet_where(ufunc: np.ufunc, inputs: Sequence[Any], mask: Any) -> list[Any]
         try:
             with np.errstate(all="raise"), warnings.catch_warnings():
                 warnings.simplefilter("error")
-                ufunc(*(next(samples) if isinstance(operand, (Tracer, np.ndarray)) else operand
+                ufunc(*(next(samples) if masked(operand) else
+                        operand.node.dtype.type(1) if isinstance(operand, Tracer) else operand
                         for operand in inputs))
         except Exception:
             continue
         break
     replacements = iter(quiet)
-    return [where(mask, operand, next(replacements))
-            if isinstance(operand, (Tracer, np.ndarray)) else operand for operand in inputs]
+    return [where(mask, operand, next(replacements)) if masked(operand) else operand
+            for operand in inputs]
 
 
 def _compute_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any]) -> Any:
