@@ -116,8 +116,9 @@ class KernelSource:
 
 def reported_name(nodes: Sequence[Node]) -> str:
     """The name a kernel computing ``nodes`` (in order) gives in its floating-point
-    warnings: a numpy ufunc's ("divide"), "cast" for an ``astype``, "reduce" for a sum or
-    product it completes (numpy's name for its reductions), or "" for none."""
+    warnings: a numpy ufunc's ("divide"), "cast" for an ``astype`` or a number of the
+    function converted with an overflow, "reduce" for a sum or product it completes
+    (numpy's name for its reductions), or "" for none."""
     def completes_sum(node: Node) -> bool:
         return node.kind != ELEMENTWISE and node.kind != CONST and \
             reduced_ufunc(node.op) in ("add", "multiply") and node.dtype.kind in "fc"
@@ -125,13 +126,15 @@ def reported_name(nodes: Sequence[Node]) -> str:
     def rank(node: Node) -> int | None:
         if completes_sum(node):
             return 1  # a sum overflows before the arithmetic feeding it does
+        if casts_a_literal(node):
+            return -1  # numpy converts the number before its loop runs
         row = OPS.get(node.op)
         if row is None or not (row.name == "astype" or isinstance(row.reference, np.ufunc)):
             return None
         if row.category in FLAG_RAISING or (row.name == "astype" and node.dtype.kind in "iu"
                                             and node.inputs[0].dtype.kind in "fc"):
             return 0
-        return {ARITHMETIC: 2, CONVERSION: 3}.get(row.category)
+        return {ARITHMETIC: 2, CONVERSION: 3, COMPARISON: 4}.get(row.category)
 
     ranked = [(found, position, node) for position, node in enumerate(nodes)
               if (found := rank(node)) is not None]
@@ -140,7 +143,25 @@ def reported_name(nodes: Sequence[Node]) -> str:
     node = min(ranked, key=lambda entry: entry[:2])[2]
     if completes_sum(node):
         return "reduce"
-    return "cast" if node.op == "astype" else OPS[node.op].reference.__name__
+    if node.op == "astype" or casts_a_literal(node):
+        return "cast"
+    return OPS[node.op].reference.__name__
+
+
+def casts_a_literal(node: Node) -> bool:
+    """Whether ``node`` converts a number of the function to its loop's dtype with an
+    overflow (a Python ``1e300`` beside a float32 array: numpy's "overflow encountered in
+    cast")."""
+    if node.kind != ELEMENTWISE:
+        return False
+    for source, dtype in zip(node.inputs, node.loop, strict=False):
+        if source.kind == CONST and source.ndim == 0:
+            value = np.asarray(source.value.value)
+            if value.dtype.kind in "fc" and dtype.kind in "fc":
+                with np.errstate(all="ignore"):
+                    if _overflows(value, value.astype(dtype)):
+                        return True
+    return False
 
 
 def numba_type(dtype: np.dtype) -> str:

@@ -616,6 +616,10 @@ def test_a_dropped_result_keeps_its_flags_in_a_loop_that_is_not_vectorised():
     (lambda x: x * 1e300 * 1e10, np.array([1.0, 2.0])),  # overflow
     (lambda x: (x * 2.0).astype(np.int32), np.array([np.nan, 1e20])),
     (lambda x: np.exp(x + 1.0), np.array([1000.0], np.float32)),
+    # found by a conformance hunt: these named the kernel ("kernel_676d4ff8...")
+    (lambda x: x > 0, np.array([1 + 1j, complex(np.nan, 0)])),
+    (lambda x: np.where(x > 0, x, 1e300), np.array([0.5, -1.5], np.float32)),
+    (lambda x: x < 1e300, np.array([0.5, -1.5], np.float32)),
 ])
 def test_a_warning_names_the_operation_that_raised_it_as_numpy(fn, arg):
     """numpy names the ufunc whose loop raised a flag; a fused kernel, which raises its
