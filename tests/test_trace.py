@@ -1542,6 +1542,34 @@ def test_python_round_follows_numpy():
         numfuse.jit(lambda x: x * round(x.sum()))(X)
 
 
+def _added_into_int8(x, options):
+    out = np.zeros(x.shape, np.int8)
+    np.add(x, x, out=out, **options)
+    return out
+
+
+def _added_where(x, mask):
+    out = np.zeros_like(x)
+    np.add(x, 1, out=out, where=mask)
+    return out
+
+
+def test_a_loop_chosen_by_dtype_or_signature_is_cast_into_out_as_numpy_checks():
+    """Found by a conformance hunt: ``np.add(x, x, dtype=np.float64, out=int8_out)``
+    cast silently where numpy refuses the float64 result (``same_kind``); a mask of ints
+    (``where=[0, 2, 0]``) was taken where numpy refuses it."""
+    x = np.arange(3, dtype=np.int8)
+    for options in ({"dtype": np.float64}, {"signature": "dd->d"}):
+        with pytest.raises(TypeError, match="Cannot cast ufunc 'add' output"):
+            _added_into_int8(x, options)
+        with pytest.raises(TypeError, match="Cannot cast ufunc 'add' output"):
+            numfuse.jit(_added_into_int8, static_argnums=(1,))(x, options)
+    check(lambda x: _added_into_int8(x, {"dtype": np.int16, "casting": "unsafe"}), x)
+    with pytest.raises(TypeError, match="to dtype\\('bool'\\)"):
+        numfuse.jit(_added_where)(np.arange(3.0), np.array([0, 2, 0]))
+    check(_added_where, np.arange(3.0), np.array([True, False, True]))
+
+
 def test_ufunc_casting_rules_other_than_same_kind_run_as_numpy():
     check(lambda x: (np.add(x, 1, casting="unsafe", dtype=np.int32),
                      np.multiply(x, 2, casting="unsafe", dtype=np.uint8)), X)

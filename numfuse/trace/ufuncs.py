@@ -69,10 +69,12 @@ def _in_place(ufunc: np.ufunc, forward: Callable[[Any, Any], Any],
 
 
 def _store(ufunc: np.ufunc, operands: Sequence[Any], result: Any, out: Any,
-           mask: Any = True, casting: str = "same_kind", checked: bool = False) -> Tracer:
+           mask: Any = True, casting: str = "same_kind", checked: bool = False,
+           chosen: bool = False) -> Tracer:
     """``ufunc(*operands, out=out)`` given ``result = ufunc(*operands)``: ``out``, a fresh
     traced array, takes the result cast (by the rule ``casting``) to its dtype, keeping
-    its shape (``checked``: its writability is known already)."""
+    its shape (``checked``: its writability is known already; ``chosen``: the loop was
+    chosen by ``dtype=`` or ``signature=``, and its result is what is cast)."""
     if isinstance(out, Tracer):
         if not (checked or out.writable) or _immutable(out.node):
             return _inplace(f"np.{ufunc.__name__}(..., out=x) or an augmented assignment")
@@ -90,7 +92,7 @@ def _store(ufunc: np.ufunc, operands: Sequence[Any], result: Any, out: Any,
         raise ValueError(
             f"non-broadcastable output operand with shape {shape_text(target_shape)} "
             f"doesn't match the broadcast shape {shape_text(node.shape)}")
-    if node.dtype != target_dtype and ufunc.nout == 1:
+    if node.dtype != target_dtype and ufunc.nout == 1 and not chosen:
         with np.errstate(all="ignore"):  # numpy's own casting error, if any
             probe = np.zeros((), target_dtype)
             ufunc(*(_sample(_node(operand)) for operand in operands), out=probe,
@@ -325,6 +327,11 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any]) 
     casting = kwargs.get("casting", "same_kind")  # of the operands, and of the outputs
     outs = out if isinstance(out, tuple) else (out,) * ufunc.nout
     if where is not True:
+        mask_dtype = _node(where).dtype if isinstance(where, Tracer) else \
+            np.asarray(where).dtype
+        if not np.can_cast(mask_dtype, bool, "safe"):
+            raise TypeError(f"Cannot cast array data from {mask_dtype!r} to dtype('bool') "
+                            "according to the rule 'safe'")
         if any(target is None for target in outs):
             raise UnsupportedOperationError(
                 f"np.{ufunc.__name__}(..., where=...) without out=",
@@ -332,12 +339,13 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any]) 
                 "out=np.zeros_like(x)) or use np.where(mask, value, other).",
             )
         inputs = _quiet_where(ufunc, inputs, where)
+    chosen = kwargs.get("dtype") is not None or kwargs.get("signature") is not None
     results = _compute_ufunc(ufunc, inputs, kwargs)
     if all(target is None for target in outs):
         return results
     listed = (results,) if ufunc.nout == 1 else tuple(results)
     stored = tuple(result if target is None else
-                   _store(ufunc, inputs, result, target, where, casting)
+                   _store(ufunc, inputs, result, target, where, casting, chosen=chosen)
                    for result, target in zip(listed, outs, strict=True))
     return stored[0] if ufunc.nout == 1 else stored
 
