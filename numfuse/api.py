@@ -428,7 +428,8 @@ class Jitted:
 
     def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         """All arguments in parameter order (keyword-only ones last); ``DEFAULT`` for each
-        one the caller left out, which the function then sees left out."""
+        one the caller left out, which the function then sees left out (an array default
+        is passed instead)."""
         try:
             bound = self._signature.bind(*args, **kwargs)
         except TypeError as error:
@@ -440,7 +441,12 @@ class Jitted:
                     "function with *args or **kwargs have no place among its compiled "
                     "arguments; call the jitted function with them instead.")
             return bound.args
-        return tuple(bound.arguments.get(name, DEFAULT) for name in self._signature.parameters)
+        # an array default is passed as an argument: the function sees it as it is now
+        # (numpy's function sees a default array changed in place since the last call)
+        return tuple(bound.arguments.get(name, parameter.default
+                                          if type(parameter.default) is np.ndarray
+                                          else DEFAULT)
+                     for name, parameter in self._signature.parameters.items())
 
     def specialize(self, *args: Any, **kwargs: Any) -> tuple[Compiled, list[Any]]:
         """The ``Compiled`` for these arguments (compiling it if new) and the operands."""

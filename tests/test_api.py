@@ -575,6 +575,11 @@ def test_defaults_the_caller_leaves_out_are_the_functions_own():
     assert_same(jitted(X), picky(X))
     assert_same(jitted(X, offset=2.0), picky(X, offset=2.0))
     assert_same(jitted(X, marker=1), picky(X, marker=1))
+    # found by a conformance hunt: an array default changed in place after the first
+    # call was not seen (it had been read once, while tracing)
+    table[:] = [5.0, 6.0, 7.0]
+    assert_same(jitted(X), picky(X))
+    assert_same(jitted(X, offset=2.0), picky(X, offset=2.0))
 
 
 def test_ndarray_subclasses_with_their_own_semantics_run_as_written(tmp_path):
