@@ -1570,6 +1570,21 @@ def test_a_loop_chosen_by_dtype_or_signature_is_cast_into_out_as_numpy_checks():
     check(_added_where, np.arange(3.0), np.array([True, False, True]))
 
 
+def _complex_added_into_float32(z):
+    out = np.zeros(z.shape, np.float32)
+    np.add(z, 1, out=out, casting="unsafe")
+    return out
+
+
+def test_a_complex_result_cast_into_a_real_out_warns_at_every_call():
+    """Found by a conformance hunt: numpy's ComplexWarning came on the first call only
+    (the cast into ``out=`` was a kernel's)."""
+    z = np.array([1 + 2j, 3], np.complex64)
+    jitted = numfuse.jit(_complex_added_into_float32)
+    for _ in range(3):
+        assert_like_numpy(_complex_added_into_float32, z, jitted=jitted)
+
+
 def test_ufunc_casting_rules_other_than_same_kind_run_as_numpy():
     check(lambda x: (np.add(x, 1, casting="unsafe", dtype=np.int32),
                      np.multiply(x, 2, casting="unsafe", dtype=np.uint8)), X)

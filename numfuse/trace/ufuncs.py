@@ -93,15 +93,21 @@ def _store(ufunc: np.ufunc, operands: Sequence[Any], result: Any, out: Any,
             f"non-broadcastable output operand with shape {shape_text(target_shape)} "
             f"doesn't match the broadcast shape {shape_text(node.shape)}")
     if node.dtype != target_dtype and ufunc.nout == 1 and not chosen:
-        with np.errstate(all="ignore"):  # numpy's own casting error, if any
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (its ComplexWarning: given at each call)
+            # numpy's own casting error, if any
             probe = np.zeros((), target_dtype)
             ufunc(*(_sample(_node(operand)) for operand in operands), out=probe,
                   casting=casting)  # type: ignore[call-overload]
     elif not np.can_cast(node.dtype, target_dtype, casting):  # type: ignore[arg-type]
         raise TypeError(f"Cannot cast ufunc '{ufunc.__name__}' output from {node.dtype!r} to "
                         f"{np.dtype(target_dtype)!r} with casting rule '{casting}'")
-    stored = elementwise(OPS["astype"], [node], loop=((target_dtype,), target_dtype),
-                         scalar=False)
+    if node.dtype.kind == "c" and target_dtype.kind not in "cb":
+        # numpy's cast, warning ComplexWarning at each call (``functions.astype``)
+        stored = astype(Tracer(node), target_dtype).node
+    else:
+        stored = elementwise(OPS["astype"], [node], loop=((target_dtype,), target_dtype),
+                             scalar=False)
     if mask is not True:
         # LLVM would simplify ``where(m, f(where(m, x, q)), out)`` to ``where(m, f(x), out)``
         # and compute f on the masked-off elements.  An array constant reaches the kernel as
