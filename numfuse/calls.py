@@ -22,7 +22,8 @@ TRACED = object()
 class NumpyCall:
     """``fn(*args, **kwargs)`` with traced leaves replaced by run-time values."""
 
-    __slots__ = ("_key", "_leaves", "_slots", "_treedef", "args", "fn", "kwargs", "name")
+    __slots__ = ("_build", "_key", "_leaves", "_slots", "_treedef", "args", "fn", "kwargs",
+                 "name")
 
     def __init__(self, fn: Callable[..., Any], name: str, args: tuple[Any, ...],
                  kwargs: dict[str, Any]) -> None:
@@ -34,6 +35,7 @@ class NumpyCall:
         self._leaves, self._treedef = pytree.flatten((args, kwargs))
         self._slots = [position for position, leaf in enumerate(self._leaves)
                        if leaf is TRACED]
+        self._build = pytree.builder(self._treedef)  # new containers at each call
 
     @property
     def arguments(self) -> tuple[Any, ...]:
@@ -44,7 +46,7 @@ class NumpyCall:
         leaves = list(self._leaves)
         for position, value in zip(self._slots, values, strict=True):
             leaves[position] = value
-        args, kwargs = pytree.unflatten(self._treedef, leaves)
+        args, kwargs = self._build(leaves)
         return self.fn(*args, **kwargs)
 
     def __eq__(self, other: object) -> bool:

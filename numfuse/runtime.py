@@ -773,8 +773,8 @@ class CallStep:
     by dask, through numpy's dispatch, on dask arrays); its result must have the dtype and
     the fixed sizes tracing found."""
 
-    __slots__ = ("call", "dtype", "errstate", "inputs", "op", "out_slot", "shape", "shared",
-                 "whole")
+    __slots__ = ("call", "dtype", "errstate", "fixed", "inputs", "op", "out_slot", "shape",
+                 "shared", "whole")
 
     def __init__(self, call: NumpyCall, inputs: tuple[int, ...], out_slot: int,
                  node: Node) -> None:
@@ -784,6 +784,8 @@ class CallStep:
         self.op = node.op
         self.dtype = node.dtype
         self.shape = node.shape
+        self.fixed = tuple((axis, size) for axis, size in enumerate(node.shape)
+                           if size is not None)  # the sizes tracing fixed
         self.errstate = node.errstate
         self.shared: int | None = None
         self.whole: NumpyCall | None = None
@@ -807,12 +809,13 @@ class CallStep:
             result = self.call.fn.item(results)
         else:
             result = self.call.invoke(operands)
-        shape = np.shape(result)
+        shape = result.shape if type(result) is np.ndarray else np.shape(result)
         dtype = getattr(result, "dtype", None)
-        if dtype is None or (dtype != self.dtype and dtype.newbyteorder("=") != self.dtype) \
+        if (dtype is not self.dtype and (  # (numpy's dtypes are one object per type)
+                dtype is None or (dtype != self.dtype and
+                                  dtype.newbyteorder("=") != self.dtype))) \
                 or len(shape) != len(self.shape) or \
-                any(size != fixed for size, fixed in zip(shape, self.shape, strict=True)
-                    if fixed is not None):
+                any(shape[axis] != fixed for axis, fixed in self.fixed):
             described = dtype if dtype is not None else np.asarray(result).dtype
             raise CallShapeError(
                 f"{self.call.name} returned {described}{shape_text(shape)} "
