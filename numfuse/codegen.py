@@ -255,6 +255,15 @@ def _operand(node: Node, names: dict[Node, str], loop_dtype: np.dtype,
         # ``x / y != 0``, ``where(sqrt(x), ...)``): hidden, or LLVM answers the test from
         # the operation's operands (``x < 0``) and drops the operation and its flag.
         name = f"hidden({name})"
+    elif not tested and node.dtype.kind == "f" and node.kind == ELEMENTWISE and \
+            OPS[node.op].category is EXTREMUM and \
+            any(source.kind == CONST for source in node.inputs):
+        # A value clamped by a constant (``np.maximum(v, 0)``, ``np.clip(v, 0, 1)``),
+        # computed on: hidden, or LLVM moves the clamp, a choice with a constant arm,
+        # below the operations on it (``sqrt(v) if v > 0 else 0``), which then run on the
+        # unclamped value and raise its flags (``sqrt(max(v, 0)) + 1e-8`` warned "invalid
+        # value" for a negative v).
+        name = f"hidden({name})"
     return cast(name, node.dtype, loop_dtype)
 
 

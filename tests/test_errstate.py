@@ -666,6 +666,33 @@ def test_a_nan_quiet_choice_on_a_square_root_stays_quiet(fn, dtype):
     assert_like_numpy(fn, np.array([np.nan, 4.0, -1.0, 0.0] * 5, dtype))
 
 
+@pytest.mark.parametrize(("fn", "values"), [
+    (lambda v: np.sqrt(np.maximum(v, 0)) + 1e-8, [-1e-9, 0.25, 4.0]),
+    (lambda d: 1.0 / np.maximum(d, 1.0) - 1.0, [0.0, 2.0]),
+    (lambda v: np.sqrt(np.clip(v, 0, None)) * 2, [-1.0, 4.0]),
+    (lambda v: np.maximum(v, 0) ** 0.5 + 1, [-1.0, 4.0]),
+    (lambda d: 2.0 * (1.0 / np.maximum(d, 1e-12)), [0.0, 2.0]),
+    (lambda v: np.log(np.fmax(v, 1e-300)) * 0.5, [-1.0, 0.0, 3.0]),
+], ids=["sqrt-of-maximum", "reciprocal-of-maximum", "sqrt-of-clip", "root-of-maximum",
+        "scaled-reciprocal", "log-of-fmax"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("size", [1, 40])
+def test_work_on_a_value_clamped_by_a_constant_raises_no_flag_of_the_unclamped_value(
+        fn, values, dtype, size):
+    """Found by a conformance hunt: LLVM moved a clamp by a constant (a choice with a
+    constant arm) below the operations on the clamped value, which then ran on the
+    unclamped one: ``np.sqrt(np.maximum(var, 0)) + 1e-8`` warned "invalid value"."""
+    assert_like_numpy(fn, np.resize(np.array(values, dtype), size), rtol=1e-6)  # (log)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint32])
+def test_an_image_clipped_then_cast_to_uint8_is_silent_as_numpy(dtype):
+    """skimage's rescale: the cast to uint8 had run on the unclipped product."""
+    image = np.array([0, 50, 100, 2**31 - 1], dtype)
+    assert_like_numpy(lambda im: (np.clip(im / 100.0, 0.0, 1.0) * 255).astype(np.uint8),
+                      np.resize(image, 37))
+
+
 @np.errstate(divide="ignore", invalid="ignore")
 def _quiet_divide(a, b):
     return a / b
