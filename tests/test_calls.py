@@ -567,6 +567,14 @@ def test_options_making_a_numpy_function_return_a_view_make_writes_reach_its_ope
                 assert_same(one, other)
 
 
+def test_concatenate_of_one_traced_array_joins_its_rows():
+    """Found by a conformance hunt: numpy's C code iterating the traced array for
+    ``np.concatenate(x)`` turned numfuse's "compile per shape" into a bare TypeError."""
+    x = np.arange(6.0).reshape(2, 3)
+    check(lambda v: np.concatenate(v) * 2, x)
+    assert_same(numfuse.compile(lambda v: np.concatenate(v), x)(x), x.ravel())
+
+
 def test_views_of_big_endian_arguments_keep_their_byte_order():
     """A view of a big-endian argument is big-endian, as numpy's (found by the fuzzer)."""
     big = np.arange(9.0).reshape(3, 3).astype(">f8")

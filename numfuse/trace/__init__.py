@@ -137,6 +137,12 @@ def trace_graph(fn: Callable[..., Any], specs: Sequence[ArgSpec],
     try:
         with np.errstate(all="ignore"), _converting_tracers(), errstate.recording():
             result = fn(*arguments)
+    except Exception as error:
+        if raised and not isinstance(error, TracingError):
+            # numfuse's error, replaced on its way out by another (numpy's C code turns
+            # one raised iterating a traced value into "did not return an iterable")
+            raise raised[0] from error
+        raise
     finally:
         raised_while_tracing.reset(noting)
         _traced_now.reset(current)
