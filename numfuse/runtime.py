@@ -48,7 +48,7 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 
 from . import kernel_lib, memory, pytree, reductions, threads
-from .calls import CallOutput, NumpyCall
+from .calls import TRACED, CallOutput, NumpyCall, Written, setitem_scalar
 from .errors import CallShapeError
 from .graph import CONST, ELEMENTWISE, INPUT, NUMPY, ErrState, Node, shape_text
 from .kernel import Kernel
@@ -774,7 +774,7 @@ class CallStep:
     the fixed sizes tracing found."""
 
     __slots__ = ("call", "dtype", "errstate", "fixed", "inputs", "op", "out_slot", "shape",
-                 "shared", "whole")
+                 "shared", "view", "whole", "written")
 
     def __init__(self, call: NumpyCall, inputs: tuple[int, ...], out_slot: int,
                  node: Node) -> None:
@@ -789,6 +789,20 @@ class CallStep:
         self.errstate = node.errstate
         self.shared: int | None = None
         self.whole: NumpyCall | None = None
+        # basic indexing by a constant key (``u[1:-1]``, ``x[0]``, ``y[:, None]``) keeps the
+        # dtype, and sizes tracing left free need no check: run as the indexing alone
+        key = call.args[1] if call.fn is operator.getitem and len(call.args) == 2 and \
+            call.args[0] is TRACED and not call.kwargs and len(inputs) == 1 else None
+        self.view = key if key is not None and not self.fixed and _basic_key(key) else None
+        # ``x[key] = v`` by a constant basic key into the function's own array: numpy's
+        # setitem into a copy (``Written``), run as that alone
+        self.written: tuple[Callable[..., Any], Any, bool, Any] | None = None
+        fn, args = call.fn, call.args
+        if isinstance(fn, Written) and fn.fn in (operator.setitem, setitem_scalar) and \
+                len(args) == 3 and args[0] is TRACED and not call.kwargs and \
+                not self.fixed and _basic_key(args[1]) and \
+                len(inputs) == 1 + (args[2] is TRACED):
+            self.written = (fn.fn, args[1], args[2] is TRACED, args[2])
 
     def share(self, slot: int) -> None:
         """Run as one item of several results (``CallOutput``) whose other items' steps
@@ -800,6 +814,15 @@ class CallStep:
                                self.call.kwargs)
 
     def run(self, values: list[Any]) -> None:
+        if self.view is not None:
+            values[self.out_slot] = values[self.inputs[0]][self.view]
+            return
+        if self.written is not None:
+            write, key, traced, value = self.written
+            array = np.array(values[self.inputs[0]], copy=True, subok=False)
+            write(array, key, values[self.inputs[1]] if traced else value)
+            values[self.out_slot] = array
+            return
         operands = [values[slot] for slot in self.inputs]
         if self.whole is not None:
             assert self.shared is not None and isinstance(self.call.fn, CallOutput)
@@ -824,6 +847,16 @@ class CallStep:
                 "the example's), which numfuse cannot trace; compute it outside the jitted "
                 "function.")
         values[self.out_slot] = result
+
+
+def _basic_key(key: Any) -> bool:
+    """Whether indexing by ``key`` is numpy's basic indexing by constants: ints, slices of
+    ints, None and Ellipsis (a view, or an item, of the array's dtype)."""
+    items = key if type(key) is tuple else (key,)
+    return all(item is None or item is Ellipsis or type(item) is int or
+               (type(item) is slice and all(bound is None or type(bound) is int
+                                            for bound in (item.start, item.stop, item.step)))
+               for item in items)
 
 
 # ----------------------------------------------------------------------- the program
