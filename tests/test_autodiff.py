@@ -612,6 +612,37 @@ def test_a_gradient_inside_a_jitted_function_is_inlined():
     np.testing.assert_allclose(step(w, x), w - 0.1 * 2 * (w * x - 1.0) * x)
 
 
+def _train(params, x, steps):
+    loss_and_grads = numfuse.value_and_grad(lambda p: np.sum((p["a"] * x - 1.0) ** 2))
+    for _ in range(steps):
+        _loss, grads = loss_and_grads(params)
+        params = {"a": params["a"] - 0.1 * grads["a"]}
+    return params["a"]
+
+
+@pytest.mark.parametrize("fn", [
+    lambda w: numfuse.grad(lambda v: np.sum(v ** 2))(w * 3.0),
+    lambda w: numfuse.value_and_grad(lambda v: np.sum(v ** 2))(w + 0.0),
+    lambda w: numfuse.grad(lambda v: np.sum(v ** 3))(w[::-1]),
+    lambda w: numfuse.grad(lambda v: np.sum(v ** 2))(w.copy()),
+    lambda w: numfuse.grad(lambda a, b: np.sum(a * b), argnums=(0, 1))(w, w * 2),
+    lambda w: numfuse.vjp(lambda v: v ** 2, w * 2.0)[1](np.ones(2)),
+], ids=["scaled", "value-and-grad", "reversed", "copy", "two-computed", "vjp"])
+def test_a_gradient_inside_a_jitted_function_by_a_value_it_computed(fn):
+    """Found by a conformance hunt: the cotangent of a differentiated-by value the
+    function had computed (``grad(f)(w * 3)``) was passed on to what it came from, and
+    the gradient came back zero: a training loop stopped after its first step."""
+    w = np.array([1.0, 2.0])
+    expected, got = fn(w), numfuse.jit(fn)(w)
+    for one, other in zip(got if isinstance(got, tuple) else (got,),
+                          expected if isinstance(expected, tuple) else (expected,),
+                          strict=True):
+        np.testing.assert_allclose(one, other, rtol=1e-15)
+    x = np.array([0.5, 2.0])
+    np.testing.assert_allclose(numfuse.jit(_train, static_argnums=(2,))({"a": w}, x, 3),
+                               _train({"a": w}, x, 3), rtol=1e-14)
+
+
 def test_a_gradient_of_a_gradient():
     x = np.linspace(0.1, 1.0, 6)
     inner = numfuse.grad(lambda y: np.mean(np.sin(y) * y))

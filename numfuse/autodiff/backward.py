@@ -146,8 +146,11 @@ def _run(seeds: Sequence[tuple[Node, Any]], wrt: Sequence[Node], order: Sequence
                              f"of shape {shape_text(node.shape)}: they must be the same")
         if node in active:
             state.add(node, value, node)
+    leaves = set(wrt)  # each differentiated-by value is a leaf (an argument of the
+    # function differentiated), even one computed before it (grad called on w * 3 inside a
+    # traced function): its cotangent is the answer, not passed on to what it came from
     for node in reversed(order):
-        if node.kind == INPUT or node not in active:
+        if node.kind == INPUT or node in leaves or node not in active:
             continue
         cotangent = state.cotangents.pop(node, None)
         if cotangent is not None:
