@@ -49,6 +49,9 @@ class NumpyCall:
         args, kwargs = self._build(leaves)
         return self.fn(*args, **kwargs)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return NumpyCall, (self.fn, self.name, self.args, self.kwargs)  # (its builder: made)
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, NumpyCall) and self._key == other._key
 

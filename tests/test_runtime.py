@@ -615,3 +615,57 @@ def test_a_call_returning_several_results_runs_once_for_all_its_items(monkeypatc
         warnings.simplefilter("always")
         numfuse.jit(lambda x: np.histogram(x))(np.array([True, False]))
     assert len(caught) == 1  # numpy's one "Converting input from bool" warning
+
+
+# ------------------------------------------------------------------ loops of small steps
+
+
+def _rows_written(x):
+    out = np.zeros((6, x.size))
+    for i in range(6):
+        out[i] = x * (i + 1)
+    out[2:4, ::2] = -1.0
+    return out
+
+
+def _stencil(u, steps):
+    u = u.copy()
+    for _ in range(steps):
+        u[1:-1] = u[1:-1] + 0.1 * (u[2:] - 2 * u[1:-1] + u[:-2])
+    return u
+
+
+def _kept_then_written(x):
+    y = x * 2
+    first = y[0:3] * 1  # a new array: y's old values
+    y[0] = 100.0
+    return first, y
+
+
+def _runners(jitted, *args):
+    compiled, _operands = jitted.specialize(*args)
+    return compiled.program.runners
+
+
+@pytest.mark.parametrize(("fn", "args"), [
+    (_rows_written, (np.arange(5.0),)),
+    (_stencil, (np.sin(np.linspace(0.0, 3.0, 21)), 5)),
+    (_kept_then_written, (np.arange(5.0),)),
+])
+def test_a_write_into_the_functions_own_array_that_nothing_reads_after_is_in_place(fn, args):
+    """A loop writing rows into its own array copied the whole array at each write: the
+    last write into an array nothing reads after (no view of it either, nor a return)
+    writes into it; the others into a copy, as numpy's semantics need."""
+    static = (1,) if fn is _stencil else ()
+    jitted = numfuse.jit(fn, static_argnums=static)
+    for _ in range(2):
+        got, expected = jitted(*args), fn(*args)
+        for one, other in zip(got if isinstance(got, tuple) else (got,),
+                              expected if isinstance(expected, tuple) else (expected,),
+                              strict=True):
+            assert_same(one, other)
+    writes = [runner for runner in _runners(jitted, *args)
+              if getattr(runner, "op", None) == "setitem"]
+    assert writes and all(runner.written is not None for runner in writes)
+    if fn is not _kept_then_written:
+        assert sum(runner.in_place for runner in writes) >= len(writes) - 1
