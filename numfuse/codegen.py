@@ -246,7 +246,7 @@ def _float_to_int(expression: str, target: np.dtype) -> str:
 
 def _operand(node: Node, names: dict[Node, str], loop_dtype: np.dtype,
              tested: bool = False) -> str:
-    if node.kind == CONST and node.ndim == 0:
+    if node.kind == CONST and node.ndim == 0 and node not in names:  # (else an operand)
         return literal(node.value.value, loop_dtype)
     name = names[node]
     if (tested or loop_dtype.kind == "b") and node.dtype.kind in "fc" and \

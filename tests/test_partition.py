@@ -1155,3 +1155,37 @@ def test_many_random_programs_with_reductions_over_rows_are_numpys(seed):
     x = RNG.standard_normal((7, 6))
     plan_of(fn, x)
     check(fn, x)
+
+
+# ------------------------------------------------------- numbers changing at each step
+
+
+def _decayed(a, x):
+    for t in range(1, 41):
+        x = x - (0.1 / t) * (a @ x)
+    return x
+
+
+def _rows_scaled(x):
+    for step in range(1, 31):
+        x = np.sort(x) * (step % 3) + step  # (a numpy call between: a kernel per step)
+    return x
+
+
+@pytest.mark.parametrize(("fn", "args"), [
+    (_decayed, (np.eye(3) * 0.5, np.ones(3))),
+    (_decayed, (np.eye(3, dtype=np.float32) * 0.5, np.ones(3, np.float32))),
+    (_rows_scaled, (np.arange(5.0),)),
+    (_rows_scaled, (np.arange(5, dtype=np.int8),)),
+], ids=["float64", "float32", "ints", "int8"])
+def test_kernels_differing_only_in_their_numbers_compile_once(fn, args):
+    """Found by a conformance hunt: a loop whose number changes at each step (a
+    learning-rate schedule) compiled one kernel per step (200 steps: 6 s); those kernels
+    take their numbers as operands and share one compilation, converting them to the
+    loop's dtype as numpy does."""
+    compiled = numfuse.compile(fn, *args)
+    names = {kernel.name for kernel in compiled.kernels}
+    assert len(compiled.kernels) >= 30 and len(names) <= 2
+    assert_same(compiled(*args), fn(*args))
+    single = numfuse.compile(lambda x: x * 0.1 + 2.0, args[-1])
+    assert "0.1" in single.kernels[0].source  # alone: its numbers in its source
