@@ -296,14 +296,28 @@ def _check_signs(call: NumpyCall, nodes: Sequence[Node], first: Any) -> None:
             "which numfuse cannot trace; compute it outside the jitted function.")
 
 
+# Each node's moving axes, once found (a node never changes): a loop of N steps asked for
+# those of its latest value N times, walking all earlier steps each time (1,000 steps:
+# 4 s of tracing).
+_MOVING: weakref.WeakKeyDictionary[Node, frozenset[int]] = weakref.WeakKeyDictionary()
+
+
 def _moving_axes(node: Node) -> frozenset[int]:
     """The axes of ``node`` whose size depends on the values: those of a data-dependent
     call (its ``moving`` param) and, through elementwise work, of its operands -- unless
     another operand's axis, not data-dependent and not of length 1, decides the size."""
+    known = _MOVING.get(node)
+    if known is not None:
+        return known
     found: dict[Node, frozenset[int]] = {}
     stack = [node]
     while stack:
         item = stack[-1]
+        if item not in found and (known := _MOVING.get(item)) is not None:
+            found[item] = known
+        if item in found:
+            stack.pop()
+            continue
         pending = [source for source in item.inputs if source not in found] \
             if _acts_elementwise(item) else []
         if pending:
@@ -323,6 +337,7 @@ def _moving_axes(node: Node) -> frozenset[int]:
             found[item] = frozenset(moving - fixed)
         else:
             found[item] = item.moving
+        _MOVING[item] = found[item]
     return found[node]
 
 
