@@ -685,6 +685,17 @@ def test_work_on_a_value_clamped_by_a_constant_raises_no_flag_of_the_unclamped_v
     assert_like_numpy(fn, np.resize(np.array(values, dtype), size), rtol=1e-6)  # (log)
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint8, np.uint32])
+@pytest.mark.parametrize("size", [4, 40])
+def test_a_cast_on_one_arm_of_a_where_raises_its_invalid_value(dtype, size):
+    """Found by a conformance hunt: both arms of the choice hidden behind one opaque zero
+    let LLVM take the zero out of the choice, and the backend made the cast a masked
+    conversion (AVX-512), which raises nothing for the lanes left out: numpy's "invalid
+    value encountered in cast" of a NaN was lost."""
+    x = np.resize(np.array([0.2, np.nan, 3.3, 7.0]), size)
+    assert_like_numpy(lambda x: np.where(np.isfinite(x), x.astype(dtype), 1), x)
+
+
 @pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint32])
 def test_an_image_clipped_then_cast_to_uint8_is_silent_as_numpy(dtype):
     """skimage's rescale: the cast to uint8 had run on the unclipped product."""

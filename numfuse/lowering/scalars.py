@@ -139,6 +139,7 @@ class Emitter:
         self.flags = flags
         self.guarded = guarded
         self._hidden: set[int] = set()  # ids of the values ``opaque`` made
+        self._zeros = 0  # the opaque zeros of their own made (``opaque_zero``)
         self.compiler = compiler
         self.values: dict[str, Value] = dict(names or {})
         self.slots: dict[str, tuple[np.dtype, ir.Value]] = {}
@@ -479,18 +480,26 @@ class Emitter:
             return self.complex(self.opaque(real), self.opaque(imag))
         bits = ir.IntType(value.dtype.itemsize * 8)
         hidden = self.builder.xor(self.builder.bitcast(value.ir, bits),
-                                  self.opaque_zero(bits.width))
+                                  self.opaque_zero(bits.width, own=True))
         result = self.builder.bitcast(hidden, value.ir.type)
         self._hidden.add(id(result))
         return Value(value.dtype, result)
 
-    def opaque_zero(self, width: int) -> ir.Value:
-        """A ``width``-bit zero LLVM cannot see (a load of a weak global)."""
+    def opaque_zero(self, width: int, own: bool = False) -> ir.Value:
+        """A ``width``-bit zero LLVM cannot see (a load of a weak global); ``own``: of a
+        global of its own, which LLVM cannot take for another's (values hidden by the
+        same zero on both arms of a choice, ``where(m, int(x), 10)``, let LLVM take the
+        zero out of the choice, and the backend made it a masked conversion, which raises
+        no "invalid value" for the lanes left out)."""
         module = self.module
+        name = "numfuse.opaque_zero"
+        if own:
+            self._zeros += 1
+            name = f"numfuse.opaque_zero.{self._zeros}"
         try:
-            zero = module.get_global("numfuse.opaque_zero")
+            zero = module.get_global(name)
         except KeyError:
-            zero = ir.GlobalVariable(module, T.I64, name="numfuse.opaque_zero")
+            zero = ir.GlobalVariable(module, T.I64, name=name)
             zero.linkage = "weak"
             zero.initializer = ir.Constant(T.I64, 0)
         mask = self.builder.load(zero)
