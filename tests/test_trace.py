@@ -943,6 +943,19 @@ def _masked_by_a_number(x, s):
     return out
 
 
+def _safe_divide(a, b):
+    return np.divide(a, b, out=np.zeros_like(a), where=b != 0)
+
+
+@pytest.mark.parametrize("args", [(np.ones(4), 0.0), (np.ones(4, np.float32), 0.0),
+                                  (np.ones(4, np.float32), 0.1), (np.arange(4.0), 2)],
+                         ids=["by-zero", "float32-by-zero", "float32", "by-an-int"])
+def test_a_division_masked_where_the_python_number_divisor_is_0_raises_nothing(args):
+    """Found by a conformance hunt: ``np.divide(a, b, out=..., where=b != 0)`` with a
+    Python float 0 warned "divide by zero" for the elements the mask leaves out."""
+    assert_like_numpy(_safe_divide, *args)
+
+
 @pytest.mark.parametrize("args", [
     (np.ones(3, np.float32), 2.0**-24 + 2.0**-50),
     (np.array([100, 50, 1], np.int8), 3),

@@ -358,13 +358,14 @@ def apply_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any]) 
 
 def _quiet_where(ufunc: np.ufunc, inputs: Sequence[Any], mask: Any) -> list[Any]:
     """The operands with masked-off elements replaced by a value on which ``ufunc`` raises
-    no floating-point error, as numpy never computes those elements.  A Python number
-    (traced or not) is the same for every element and stays as it is: weak, as numpy
-    converts it to the loop's dtype (masked, it had been a float64 or int64 array, and the
-    loop numpy's for a float32 or int8 array had been float64 or int64)."""
+    no floating-point error, as numpy never computes those elements.  A traced Python
+    float stays weak, as numpy converts it to the loop's dtype (masked as a float64 array,
+    the loop numpy's for a float32 array had been float64); a traced Python int is left
+    as it is (numpy's OverflowError for one beyond an int8 array's range is checked on
+    the argument), and so is a Python number of the function."""
     def masked(operand: Any) -> bool:
-        return isinstance(operand, np.ndarray) or (isinstance(operand, Tracer) and
-                                                   not operand.node.weak)
+        return isinstance(operand, np.ndarray) or (isinstance(operand, Tracer) and (
+            not operand.node.weak or operand.node.dtype.kind in "fc"))
 
     arrays = [operand for operand in inputs if masked(operand)]
     dtypes = [_node(operand).dtype for operand in arrays]
@@ -381,8 +382,15 @@ def _quiet_where(ufunc: np.ufunc, inputs: Sequence[Any], mask: Any) -> list[Any]
             continue
         break
     replacements = iter(quiet)
-    return [where(mask, operand, next(replacements)) if masked(operand) else operand
-            for operand in inputs]
+    return [_weak_as(operand, where(mask, operand, next(replacements))) if masked(operand)
+            else operand for operand in inputs]
+
+
+def _weak_as(operand: Any, masked: Tracer) -> Tracer:
+    """``masked``, weak when ``operand`` is (a Python number argument)."""
+    if isinstance(operand, Tracer) and operand.node.weak:
+        masked.node = dataclasses.replace(masked.node, weak=True)
+    return masked
 
 
 def _compute_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any]) -> Any:
