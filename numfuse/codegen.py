@@ -285,6 +285,11 @@ def expression(node: Node, names: dict[Node, str]) -> str:
     tested = op.category in _TESTS or op.name in _TESTING
     operands = [_operand(source, names, dtype, tested)
                 for source, dtype in zip(node.inputs, loop, strict=False)]
+    if node.op == "where" and node.inputs[0].kind == CONST and node.inputs[0].ndim == 0:
+        # ``np.where(flag, np.log(x), x)`` with a Python bool: numpy computes both arms
+        # and raises the flags of the one it drops; LLVM, seeing the choice made, would
+        # drop that arm's work and its flags
+        operands[0] = f"hidden({operands[0]})"
     text = template.format(*operands)
     if node.dtype in _PRESERVED and all(dtype == node.dtype for dtype in loop):
         return text  # numba computes in this type already: no cast needed

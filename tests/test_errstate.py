@@ -685,6 +685,21 @@ def test_work_on_a_value_clamped_by_a_constant_raises_no_flag_of_the_unclamped_v
     assert_like_numpy(fn, np.resize(np.array(values, dtype), size), rtol=1e-6)  # (log)
 
 
+def _optional_log(x, use_log=False):
+    return np.where(use_log, np.log(x), x)
+
+
+@pytest.mark.parametrize("fn", [_optional_log, lambda x: np.where(True, x, np.log(x)),
+                                lambda x: np.where(np.True_, x * 2, np.sqrt(x))],
+                         ids=["python-bool-default", "true", "numpy-bool"])
+@pytest.mark.parametrize("size", [3, 40])
+def test_where_of_a_constant_condition_raises_the_flags_of_the_arm_it_drops(fn, size):
+    """Found by a conformance hunt: ``np.where(use_log, np.log(x), x)`` with a Python
+    bool computes both arms in numpy, which warns for the logarithm it drops; LLVM,
+    seeing the choice made, dropped the arm and its flags."""
+    assert_like_numpy(fn, np.resize(np.array([0.0, -1.0, 2.0]), size))
+
+
 @pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint8, np.uint32])
 @pytest.mark.parametrize("size", [4, 40])
 def test_a_cast_on_one_arm_of_a_where_raises_its_invalid_value(dtype, size):

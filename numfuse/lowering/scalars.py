@@ -478,7 +478,8 @@ class Emitter:
         if value.dtype.kind == "c":
             real, imag = self.parts(value)
             return self.complex(self.opaque(real), self.opaque(imag))
-        bits = ir.IntType(value.dtype.itemsize * 8)
+        bits = value.ir.type if isinstance(value.ir.type, ir.IntType) else \
+            ir.IntType(value.dtype.itemsize * 8)  # (a bool is an i1)
         hidden = self.builder.xor(self.builder.bitcast(value.ir, bits),
                                   self.opaque_zero(bits.width, own=True))
         result = self.builder.bitcast(hidden, value.ir.type)
