@@ -1598,6 +1598,21 @@ def test_a_complex_result_cast_into_a_real_out_warns_at_every_call():
         assert_like_numpy(_complex_added_into_float32, z, jitted=jitted)
 
 
+@pytest.mark.parametrize(("fn", "args"), [
+    (lambda a, b: np.sqrt(b, out=np.zeros_like(a)), (np.ones(3), 4.0)),
+    (lambda a, b: np.add(b, 1.0, out=np.zeros_like(a)) * 2, (np.ones((2, 3)), np.arange(3.0))),
+    (lambda a, b: np.multiply(b, a[:1], out=np.ones_like(a)), (np.ones((2, 3)), np.arange(3.0))),
+], ids=["number-into-array", "row-into-matrix", "one-row-into-matrix"])
+def test_a_ufunc_result_broadcasts_into_a_larger_out_as_numpy(fn, args):
+    """Found by a conformance hunt: a result of fewer dimensions than ``out=`` (numpy
+    broadcasts it) made numpy run the function ("non-broadcastable output operand")."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", numfuse.NumpyFallbackWarning)
+        check(fn, *args)
+    with pytest.raises(ValueError, match="non-broadcastable output"):
+        numfuse.jit(lambda a, b: np.add(b, 1, out=np.zeros_like(a)))(np.ones(3), np.ones((2, 3)))
+
+
 def test_ufunc_casting_rules_other_than_same_kind_run_as_numpy():
     check(lambda x: (np.add(x, 1, casting="unsafe", dtype=np.int32),
                      np.multiply(x, 2, casting="unsafe", dtype=np.uint8)), X)

@@ -88,7 +88,11 @@ def _store(ufunc: np.ufunc, operands: Sequence[Any], result: Any, out: Any,
     else:
         raise TypeError(f"return arrays must be of ArrayType, not {type(out).__name__}")
     node = _node(result)
-    if not _fits_into(node.shape, tuple(target_shape)):
+    if node.shape != tuple(target_shape) and mask is True and \
+            _broadcasts_into(node.shape, tuple(target_shape)):
+        mask = np.True_  # (numpy broadcasts the result into out: a choice of out's shape)
+    if not _fits_into(node.shape, tuple(target_shape)) and \
+            not _broadcasts_into(node.shape, tuple(target_shape)):
         raise ValueError(
             f"non-broadcastable output operand with shape {shape_text(target_shape)} "
             f"doesn't match the broadcast shape {shape_text(node.shape)}")
@@ -118,6 +122,16 @@ def _store(ufunc: np.ufunc, operands: Sequence[Any], result: Any, out: Any,
         stored = elementwise(OPS["where"], [_node(keep), stored, _node(out)], scalar=False)
     out.node = stored
     return out
+
+
+def _broadcasts_into(shape: Shape, target: Shape) -> bool:
+    """Whether a result of ``shape``, of fewer dimensions or of length 1 along some of
+    them, broadcasts into an array of ``target``'s shape (``np.sqrt(b, out=z)`` of a
+    number ``b``); free sizes match free sizes only."""
+    if len(shape) > len(target):
+        return False
+    return all(size == 1 or size == goal
+               for size, goal in zip(shape, target[len(target) - len(shape):], strict=True))
 
 
 def _fits_into(shape: Shape, target: Shape) -> bool:
