@@ -106,7 +106,7 @@ _FRESH = frozenset((
     "sort_complex", "lexsort", "argpartition", "partition", "unwrap", "block",
     "linalg.multi_dot", "linalg.vector_norm", "linalg.matrix_norm", "linalg.tensorsolve",
     "fft.fft", "fft.ifft", "fft.rfft", "fft.irfft", "fft.fft2", "fft.ifft2", "fft.fftn",
-    "fft.ifftn", "fft.fftshift", "fft.ifftshift",
+    "fft.ifftn", "fft.fftshift", "fft.ifftshift", "zeros", "ones", "empty", "full",
     *(name for name in _DATA_DEPENDENT if name != "trim_zeros"),
 ))
 # ndarray methods traced as calls of the numpy function of the same name.

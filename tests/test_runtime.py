@@ -628,6 +628,13 @@ def _rows_written(x):
     return out
 
 
+def _large_rows_written(x):
+    out = np.zeros((4, 5000))  # 160 KB: made by numpy at each call, not a constant
+    for i in range(4):
+        out[i, :x.size] = x * (i + 1)
+    return out + np.ones(5000)
+
+
 def _stencil(u, steps):
     u = u.copy()
     for _ in range(steps):
@@ -649,6 +656,7 @@ def _runners(jitted, *args):
 
 @pytest.mark.parametrize(("fn", "args"), [
     (_rows_written, (np.arange(5.0),)),
+    (_large_rows_written, (np.arange(5.0),)),
     (_stencil, (np.sin(np.linspace(0.0, 3.0, 21)), 5)),
     (_kept_then_written, (np.arange(5.0),)),
 ])
@@ -669,3 +677,7 @@ def test_a_write_into_the_functions_own_array_that_nothing_reads_after_is_in_pla
     assert writes and all(runner.written is not None for runner in writes)
     if fn is not _kept_then_written:
         assert sum(runner.in_place for runner in writes) >= len(writes) - 1
+    if fn is _large_rows_written:  # every write into the array numpy makes at each call
+        assert all(runner.in_place for runner in writes)
+        assert not any(isinstance(value, np.ndarray) and value.nbytes >= 1 << 16
+                       for value in jitted.specialize(*args)[0].program.initial)

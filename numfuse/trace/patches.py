@@ -485,9 +485,20 @@ def _creator(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
             return record_call(original, name, args, kwargs)  # a traced fill value
         if not _from_user_code(name):
             return original(*args, **kwargs)
-        return _wrapped(zeros(*args, **kwargs), [])
+        made = zeros(*args, **kwargs)
+        if isinstance(made, np.ndarray) and made.nbytes >= _MADE_AT_EACH_CALL and \
+                name in _FILLED and made.dtype.kind in "biufc":
+            # a large array of one value: made at each call, as numpy does, not kept as a
+            # constant of the program (copied at each call when written into)
+            return record_call(original, name, args, kwargs)
+        return _wrapped(made, [])
 
     return functools.wraps(original)(create)
+
+
+# Arrays of one value at least this large (bytes) are made by numpy at each call.
+_MADE_AT_EACH_CALL = 1 << 16
+_FILLED = frozenset({"zeros", "ones", "empty", "full"})
 
 
 def _own_globals(fn: Callable[..., Any]) -> dict[str, Any] | None:
