@@ -285,6 +285,11 @@ def expression(node: Node, names: dict[Node, str]) -> str:
     tested = op.category in _TESTS or op.name in _TESTING
     operands = [_operand(source, names, dtype, tested)
                 for source, dtype in zip(node.inputs, loop, strict=False)]
+    for position, source in enumerate(node.inputs):
+        if _negates(node.op, position, source, loop):
+            # LLVM makes ``x * -1``, ``x / -1`` and ``-0.0 - x`` a negation, which flips a
+            # NaN's sign; numpy's multiply (the x86 instruction) keeps the NaN as it is
+            operands[position] = f"hidden({operands[position]})"
     if node.op == "where" and node.inputs[0].kind == CONST and node.inputs[0].ndim == 0:
         # ``np.where(flag, np.log(x), x)`` with a Python bool: numpy computes both arms
         # and raises the flags of the one it drops; LLVM, seeing the choice made, would
@@ -294,6 +299,21 @@ def expression(node: Node, names: dict[Node, str]) -> str:
     if node.dtype in _PRESERVED and all(dtype == node.dtype for dtype in loop):
         return text  # numba computes in this type already: no cast needed
     return cast_result(text, node.dtype)
+
+
+def _negates(op: str, position: int, source: Node, loop: Sequence[np.dtype]) -> bool:
+    """Whether the float constant ``source``, operand ``position`` of ``op``, lets LLVM
+    make the operation a negation: a multiplier or divisor of -1, a -0.0 minuend."""
+    if source.kind != CONST or source.ndim or position >= len(loop) or \
+            loop[position].kind != "f":
+        return False
+    value = np.asarray(source.value.value)
+    if value.dtype.kind not in "fiu":
+        return False
+    number = float(value)
+    if op in ("multiply", "true_divide"):
+        return number == -1.0 and (op == "multiply" or position == 1)
+    return op == "subtract" and position == 0 and number == 0.0 and math.copysign(1.0, number) < 0
 
 
 # The vector-math logarithms answer log(0) with a division LLVM folds, without numpy's

@@ -92,6 +92,7 @@ def _converting_tracers() -> Iterator[None]:
                     setattr(module, name, _python_reading(module.__name__, name, original))
             np.vectorize.__call__ = _vectorized_call  # type: ignore[method-assign]
             np.isscalar = _isscalar  # type: ignore[assignment]
+            np.iterable = _iterable  # type: ignore[assignment]
             np.broadcast = _broadcast  # type: ignore[misc,assignment]
             np.r_, np.c_ = _ROWS, _COLUMNS  # type: ignore[misc,assignment]
         _conversion_depth += 1
@@ -130,6 +131,7 @@ _PYTHON_READINGS = (
 
 _VECTORIZE_CALL = np.vectorize.__call__
 _ISSCALAR = np.isscalar
+_ITERABLE = np.iterable
 _BROADCAST = np.broadcast
 _R, _C = np.r_, np.c_
 
@@ -147,6 +149,7 @@ def _restore_numpy() -> None:
             setattr(module, name, original)
     np.vectorize.__call__ = _VECTORIZE_CALL  # type: ignore[method-assign]
     np.isscalar = _ISSCALAR
+    np.iterable = _ITERABLE
     np.broadcast = _BROADCAST  # type: ignore[misc]
     np.r_, np.c_ = _R, _C  # type: ignore[misc]
 
@@ -168,6 +171,15 @@ def _isscalar(element: Any) -> bool:
     if isinstance(element, Tracer):
         return element.node.ndim == 0 and (element.node.scalar or element.node.weak)
     return _ISSCALAR(element)
+
+
+def _iterable(y: Any) -> bool:
+    """``np.iterable``: an array of one dimension or more is iterable (its length need not
+    be known: numpy's own test, ``iter(y)``, asked for it and took the error for "not
+    iterable"), a 0-d array, a numpy scalar or a Python number is not."""
+    if isinstance(y, Tracer):
+        return y.node.ndim > 0
+    return bool(_ITERABLE(y))
 
 
 class _TracedBroadcast:

@@ -554,6 +554,12 @@ class Tracer:
             "the list's own method (numpy would not see it): numpy runs this function as "
             "written; to fuse it, make the argument an array (np.asarray) first.")
 
+    def __copy__(self) -> Any:  # copy.copy(x): an array's copy
+        return self.copy()
+
+    def __deepcopy__(self, memo: Any) -> Any:
+        return self.copy()
+
     def copy(self, order: str = "K") -> Any:
         if self.sequence:
             self._as_sequence("list.copy")
