@@ -45,6 +45,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import heapq
+import math
 from collections.abc import Iterable, Sequence
 from functools import cached_property
 from typing import Any
@@ -1146,10 +1147,33 @@ def _lifted(region: Region) -> Region:
 
 
 def _numbers(region: Region) -> list[Node]:
-    """The region's 0-d constants of ``_LIFTED_DTYPES``, in the order its members use
-    them."""
-    return [source for node in (*region.prelude, *region.nodes) for source in node.inputs
-            if source.kind == CONST and source.ndim == 0 and source.dtype in _LIFTED_DTYPES]
+    """The region's 0-d constants of ``_LIFTED_DTYPES`` that convert to the loop dtypes
+    of their uses as the kernel's cast converts them, in the order its members use them:
+    an int within the range of int64 and of the loop's dtype, a float used in a float
+    loop without overflowing it (an overflowing conversion warns "cast" from its
+    literal)."""
+    uses: dict[Node, list[np.dtype]] = {}
+    for node in (*region.prelude, *region.nodes):
+        for source, dtype in zip(node.inputs, getattr(node, "loop", ()), strict=False):
+            if source.kind == CONST and source.ndim == 0 and source.dtype in _LIFTED_DTYPES:
+                uses.setdefault(source, []).append(dtype)
+    return [source for source, dtypes in uses.items()
+            if all(_converts_exactly(source.value.value, dtype) for dtype in dtypes)]
+
+
+def _converts_exactly(value: Any, dtype: np.dtype) -> bool:
+    """Whether the kernel's cast of the number ``value`` (an int: from int64) to ``dtype``
+    is numpy's conversion of it, raising no flag."""
+    if isinstance(value, (bool, np.bool_)) or dtype.kind not in "fciu":
+        return False
+    if isinstance(value, (int, np.integer)):
+        number = int(value)
+        return -(2**63) <= number < 2**63 and (dtype.kind in "fc" or (
+            int(np.iinfo(dtype).min) <= number <= int(np.iinfo(dtype).max)))
+    if dtype.kind not in "fc":
+        return False
+    number = float(value)
+    return not math.isfinite(number) or abs(number) <= float(np.finfo(dtype).max)
 
 
 def _form(region: Region) -> Any:

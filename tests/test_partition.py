@@ -15,7 +15,7 @@ import pickle
 
 import numpy as np
 import pytest
-from conftest import assert_same, check, numpy_result
+from conftest import assert_like_numpy, assert_same, check, numpy_result
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -1189,3 +1189,29 @@ def test_kernels_differing_only_in_their_numbers_compile_once(fn, args):
     assert_same(compiled(*args), fn(*args))
     single = numfuse.compile(lambda x: x * 0.1 + 2.0, args[-1])
     assert "0.1" in single.kernels[0].source  # alone: its numbers in its source
+
+
+def _compared_twice(x):
+    return x < 2**31, np.sort(x) < 2**63
+
+
+def _hashed(x):
+    z = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9
+    z = np.sort(z)
+    return (z ^ (z >> 27)) * 0x94D049BB133111EB
+
+
+def _clamped_twice(x):
+    return np.maximum(x, 3.0), np.maximum(np.sort(x), 1e300)
+
+
+@pytest.mark.parametrize(("fn", "args"), [
+    (_compared_twice, (np.array([1.0, 3e9, 1e19]),)),
+    (_hashed, (np.arange(5, dtype=np.uint64),)),
+    (_clamped_twice, (np.ones(2, np.float32),)),
+], ids=["beyond-int64", "uint64-constants", "overflowing-cast"])
+def test_numbers_a_shared_kernel_cannot_take_as_int64_operands_stay_in_its_source(fn, args):
+    """Found by a conformance hunt: Python ints of 2**63 and more (uint64 hashing
+    constants) were passed as int64 operands (OverflowError, or no loop for the types),
+    and a float overflowing its float32 loop warned under the kernel's name, not "cast"."""
+    assert_like_numpy(fn, *args)
