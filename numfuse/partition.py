@@ -1172,8 +1172,8 @@ def _converts_exactly(value: Any, dtype: np.dtype) -> bool:
             int(np.iinfo(dtype).min) <= number <= int(np.iinfo(dtype).max)))
     if dtype.kind not in "fc":
         return False
-    number = float(value)
-    return not math.isfinite(number) or abs(number) <= float(np.finfo(dtype).max)
+    real = float(value)
+    return not math.isfinite(real) or abs(real) <= float(np.finfo(dtype).max)
 
 
 def _form(region: Region) -> Any:
