@@ -775,7 +775,7 @@ class CallStep:
     the fixed sizes tracing found."""
 
     __slots__ = ("call", "dtype", "errstate", "fixed", "in_place", "inputs", "op", "out_slot",
-                 "shape", "shared", "view", "whole", "written")
+                 "pythons", "shape", "shared", "view", "whole", "written")
 
     def __init__(self, call: NumpyCall, inputs: tuple[int, ...], out_slot: int,
                  node: Node, in_place: bool = False) -> None:
@@ -790,6 +790,11 @@ class CallStep:
         self.errstate = node.errstate
         self.shared: int | None = None
         self.whole: NumpyCall | None = None
+        # the operands that are Python numbers in the function (a list argument's item,
+        # a computed Python number): given to numpy as Python numbers, weak as they are
+        # there (a 0-d array is strong: np.clip(uint8 array, 0-d int64) gives int64)
+        self.pythons = tuple(position for position, source in enumerate(node.inputs)
+                             if source.weak and source.ndim == 0)
         # basic indexing by a constant key (``u[1:-1]``, ``x[0]``, ``y[:, None]``) keeps the
         # dtype, and sizes tracing left free need no check: run as the indexing alone
         key = call.args[1] if call.fn is operator.getitem and len(call.args) == 2 and \
@@ -824,10 +829,17 @@ class CallStep:
             write, key, traced, value = self.written
             array = values[self.inputs[0]] if self.in_place else \
                 np.array(values[self.inputs[0]], copy=True, subok=False)
-            write(array, key, values[self.inputs[1]] if traced else value)
+            if traced:
+                value = values[self.inputs[1]]
+                if self.pythons and isinstance(value, (np.ndarray, np.generic)):
+                    value = value.item()
+            write(array, key, value)
             values[self.out_slot] = array
             return
         operands = [values[slot] for slot in self.inputs]
+        for position in self.pythons:
+            if isinstance(operands[position], (np.ndarray, np.generic)):
+                operands[position] = operands[position].item()
         if self.whole is not None:
             assert self.shared is not None and isinstance(self.call.fn, CallOutput)
             results = values[self.shared]

@@ -453,6 +453,18 @@ def test_items_of_a_list_or_tuple_of_numbers_are_python_numbers(fn, args):
     assert len(jitted.compiled) == 1
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int32, np.uint64, np.float32])
+def test_items_of_a_list_reach_numpy_calls_as_python_numbers(dtype):
+    """Found by a conformance hunt: ``np.clip(x, b[0], b[1])`` with ``b = [1, 3]`` gave
+    numpy's call the items as 0-d int64 arrays, strong: an int64 result where numpy's is
+    the uint8 array's dtype (``CallShapeError``)."""
+    x = np.arange(5, dtype=dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", numfuse.NumpyFallbackWarning)
+        check(lambda x, b: np.clip(x, b[0], b[1]), x, [1, 3])
+        check(lambda x, b: x.clip(*b) * 2, x, [1, 3])
+
+
 def test_list_argument_is_converted_like_numpy():
     jitted = numfuse.jit(lambda x: np.asarray(x) * 2)
     assert_same(jitted([1.0, 2.0, 3.0]), np.asarray([1.0, 2.0, 3.0]) * 2)
