@@ -61,6 +61,8 @@ class ArgSpec(NamedTuple):
     dtype: np.dtype
     ones: tuple[bool, ...]
     sizes: tuple[int, ...] | None = None  # the exact shape, for size-dependent functions
+    # the Python type of each item ("int", "float") of an "items" list of both
+    types: tuple[str, ...] | None = None
 
     @property
     def ndim(self) -> int:

@@ -453,6 +453,21 @@ def test_items_of_a_list_or_tuple_of_numbers_are_python_numbers(fn, args):
     assert len(jitted.compiled) == 1
 
 
+def _rescaled(x, bounds):
+    low, high = bounds
+    return (x - low) / (high - low), low // 2
+
+
+@pytest.mark.parametrize("bounds", [(0, 1.5), [0, 1.5], [1.5, 0], (3, 0.5)])
+@pytest.mark.parametrize("dtype", [np.float32, np.int8])
+def test_items_of_a_list_of_ints_and_floats_are_the_python_numbers_they_are(bounds, dtype):
+    """Found by a conformance hunt: ``low, high = (0, 1.5)`` took the items from the
+    float64 array numpy makes of the tuple, strong: a float32 array became float64."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", numfuse.NumpyFallbackWarning)
+        check(_rescaled, np.arange(1, 4, dtype=dtype), bounds)
+
+
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int32, np.uint64, np.float32])
 def test_items_of_a_list_reach_numpy_calls_as_python_numbers(dtype):
     """Found by a conformance hunt: ``np.clip(x, b[0], b[1])`` with ``b = [1, 3]`` gave

@@ -123,7 +123,8 @@ def trace_graph(fn: Callable[..., Any], specs: Sequence[ArgSpec],
     inputs = tuple(input_node(index, spec) for index, spec in enumerate(specs))
     arguments = [static[index] if index in static else
                  Tracer(node, python_items=specs[index].kind == "items",
-                        sequence=specs[index].kind in ("items", "sequence"))
+                        sequence=specs[index].kind in ("items", "sequence"),
+                        item_types=specs[index].types)
                  for index, node in enumerate(inputs)]
     examples: dict[Node, tuple[int, ...]] = {}
     if shapes is not None:

@@ -39,15 +39,17 @@ class Tracer:
     """A traced value: records every operation applied to it into the graph."""
 
     __array_priority__ = 1000
-    __slots__ = ("__weakref__", "bases", "node", "owned", "python_items", "sequence", "views")
+    __slots__ = ("__weakref__", "bases", "item_types", "node", "owned", "python_items",
+                 "sequence", "views")
 
     def __init__(self, node: Node, owned: bool = False, python_items: bool = False,
-                 sequence: bool = False) -> None:
+                 sequence: bool = False, item_types: tuple[str, ...] | None = None) -> None:
         self.node = node
         # an array numpy made of a list or tuple of Python numbers: an item taken out is
         # a Python number (weak), a row another such list
         self.python_items = python_items
         self.sequence = sequence  # a list or tuple argument (or a part of one): its operators
+        self.item_types = item_types  # (see ``ArgSpec.types``)
         # True when this tracer stands for a fresh array (not an argument, not a view).
         # It may be written in place while no view of it is alive (``writable``).
         self.owned = owned
@@ -415,8 +417,11 @@ class Tracer:
                 isinstance(key, (int, np.integer)) and not isinstance(key, bool):
             if item.node.ndim:
                 item.python_items = True
-            elif item.node.dtype.kind != "b":  # (a Python bool is never weak)
-                item.node = dataclasses.replace(item.node, weak=True)
+            else:
+                if self.item_types is not None and self.item_types[key] == "int":
+                    item = astype(item, np.int64)  # numpy's array of the list made it float
+                if item.node.dtype.kind != "b":  # (a Python bool is never weak)
+                    item.node = dataclasses.replace(item.node, weak=True)
         return item
 
     def __matmul__(self, other: Any) -> Any:
