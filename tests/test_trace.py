@@ -1703,8 +1703,11 @@ def _wrapped_int(v):
     (lambda x: np.vectorize(lambda v: 1.0 / v)(x), (np.array([1.0, 2.0]),)),
     (lambda x: np.vectorize(lambda v: v ** 2)(x), (np.array([1e100, 2.0]),)),
     (lambda x: np.vectorize(lambda v: v - 2, otypes=[np.uint8])(x), (np.array([3, 5]),)),
+    (lambda x, y: np.vectorize(lambda a, b: a * b + 0.5)(x, y),
+     (np.array([0.3 + 0.7j]), np.array([0.9 - 0.4j]))),
+    (lambda x: np.vectorize(lambda v: 2.0 * v + 1.0, otypes=[int])(x), (np.array([1.5, 2.0]),)),
 ], ids=["branching", "int8", "int64-unbounded", "float32-in-float64", "bool-invert",
-        "bool-power", "division", "power", "otypes"])
+        "bool-power", "division", "power", "otypes", "complex-product", "int-otypes"])
 def test_vectorize_runs_numpys_per_element_calls_where_whole_arrays_would_differ(fn, args):
     """Found by a conformance hunt: numpy calls the function on Python numbers (ints
     unbounded, a float32 element in float64, 1.0 / 0.0 raising ZeroDivisionError, ``~``
@@ -1723,7 +1726,9 @@ def test_vectorize_raises_what_numpys_raises():
                      (lambda x: np.vectorize(_wrapped_int)(x), (np.array([100, 5], np.int8),)),
                      (lambda x: np.vectorize(lambda v: v ** 2)(x), (np.array([1e200, 2.0]),)),
                      (lambda x: np.vectorize(lambda v: v - 2, otypes=[np.uint8])(x),
-                      (np.array([1, 5]),))):
+                      (np.array([1, 5]),)),
+                     (lambda x: np.vectorize(lambda v: 2.0 * v, otypes=[int])(x),
+                      (np.array([1.5, np.nan]),))):
         with pytest.raises(Exception) as expected:
             fn(*args)
         with warnings.catch_warnings():

@@ -288,18 +288,20 @@ _PYTHON_DIFFERS = frozenset({
 
 def _vectorized_whole(self: np.vectorize, args: tuple[Any, ...]) -> Any:
     """``f`` applied to the whole arrays, or None where that may differ from numpy's
-    per-element calls: numpy calls ``f`` on Python numbers (of float64 and complex128
-    arrays only are they the arrays' values: ints are unbounded, a float32 element is
-    computed in float64), so ``f`` must do elementwise work only, without Python control
-    flow on its element, that Python's numbers do as numpy's do (no division by what may
-    be 0, no power: Python raises).  Like numpy, the operands are arrays first (Python numbers
-    become strong), and the results are arrays of the broadcast shape (``otypes`` cast
-    them)."""
+    per-element calls: numpy calls ``f`` on Python numbers (of float64 arrays only are
+    they the arrays' values: ints are unbounded, a float32 element is computed in float64,
+    Python's complex product rounds otherwise than numpy's loop), so ``f`` must do
+    elementwise work only, without Python control flow on its element, that Python's
+    numbers do as numpy's do (no division by what may be 0, no power: Python raises), and
+    its results must be floats (an int ``otypes`` makes numpy raise for a NaN).  Like
+    numpy, the operands are arrays first (Python numbers become strong), and the results
+    are arrays of the broadcast shape (``otypes`` cast them)."""
     operands: list[Any] = [
         np.asanyarray(value) if isinstance(value, Tracer)
         else Tracer(const_node(np.asanyarray(value)), owned=True) for value in args]
-    if any(operand.node.dtype not in _PYTHON_FLOATS for operand in operands):
-        return None
+    if any(operand.node.dtype not in _PYTHON_FLOATS for operand in operands) or any(
+            np.dtype(otype).kind not in "fc" for otype in self.otypes or ()):
+        return None  # (numpy's cast of a float NaN to an int otype raises)
     sources = {operand.node for operand in operands}
     noted = raised_while_tracing.get()
     before = len(noted) if noted is not None else 0
@@ -328,7 +330,7 @@ def _vectorized_whole(self: np.vectorize, args: tuple[Any, ...]) -> Any:
     return tuple(done) if isinstance(results, tuple) else done[0]
 
 
-_PYTHON_FLOATS = (np.dtype(np.float64), np.dtype(np.complex128))
+_PYTHON_FLOATS = (np.dtype(np.float64),)
 
 
 def _as_python_computes(node: Node, sources: set[Node]) -> bool:
