@@ -118,7 +118,7 @@ def reported_name(nodes: Sequence[Node]) -> str:
     """The name a kernel computing ``nodes`` (in order) gives in its floating-point
     warnings: a numpy ufunc's ("divide"), "cast" for an ``astype`` or a number of the
     function converted with an overflow, "reduce" for a sum or product it completes
-    (numpy's name for its reductions), or "" for none."""
+    (numpy's name for its reductions), else its first ufunc's, or "" for none."""
     def completes_sum(node: Node) -> bool:
         return node.kind != ELEMENTWISE and node.kind != CONST and \
             reduced_ufunc(node.op) in ("add", "multiply") and node.dtype.kind in "fc"
@@ -138,8 +138,10 @@ def reported_name(nodes: Sequence[Node]) -> str:
 
     ranked = [(found, position, node) for position, node in enumerate(nodes)
               if (found := rank(node)) is not None]
-    if not ranked:
-        return ""
+    if not ranked:  # (np.nextafter overflowing: its own name, as numpy's)
+        return next((row.reference.__name__ for node in nodes
+                     if (row := OPS.get(node.op)) is not None and
+                     isinstance(row.reference, np.ufunc)), "")
     node = min(ranked, key=lambda entry: entry[:2])[2]
     if completes_sum(node):
         return "reduce"

@@ -149,7 +149,8 @@ def test_the_name_a_kernel_reports_its_flags_under():
     assert named(lambda x: (x * 3 - 1).astype(np.float32), x) == "multiply"
     assert named(lambda x: x.astype(np.float32) > 0, x) == "cast"
     assert named(lambda x: x > 0, x) == "greater"
-    assert named(lambda x: np.maximum(x, 2), x) == ""
+    assert named(lambda x: np.maximum(x, 2), x) == "maximum"  # else its first ufunc's
+    assert named(lambda x: np.nextafter(x, np.inf), x) == "nextafter"
     assert named(lambda x: np.where(x > 0, x, 1e300), x.astype(np.float32)) == "cast"
     assert named(lambda x: np.sum(x * 2), x) == "reduce"  # numpy's name for its sums
     assert named(lambda x: np.sum(x / 3), x) == "divide"
