@@ -337,25 +337,21 @@ def _as_python_computes(node: Node, sources: set[Node]) -> bool:
     """Whether the elementwise work computing ``node`` from ``sources`` gives, on Python
     floats, what numpy's loops give on the arrays (see ``_PYTHON_DIFFERS``; a division
     only by a constant other than 0)."""
-    seen: set[Node] = set()
-    stack = [node]
-    while stack:
-        item = stack.pop()
-        if item in seen or item in sources or item.kind == CONST:
-            continue
-        seen.add(item)
-        if item.op in _PYTHON_DIFFERS:
-            return False
-        if item.op == "true_divide":
-            divisor = item.inputs[1]
-            if divisor.kind != CONST or not np.all(np.asarray(divisor.value.value) != 0):
-                return False
-        stack.extend(item.inputs)
-    return True
+    return all(item.op not in _PYTHON_DIFFERS and (
+        item.op != "true_divide" or (item.inputs[1].kind == CONST and bool(
+            np.all(np.asarray(item.inputs[1].value.value) != 0))))
+        for item in _work_between(node, sources))
 
 
 def _elementwise_from(node: Node, sources: set[Node]) -> bool:
     """Whether ``node`` is computed from ``sources`` by elementwise work and constants only."""
+    return all(item.kind == ELEMENTWISE for item in _work_between(node, sources))
+
+
+def _work_between(node: Node, sources: set[Node]) -> Iterator[Node]:
+    """The nodes computing ``node`` from ``sources`` and constants (``node`` first),
+    walked back as far as elementwise work goes (a node of another kind is the last
+    given on its path)."""
     seen: set[Node] = set()
     stack = [node]
     while stack:
@@ -363,10 +359,9 @@ def _elementwise_from(node: Node, sources: set[Node]) -> bool:
         if item in seen or item in sources or item.kind == CONST:
             continue
         seen.add(item)
-        if item.kind != ELEMENTWISE:
-            return False
-        stack.extend(item.inputs)
-    return True
+        yield item
+        if item.kind == ELEMENTWISE:
+            stack.extend(item.inputs)
 
 
 def _random_draw(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
