@@ -1057,9 +1057,11 @@ def _items_of(spec: ArgSpec, value: Any) -> ArgSpec:
         kinds = {type(item) for item in pytree.leaves(value)}
         if len(kinds) == 1 and kinds <= {bool, int, float, complex}:
             return spec._replace(kind="items")
-        if spec.ndim == 1 and kinds <= {int, float}:
+        if spec.ndim == 1 and kinds <= {int, float} and all(
+                type(item) is float or abs(item) <= 2**53 for item in value):
             # (0, 1.5): each item the Python number it is (``lo, hi = bounds`` beside a
             # float32 array stays float32), of the float64 array numpy makes of them
+            # (which holds each int exactly up to 2**53)
             return spec._replace(kind="items",
                                  types=tuple(type(item).__name__ for item in value))
         return spec._replace(kind="sequence")

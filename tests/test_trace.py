@@ -2397,6 +2397,8 @@ def test_copy_module_copies_of_a_traced_value_are_copies():
     with warnings.catch_warnings():
         warnings.simplefilter("error", numfuse.NumpyFallbackWarning)
         check(lambda x: (copy.copy(x * 2) + 1, copy.deepcopy(x.sum()) * 2), X)
+        # a Python number's copy is itself: weak beside a float32 array
+        check(lambda x, s: (x * copy.copy(s), copy.deepcopy(s)), X.astype(np.float32), 2.5)
 
 
 @pytest.mark.parametrize("fn", [

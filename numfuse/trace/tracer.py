@@ -559,11 +559,11 @@ class Tracer:
             "the list's own method (numpy would not see it): numpy runs this function as "
             "written; to fuse it, make the argument an array (np.asarray) first.")
 
-    def __copy__(self) -> Any:  # copy.copy(x): an array's copy
-        return self.copy()
+    def __copy__(self) -> Any:  # copy.copy(x): an array's copy; a Python number is itself
+        return self if self.node.weak else self.copy()
 
     def __deepcopy__(self, memo: Any) -> Any:
-        return self.copy()
+        return self.__copy__()
 
     def copy(self, order: str = "K") -> Any:
         if self.sequence:
