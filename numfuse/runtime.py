@@ -1445,29 +1445,38 @@ def _returned_as_is(node: Node) -> bool:
 _UNSAFE_CASTS = frozenset({"where", "astype"})
 
 
-def _check_int_arguments(guards: tuple[tuple[int, np.dtype, int, int], ...],
+def _check_int_arguments(guards: tuple[tuple[int, int | None, np.dtype, int, int], ...],
                          args: Sequence[Any]) -> None:
-    for index, dtype, low, high in guards:
-        if not low <= args[index] <= high:
-            raise OverflowError(f"Python integer {args[index]} out of bounds for {dtype}")
+    for index, key, dtype, low, high in guards:
+        value = args[index] if key is None else int(args[index][key])  # (a list's item)
+        if not low <= value <= high:
+            raise OverflowError(f"Python integer {value} out of bounds for {dtype}")
 
 
-def _int_guards(graph: Any) -> tuple[tuple[int, np.dtype, int, int], ...]:
-    """Python int arguments are weak: like numpy, refuse values the dtype they are cast
-    to cannot hold (numpy raises OverflowError for ``uint8_array + 300``)."""
+def _int_guards(graph: Any) -> tuple[tuple[int, int | None, np.dtype, int, int], ...]:
+    """Python int arguments, and the items of a list of them, are weak: like numpy,
+    refuse values the dtype they are cast to cannot hold (numpy raises OverflowError for
+    ``uint8_array + 300``, and for ``uint8_array + b[0]`` with ``b = [300]``)."""
     guards = []
     for index, node in enumerate(graph.inputs):
-        if not (node.weak and node.dtype.kind == "i"):
+        if node.dtype.kind != "i":
             continue
-        targets = [dtype for user in graph.consumers.get(node, ())
-                   if user.op not in _UNSAFE_CASTS
-                   for source, dtype in zip(user.inputs, user.loop, strict=False)
-                   if source is node and dtype.kind in "iu"]
-        if targets:
-            low = max(int(np.iinfo(dtype).min) for dtype in targets)
-            high = min(int(np.iinfo(dtype).max) for dtype in targets)
-            narrowest = min(targets, key=lambda dtype: int(np.iinfo(dtype).max))
-            guards.append((index, narrowest, low, high))
+        # a Python int argument, or an item taken out of a list of Python ints (weak)
+        weak = [(node, None)] if node.weak else [
+            (user, user.call.args[1]) for user in graph.consumers.get(node, ())
+            if user.weak and user.kind == NUMPY and user.op == "getitem" and
+            type(user.call.args[1]) is int]
+        for item, key in weak:
+            targets = [dtype for user in graph.consumers.get(item, ())
+                       if user.op not in _UNSAFE_CASTS
+                       for source, dtype in zip(user.inputs, getattr(user, "loop", ()),
+                                                strict=False)
+                       if source is item and dtype.kind in "iu"]
+            if targets:
+                low = max(int(np.iinfo(dtype).min) for dtype in targets)
+                high = min(int(np.iinfo(dtype).max) for dtype in targets)
+                narrowest = min(targets, key=lambda dtype: int(np.iinfo(dtype).max))
+                guards.append((index, key, narrowest, low, high))
     return tuple(guards)
 
 

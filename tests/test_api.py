@@ -468,6 +468,18 @@ def test_items_of_a_list_of_ints_and_floats_are_the_python_numbers_they_are(boun
         check(_rescaled, np.arange(1, 4, dtype=dtype), bounds)
 
 
+def test_an_int_item_of_a_list_beyond_the_arrays_range_raises_as_numpy():
+    """Found by a conformance hunt: ``x * b[0]`` with an int8 array and ``b = [1000, 2]``
+    wrapped where numpy raises OverflowError (the check was for int arguments only)."""
+    jitted = numfuse.jit(lambda x, b: x * b[0] + b[1])
+    x = np.arange(3, dtype=np.int8)
+    assert_same(jitted(x, [2, 3]), x * 2 + 3)
+    for values in ([1000, 2], [2, -200]):
+        with pytest.raises(OverflowError, match="out of bounds for int8"):
+            jitted(x, values)
+    assert_same(numfuse.jit(lambda x, b: x * b[0])(x, [2, 1000]), x * 2)  # b[1] unused
+
+
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int32, np.uint64, np.float32])
 def test_items_of_a_list_reach_numpy_calls_as_python_numbers(dtype):
     """Found by a conformance hunt: ``np.clip(x, b[0], b[1])`` with ``b = [1, 3]`` gave
