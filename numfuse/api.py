@@ -950,8 +950,23 @@ class Jitted:
     def _per_shape(self, args: tuple[Any, ...], kwargs: dict[str, Any],
                    error: CallShapeError) -> Any:
         """A numpy call's result size did not follow the argument sizes as tracing found
-        (``x[:3]`` of a shorter ``x``): compile per shape from now on and run again."""
-        self._adapt(error)
+        (``x[:3]`` of a shorter ``x``): compile per shape from now on and run again; when
+        it does not follow them per shape either, the sizes come from a list of ints
+        (``x.reshape(b[0], -1)``): such lists are static values from now on."""
+        sequences = frozenset(index for index, value in enumerate(args)
+                              if _int_sequence(value)) - self.auto_static
+        if not (sequences and not kwargs and len(args) == len(self._signature.parameters)):
+            self._adapt(error)
+            return self._run(args, kwargs)
+        if not self.per_shape:
+            self._adapt(error)
+            try:
+                return self._run(args, kwargs)
+            except CallShapeError:
+                pass
+        with self._lock:
+            self.auto_static = self.auto_static | sequences
+            self._forget_calls()
         return self._run(args, kwargs)
 
     def __reduce__(self) -> Any:

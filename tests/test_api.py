@@ -468,6 +468,30 @@ def test_items_of_a_list_of_ints_and_floats_are_the_python_numbers_they_are(boun
         check(_rescaled, np.arange(1, 4, dtype=dtype), bounds)
 
 
+def _reshaped(x, shape):
+    return x.reshape(shape[0], -1) * 2
+
+
+def _counted(x, config):
+    bins, scale = config
+    return np.histogram(x * scale, bins=bins)[0]
+
+
+@pytest.mark.parametrize(("fn", "lists"), [
+    (_reshaped, ([2, 3], [4, 1], [2, 3])), (_counted, ([3, 2], [5, 1])),
+], ids=["reshape", "histogram-bins"])
+def test_an_int_item_of_a_list_deciding_a_size_makes_the_list_static(fn, lists):
+    """Found by a conformance hunt: ``x.reshape(b[0], -1)`` with ``b = [2, 3]`` raised
+    CallShapeError (the size depends on the item's value, which per-shape compiling does
+    not follow): such lists are static values once that shows."""
+    jitted = numfuse.jit(fn)
+    x = np.arange(8.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", numfuse.NumpyFallbackWarning)
+        for values in lists:
+            assert_same(jitted(x, values), fn(x, values))
+
+
 def test_an_int_item_of_a_list_beyond_the_arrays_range_raises_as_numpy():
     """Found by a conformance hunt: ``x * b[0]`` with an int8 array and ``b = [1000, 2]``
     wrapped where numpy raises OverflowError (the check was for int arguments only)."""
