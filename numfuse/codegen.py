@@ -307,7 +307,7 @@ def _negates(op: str, position: int, source: Node, loop: Sequence[np.dtype]) -> 
     """Whether the float constant ``source``, operand ``position`` of ``op``, lets LLVM
     make the operation a negation: a multiplier or divisor of -1, a -0.0 minuend."""
     if source.kind != CONST or source.ndim or position >= len(loop) or \
-            loop[position].kind != "f":
+            loop[position].kind not in "fc":
         return False
     value = np.asarray(source.value.value)
     if value.dtype.kind not in "fiu":

@@ -2410,3 +2410,16 @@ def test_a_nan_keeps_its_sign_through_a_multiplication_by_minus_one(fn, dtype):
     """Found by a conformance hunt: LLVM made ``x * -1`` a negation, which flips a NaN's
     sign bit; numpy's multiplication keeps the NaN as it is."""
     check(fn, np.array([np.nan, 2.0, -np.nan, -3.0] * 5, dtype))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda z: z * -1, lambda z: z / -1.0, lambda z: -0.0 - z, lambda z: -1 * z,
+], ids=["times-minus-one", "over-minus-one", "from-minus-zero", "minus-one-times"])
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_complex_nan_parts_keep_their_signs_through_a_multiplication_by_minus_one(fn, dtype):
+    parts = np.array([np.nan, 2.0, -np.nan, -3.0] * 5)
+    z = (parts + 1j * parts[::-1]).astype(dtype)
+    expected, got = fn(z), numfuse.jit(fn)(z)
+    for part in ("real", "imag"):
+        np.testing.assert_array_equal(np.signbit(getattr(got, part)),
+                                      np.signbit(getattr(expected, part)))
