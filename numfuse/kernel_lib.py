@@ -494,6 +494,12 @@ def complex_product(a, b):  # type: ignore[no-untyped-def]
 
 
 
+def complex_scalar_product(a, b):  # type: ignore[no-untyped-def]
+    """numpy's complex multiply of two numpy scalars (its scalar math): each part rounded
+    after each product, never fused."""
+    return complex(a.real * b.real - a.imag * b.imag, a.real * b.imag + a.imag * b.real)
+
+
 def _complex_nan(z):  # type: ignore[no-untyped-def]
     return z.real != z.real or z.imag != z.imag
 

@@ -461,6 +461,12 @@ _row("imag", np.imag, 1, CONVERSION, resolve=lambda operands: _real_part(operand
 # --- internal rows: operations no numpy function names, emitted by derivative rules -------
 # Their reference is an ``Internal``: numpy's formula on arrays, the row itself on traced
 # values.  Operands promote as numpy's ``logaddexp`` promotes them.
+def _as_ufunc(ufunc: np.ufunc, operands: Sequence[DtypeOrWeak]
+              ) -> tuple[tuple[np.dtype, ...], np.dtype]:
+    resolved = ufunc.resolve_dtypes((*operands, None))
+    return tuple(resolved[:2]), resolved[2]
+
+
 def _as_logaddexp(operands: Sequence[DtypeOrWeak]) -> tuple[tuple[np.dtype, ...], np.dtype]:
     resolved = np.logaddexp.resolve_dtypes((*operands, None))
     return tuple(resolved[:2]), resolved[2]
@@ -537,6 +543,13 @@ for _base, _scale in (("logaddexp", 1.0), ("logaddexp2", _LN2)):
     _row(f"{_base}_dy", Internal(f"{_base}_dy", lambda x, y, base2=_base2: _logistic_weight(
         y, x, base2)), 2, EXPONENTIAL, resolve=_as_logaddexp, f=_helper + "({1}, {0})",
          vjp=_weight_vjp(f"{_base}_dx", _scale, False))
+# numpy's scalar math multiplies two complex numpy scalars without the fused multiply-add
+# its array loops take (``trace.nodes.elementwise`` picks this row for them)
+_row("scalar_multiply", Internal("scalar_multiply", np.multiply), 2, ARITHMETIC,
+     resolve=lambda operands: _as_ufunc(np.multiply, operands),
+     b="({0} and {1})", i=_WRAP.replace("{op}", "*"),
+     c="complex_scalar_product({0}, {1})", star="({0} * {1})",
+     vjp=lambda g, ans, x, y: (g * y, g * x))
 INTERNAL: frozenset[str] = frozenset(row.name for row in _ROWS
                                      if isinstance(row.reference, Internal))
 

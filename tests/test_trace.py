@@ -2423,3 +2423,18 @@ def test_complex_nan_parts_keep_their_signs_through_a_multiplication_by_minus_on
     for part in ("real", "imag"):
         np.testing.assert_array_equal(np.signbit(getattr(got, part)),
                                       np.signbit(getattr(expected, part)))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda z: z[0] * z[1], lambda z: z.sum() * z.mean(), lambda z: np.square(z.sum()),
+    lambda z: np.multiply(z[0], z[1]), lambda z: z[0] * 2.5 * z[1],
+], ids=["items", "reductions", "square-of-a-scalar", "ufunc-of-scalars", "chain"])
+def test_complex_numpy_scalars_multiply_as_numpys_scalar_math(fn):
+    """Found by a conformance hunt: ``z[0] * z[1]`` of complex numpy scalars is numpy's
+    scalar math, whose products are not fused (its array loops' are): 45% of the
+    products differed in the last bits."""
+    rng = np.random.default_rng(3)
+    z = rng.standard_normal(60) + 1j * rng.standard_normal(60)
+    jitted = numfuse.jit(fn)
+    for start in range(0, 60, 3):
+        assert_same(jitted(z[start:start + 3]), fn(z[start:start + 3]))

@@ -429,7 +429,10 @@ def _compute_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any
         return tuple(Tracer(elementwise(OPS[name], nodes, out_dtype=out_dtype), owned=True)
                      for name in MULTI_OUTPUT[ufunc])
     try:
-        return Tracer(elementwise(BY_UFUNC[ufunc], nodes, out_dtype=out_dtype), owned=True)
+        # np.square of a numpy scalar is numpy's scalar math (np.multiply of two is not)
+        scalar_math = ufunc is np.square and nodes[0].scalar and nodes[0].ndim == 0
+        return Tracer(elementwise(BY_UFUNC[ufunc], nodes, out_dtype=out_dtype,
+                                  scalar_math=scalar_math), owned=True)
     except NoKernelCodeError:
         # no kernel code for these dtypes: numpy runs the ufunc as a call
         return record_call(ufunc, ufunc.__name__, inputs,
