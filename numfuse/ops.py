@@ -467,9 +467,7 @@ def _as_ufunc(ufunc: np.ufunc, operands: Sequence[DtypeOrWeak]
     return tuple(resolved[:2]), resolved[2]
 
 
-def _as_logaddexp(operands: Sequence[DtypeOrWeak]) -> tuple[tuple[np.dtype, ...], np.dtype]:
-    resolved = np.logaddexp.resolve_dtypes((*operands, None))
-    return tuple(resolved[:2]), resolved[2]
+_as_logaddexp: Resolver = functools.partial(_as_ufunc, np.logaddexp)
 
 
 def _logistic_weight(x: Any, y: Any, base2: bool) -> Any:
@@ -546,7 +544,7 @@ for _base, _scale in (("logaddexp", 1.0), ("logaddexp2", _LN2)):
 # numpy's scalar math multiplies two complex numpy scalars without the fused multiply-add
 # its array loops take (``trace.nodes.elementwise`` picks this row for them)
 _row("scalar_multiply", Internal("scalar_multiply", np.multiply), 2, ARITHMETIC,
-     resolve=lambda operands: _as_ufunc(np.multiply, operands),
+     resolve=functools.partial(_as_ufunc, np.multiply),
      b="({0} and {1})", i=_WRAP.replace("{op}", "*"),
      c="complex_scalar_product({0}, {1})", star="({0} * {1})",
      vjp=lambda g, ans, x, y: (g * y, g * x))

@@ -1118,13 +1118,13 @@ def partition(graph: Graph, fuse_reductions: bool = True) -> Plan:
             if donate or borders:
                 steps[position] = regions[step.index] = dataclasses.replace(
                     step, donate=donate, refusals=borders)
+    form_of = {region.index: _form(region) for region in regions}
     forms: dict[Any, set[tuple[Any, ...]]] = {}  # a form: the numbers its regions use
     for region in regions:
-        form = _form(region)
-        if form is not None:
-            forms.setdefault(form, set()).add(tuple(_numbers(region)))
+        if form_of[region.index] is not None:
+            forms.setdefault(form_of[region.index], set()).add(tuple(_numbers(region)))
     for position, step in enumerate(steps):
-        if isinstance(step, Region) and len(forms.get(_form(step), ())) > 1:
+        if isinstance(step, Region) and len(forms.get(form_of[step.index], ())) > 1:
             steps[position] = regions[step.index] = _lifted(step)
     return Plan(graph, tuple(regions), tuple(steps), tuple(refusals))
 

@@ -803,14 +803,9 @@ class CallStep:
         # ``x[key] = v`` by a constant basic key into the function's own array: numpy's
         # setitem into a copy (``Written``), run as that alone, into the array itself
         # when nothing reads it afterwards (``in_place``, see ``_writes_in_place``)
+        # (the array written keeps its shape: the one its own step gave, checked there)
         self.in_place = in_place
-        self.written: tuple[Callable[..., Any], Any, bool, Any] | None = None
-        fn, args = call.fn, call.args
-        if isinstance(fn, Written) and fn.fn in (operator.setitem, setitem_scalar) and \
-                len(args) == 3 and args[0] is TRACED and not call.kwargs and \
-                _basic_key(args[1]) and len(inputs) == 1 + (args[2] is TRACED):
-            # (the array written keeps its shape: the one its own step gave, checked there)
-            self.written = (fn.fn, args[1], args[2] is TRACED, args[2])
+        self.written = _item_write(call)
 
     def share(self, slot: int) -> None:
         """Run as one item of several results (``CallOutput``) whose other items' steps
@@ -882,8 +877,7 @@ def _writes_in_place(plan: Plan) -> frozenset[Node]:
     returned = set(plan.graph.outputs)
     chosen = []
     for index, step in enumerate(steps):
-        if not (isinstance(step, Node) and isinstance(step.call.fn, Written) and
-                step.call.fn.fn in (operator.setitem, setitem_scalar) and step.inputs and
+        if not (isinstance(step, Node) and _item_write(step.call) is not None and
                 (step.inputs[0].kind == ELEMENTWISE or
                  (step.inputs[0].kind == NUMPY and _new_array(step.inputs[0])))):
             continue
@@ -898,6 +892,17 @@ def _writes_in_place(plan: Plan) -> frozenset[Node]:
         if free:
             chosen.append(step)
     return frozenset(chosen)
+
+
+def _item_write(call: NumpyCall) -> tuple[Callable[..., Any], Any, bool, Any] | None:
+    """``x[key] = v`` by a constant basic key (``Written`` setitem): the write, the key,
+    whether ``v`` is traced (the call's second input) and ``v`` if not; else None."""
+    fn, args = call.fn, call.args
+    if isinstance(fn, Written) and fn.fn in (operator.setitem, setitem_scalar) and \
+            len(args) == 3 and args[0] is TRACED and not call.kwargs and \
+            _basic_key(args[1]) and call.count() == 1 + (args[2] is TRACED):
+        return fn.fn, args[1], args[2] is TRACED, args[2]
+    return None
 
 
 def _new_array(node: Node) -> bool:

@@ -139,8 +139,8 @@ def elementwise(op: OpDef, operands: Sequence[Node], *, out_dtype: Any = None,
     loop_in = _widen_comparison(op, operands, loop_in)
     if scalar_math and op.name in ("multiply", "square") and loop_in[0].kind == "c":
         op = OPS["scalar_multiply"]  # numpy's scalar math: the products not fused
-        operands = [*operands, operands[0]] if len(operands) == 1 else operands
-        loop_in = (loop_in[0], loop_in[-1]) if len(loop_in) == 2 else (loop_in[0],) * 2
+        if len(operands) == 1:  # (a square: its operand times itself)
+            operands, loop_in = [operands[0]] * 2, (loop_in[0],) * 2
     if op.name == "power" and _is_const(operands[1], 0.5) and loop_in[0].kind == "f" and \
             not scalar_math:
         op = OPS["sqrt"]  # numpy's power loop takes sqrt for a scalar exponent of 0.5

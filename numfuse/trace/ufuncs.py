@@ -88,11 +88,11 @@ def _store(ufunc: np.ufunc, operands: Sequence[Any], result: Any, out: Any,
     else:
         raise TypeError(f"return arrays must be of ArrayType, not {type(out).__name__}")
     node = _node(result)
-    if node.shape != tuple(target_shape) and mask is True and \
-            _broadcasts_into(node.shape, tuple(target_shape)):
+    broadcasts = node.shape != tuple(target_shape) and \
+        _broadcasts_into(node.shape, tuple(target_shape))
+    if broadcasts and mask is True:
         mask = np.True_  # (numpy broadcasts the result into out: a choice of out's shape)
-    if not _fits_into(node.shape, tuple(target_shape)) and \
-            not _broadcasts_into(node.shape, tuple(target_shape)):
+    if not broadcasts and not _fits_into(node.shape, tuple(target_shape)):
         raise ValueError(
             f"non-broadcastable output operand with shape {shape_text(target_shape)} "
             f"doesn't match the broadcast shape {shape_text(node.shape)}")
