@@ -23,6 +23,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .dtypes import overflows_in_cast
 from .graph import CONST, ELEMENTWISE, Node
 from .ops import (
     ARITHMETIC,
@@ -156,14 +157,9 @@ def casts_a_literal(node: Node) -> bool:
     cast")."""
     if node.kind != ELEMENTWISE:
         return False
-    for source, dtype in zip(node.inputs, node.loop, strict=False):
-        if source.kind == CONST and source.ndim == 0:
-            value = np.asarray(source.value.value)
-            if value.dtype.kind in "fc" and dtype.kind in "fc":
-                with np.errstate(all="ignore"):
-                    if _overflows(value, value.astype(dtype)):
-                        return True
-    return False
+    return any(source.kind == CONST and source.ndim == 0 and
+               overflows_in_cast(source.value.value, dtype)
+               for source, dtype in zip(node.inputs, node.loop, strict=False))
 
 
 def numba_type(dtype: np.dtype) -> str:
@@ -185,7 +181,7 @@ def literal(value: object, dtype: np.dtype) -> str:
     with np.errstate(all="ignore"):
         array = source.astype(dtype)
     converted = array[()]
-    if source.dtype.kind in "fc" and dtype.kind in "fc" and _overflows(source, array):
+    if overflows_in_cast(source, dtype):
         if dtype.kind == "f":
             return f"{constructor(dtype)}(hidden({_float_text(float(source))}))"
         number = complex(source)
@@ -200,12 +196,6 @@ def literal(value: object, dtype: np.dtype) -> str:
     number = complex(converted)  # type: ignore[arg-type]
     parts = f"{_float_text(number.real)}, {_float_text(number.imag)}"
     return f"{constructor(dtype)}(complex({parts}))"
-
-
-def _overflows(source: np.ndarray, converted: np.ndarray) -> bool:
-    """Whether converting the float or complex ``source`` made a finite part infinite."""
-    pairs = ((source.real, converted.real), (source.imag, converted.imag))
-    return any(bool(np.isfinite(before) and np.isinf(after)) for before, after in pairs)
 
 
 def _float_text(value: float) -> str:

@@ -208,5 +208,18 @@ def weak_python_type(value: Any) -> type | None:
     return kind if kind in (bool, int, float, complex) else None
 
 
+def overflows_in_cast(value: Any, dtype: np.dtype) -> bool:
+    """Whether converting the float or complex number ``value`` to the float or complex
+    ``dtype`` makes a finite part infinite (a Python ``1e300`` beside a float32 array:
+    numpy's "overflow encountered in cast")."""
+    source = np.asarray(value)
+    if source.dtype.kind not in "fc" or dtype.kind not in "fc":
+        return False
+    with np.errstate(all="ignore"):
+        converted = source.astype(dtype)
+    pairs = ((source.real, converted.real), (source.imag, converted.imag))
+    return any(bool(np.isfinite(before) and np.isinf(after)) for before, after in pairs)
+
+
 def short_name(dtype: np.dtype) -> str:
     return SHORT_NAMES.get(dtype, str(dtype))

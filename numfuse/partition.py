@@ -45,7 +45,6 @@ from __future__ import annotations
 import dataclasses
 import enum
 import heapq
-import math
 from collections.abc import Iterable, Sequence
 from functools import cached_property
 from typing import Any
@@ -53,6 +52,7 @@ from typing import Any
 import numpy as np
 
 from .calls import is_elementwise_call
+from .dtypes import overflows_in_cast
 from .graph import (
     CONST,
     ELEMENTWISE,
@@ -1170,10 +1170,7 @@ def _converts_exactly(value: Any, dtype: np.dtype) -> bool:
         number = int(value)
         return -(2**63) <= number < 2**63 and (dtype.kind in "fc" or (
             int(np.iinfo(dtype).min) <= number <= int(np.iinfo(dtype).max)))
-    if dtype.kind not in "fc":
-        return False
-    real = float(value)
-    return not math.isfinite(real) or abs(real) <= float(np.finfo(dtype).max)
+    return dtype.kind in "fc" and not overflows_in_cast(value, dtype)
 
 
 def _form(region: Region) -> Any:
