@@ -111,8 +111,17 @@ def leaves(tree: Any, leaf: Predicate | None = None) -> list[Any]:
 
 
 def any_leaf(test: Predicate, tree: Any, leaf: Predicate | None = None) -> bool:
-    """Whether ``test`` holds for a leaf of ``tree``."""
-    return any(test(value) for value in leaves(tree, leaf))
+    """Whether ``test`` holds for a leaf of ``tree`` (leaves looked at in no set order,
+    up to the first that passes; no treedef made: tracing asks this at every call)."""
+    stack = [tree]
+    while stack:
+        value = stack.pop()
+        if not is_container(value) or (leaf is not None and leaf(value)):
+            if test(value):
+                return True
+        else:
+            stack.extend(value.values() if isinstance(value, dict) else value)
+    return False
 
 
 def map_leaves(function: Callable[[Any], Any], tree: Any,

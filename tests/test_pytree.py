@@ -84,6 +84,11 @@ def test_map_leaves_and_any_leaf():
         "a": [10, (20, 30)], "b": Point(40, 50)}
     assert pytree.any_leaf(lambda leaf: leaf == 5, tree)
     assert not pytree.any_leaf(lambda leaf: leaf == 6, tree)
+    # a leaf predicate stops the walk: the list [1, (2, 3)] is one leaf
+    assert pytree.any_leaf(lambda leaf: leaf == [1, (2, 3)], tree, pytree.is_not_dict)
+    assert not pytree.any_leaf(lambda leaf: leaf == 2, tree, pytree.is_not_dict)
+    assert pytree.any_leaf(lambda leaf: leaf == 2, tree)
+    assert not pytree.any_leaf(lambda leaf: True, ([], {}, ()))
 
 
 def test_is_flat_tuple():

@@ -44,6 +44,7 @@ from ..graph import (
     NUMPY,
     Call,
     Node,
+    broadcast_shapes,
 )
 from ..registry import Kind, fresh_result, lookup
 from . import errstate
@@ -72,7 +73,7 @@ def _example_shape(node: Node) -> tuple[int, ...]:
     for item in _unknown_in_order(node, memo):
         if _acts_elementwise(item):
             try:
-                memo[item] = np.broadcast_shapes(*(memo[source] for source in item.inputs))
+                memo[item] = broadcast_shapes(*(memo[source] for source in item.inputs))
             except ValueError:  # a data-dependent size meets an argument's: take the latter
                 memo[item] = _known_broadcast(item, [memo[source] for source in item.inputs])
         elif isinstance(getattr(item.call, "fn", None), Written):
