@@ -45,6 +45,8 @@ from .errors import (
     StaticArgumentError,
     UnsupportedDtypeError,
     UnsupportedOperationError,
+    in_numfuse,
+    outside_numfuse,
 )
 from .graph import Graph, verify
 from .inspection import Explanation, explain, kernel_vector_report
@@ -512,7 +514,7 @@ class Jitted:
         # own); the filters in force decide now whether it is an error
         with warnings.catch_warnings(record=True):
             try:
-                warnings.warn(message, NumpyFallbackWarning, stacklevel=_outside_numfuse())
+                warnings.warn(message, NumpyFallbackWarning, stacklevel=outside_numfuse())
             except NumpyFallbackWarning:
                 raise error from None
         self._objects.add(key)
@@ -816,7 +818,7 @@ class Jitted:
             return
         self._warned.add(reason)
         warnings.warn(self._running_numpy(*reason), RuntimeWarning,
-                      stacklevel=_outside_numfuse())
+                      stacklevel=outside_numfuse())
 
     def _running_numpy(self, what: str, advice: str) -> str:
         return (f"{_name(self.fn)} {what}: numpy runs the function as written (its own "
@@ -944,7 +946,7 @@ class Jitted:
             raise
         while self._unwarned:
             _key, message, category = self._unwarned.pop(0)
-            warnings.warn(message, category, stacklevel=_outside_numfuse())
+            warnings.warn(message, category, stacklevel=outside_numfuse())
         return result
 
     def _per_shape(self, args: tuple[Any, ...], kwargs: dict[str, Any],
@@ -1398,17 +1400,6 @@ def _numpy_may_run(error: Exception) -> bool:
     return not isinstance(error, SignatureMismatchError)
 
 
-def _outside_numfuse() -> int:
-    """The ``stacklevel`` of a warning naming the first caller outside numfuse."""
-    frame, level = sys._getframe(1), 1
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
-        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
-    return level
-
-
-_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
-
-
 def _numpy_runs(args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[str, str] | None:
     """Why numpy runs the function as written for these arguments (what they hold, and
     how to fuse it instead), or None: an argument of an ndarray subclass with semantics
@@ -1483,8 +1474,8 @@ def _call_signature(fn: Callable[..., Any]) -> inspect.Signature:
     except (TypeError, ValueError):  # numpy's dispatchers have only the wrapped one's
         return inspect.signature(fn)
     code = getattr(fn, "__code__", None)
-    own_wrapper = code is not None and os.path.abspath(code.co_filename).startswith(
-        _PACKAGE)  # numfuse's (value_and_grad's): as is
+    # numfuse's own wrapper (value_and_grad's): as is
+    own_wrapper = code is not None and in_numfuse(code.co_filename)
     if hasattr(fn, "__wrapped__") and not own_wrapper and any(
             parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
             for parameter in own.parameters.values()):

@@ -39,8 +39,6 @@ from __future__ import annotations
 import functools
 import math
 import operator
-import os
-import sys
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -56,7 +54,7 @@ except ImportError as error:  # pragma: no cover - exercised in a subprocess by 
     ) from error
 
 from . import reductions
-from .errors import UnsupportedOperationError
+from .errors import UnsupportedOperationError, outside_numfuse
 from .graph import ELEMENTWISE, Node
 from .kernel import Kernel
 from .reductions import Reduction
@@ -72,7 +70,6 @@ from .runtime import (
 
 __all__ = ["DaskKernel", "KernelBlocks", "LazyCall", "call_compiled", "call_jitted", "run"]
 
-_PACKAGE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "")
 
 
 def call_jitted(jitted: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -290,23 +287,13 @@ def _reduced(totals: Any, reduction: Reduction, shape: tuple[int, ...]) -> Any:
         return total
     # The warnings point at the user's call of the jitted function, as numpy's would.
     if reduction.divide == "mean" and count == 0:
-        warnings.warn("Mean of empty slice", RuntimeWarning, stacklevel=_caller_level())
+        warnings.warn("Mean of empty slice", RuntimeWarning, stacklevel=outside_numfuse())
     elif reduction.divide == "ddof" and reduction.ddof >= count:
         warnings.warn("Degrees of freedom <= 0 for slice", RuntimeWarning,
-                      stacklevel=_caller_level())
+                      stacklevel=outside_numfuse())
     divisor = max(count - reduction.ddof, 0) if reduction.divide == "ddof" else count
     return total.map_blocks(_divided, divisor, token="numfuse-divide-by-count",
                             meta=np.empty((0,) * total.ndim, reduction.dtype))
-
-
-def _caller_level() -> int:
-    """The ``stacklevel`` of the innermost frame outside numfuse, for a warning issued by
-    the function calling this one."""
-    frame, level = sys._getframe(1), 1
-    while frame.f_back is not None and \
-            os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR):
-        frame, level = frame.f_back, level + 1
-    return level
 
 
 def _block_total(block: Any, axis: tuple[int, ...], keepdims: bool) -> Any:

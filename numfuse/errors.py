@@ -20,7 +20,21 @@ from types import FrameType
 
 import numpy as np
 
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+PACKAGE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "")
+
+
+def in_numfuse(filename: str) -> bool:
+    """Whether the source file ``filename`` is one of numfuse's own."""
+    return os.path.abspath(filename).startswith(PACKAGE_DIR)
+
+
+def outside_numfuse() -> int:
+    """The ``stacklevel`` of a warning, given by the function calling this one, that names
+    the innermost frame outside numfuse."""
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and in_numfuse(frame.f_code.co_filename):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def user_source_line() -> str:
@@ -30,7 +44,7 @@ def user_source_line() -> str:
     """
     for frame in reversed(traceback.extract_stack()):
         filename = os.path.abspath(frame.filename)
-        if filename.startswith(_PACKAGE_DIR) or "/numpy/" in filename:
+        if filename.startswith(PACKAGE_DIR) or "/numpy/" in filename:
             continue
         code = (frame.line or "").strip()
         return f"{frame.filename}:{frame.lineno}: {code}"
@@ -43,7 +57,7 @@ def _outer_frame(frame: types.FrameType | None, past_numpy: bool = True
     ``past_numpy``)."""
     while frame is not None:
         filename = os.path.abspath(frame.f_code.co_filename)
-        if not (filename.startswith(_PACKAGE_DIR) or (past_numpy and "/numpy/" in filename)):
+        if not (filename.startswith(PACKAGE_DIR) or (past_numpy and "/numpy/" in filename)):
             return frame
         frame = frame.f_back
     return None

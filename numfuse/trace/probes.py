@@ -73,7 +73,8 @@ def _example_shape(node: Node) -> tuple[int, ...]:
     for item in _unknown_in_order(node, memo):
         if _acts_elementwise(item):
             try:
-                memo[item] = broadcast_shapes(*(memo[source] for source in item.inputs))
+                memo[item] = broadcast_shapes(  # type: ignore[assignment]  # (sizes in, sizes out)
+                    *(memo[source] for source in item.inputs))
             except ValueError:  # a data-dependent size meets an argument's: take the latter
                 memo[item] = _known_broadcast(item, [memo[source] for source in item.inputs])
         elif isinstance(getattr(item.call, "fn", None), Written):
