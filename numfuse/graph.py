@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Union
 import numpy as np
 
 from .dtypes import short_name
-from .errors import source_line_from
+from .errors import outside_numfuse, source_line_from
 from .pytree import LEAF
 
 if TYPE_CHECKING:
@@ -411,6 +411,33 @@ def equation(node: Node, names: Mapping[Node, str]) -> str:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
+class Warned:
+    """A warning the function gave while it was traced, outside numpy's calls (a
+    ``warnings.warn`` in its code on a condition of shapes or settings, numpy's
+    ``DeprecationWarning``): given again at each call, as a run of the function gives it.
+    ``module`` and ``registry`` are the ``__name__`` and ``__warningregistry__`` of the
+    module the warning names (the filters' ``module=`` and "default" action see them as
+    for a direct ``warnings.warn``); no module: a location inside numfuse (the function's
+    ``stacklevel=2``), given at the first frame outside it."""
+
+    message: Warning
+    filename: str
+    lineno: int
+    module: str | None
+    registry: dict[Any, Any] | None
+
+    def give(self) -> None:
+        if self.module is None:
+            warnings.warn(self.message, stacklevel=outside_numfuse())
+        else:
+            warnings.warn_explicit(self.message, type(self.message), self.filename,
+                                   self.lineno, self.module, self.registry)
+
+    def __str__(self) -> str:
+        return f"warns {type(self.message).__name__}({str(self.message)!r})"
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
 class Graph:
     """A traced function: argument nodes, flat output nodes and their container structure.
 
@@ -419,6 +446,7 @@ class Graph:
     layout for printing.  ``same_as[k]`` is the first output position holding the very
     same Python object the function returned at position ``k`` (the function returned one
     value twice); equal but separately computed results get distinct arrays.
+    ``warned`` are the warnings the function gives at each call (``Warned``).
     """
 
     inputs: tuple[Node, ...]
@@ -427,6 +455,7 @@ class Graph:
     same_as: tuple[int, ...] = ()
     region_of: Mapping[Node, int] = dataclasses.field(default_factory=dict)
     layouts: Mapping[int, str] = dataclasses.field(default_factory=dict)
+    warned: tuple[Warned, ...] = ()
 
     @cached_property
     def nodes(self) -> tuple[Node, ...]:
@@ -456,6 +485,7 @@ class Graph:
         names = node_names(self.nodes)
         args = " ".join(f"{names[node]}:{node.type_str()}" for node in self.inputs)
         lines = ["{ lambda " + args + " ."]
+        lines.extend(f"    {warned}" for warned in self.warned)
         current_region: int | None = None
         for node in self._printing_order():
             if node.kind == INPUT or (node.kind == CONST and node.ndim == 0):

@@ -1011,6 +1011,7 @@ class Program:
         self.single = graph.treedef is pytree.LEAF
         self.flat_tuple = pytree.is_flat_tuple(graph.treedef, len(graph.outputs))
         self.int_guards = _int_guards(graph)
+        self.warned = graph.warned  # given at each call, first (see ``graph.Warned``)
         # Returned leaves a kernel can write straight into a caller's out= array.
         self.writable = {
             position: (index, step.out_slots.index(slot))
@@ -1048,6 +1049,8 @@ class Program:
             _check_int_arguments(self.int_guards, args)
         if out is not None:
             return self._into(args, out)
+        for warned in self.warned:
+            warned.give()
         values = [*args, *self.initial]
         if writes:
             for index, runner in enumerate(runners or self.runners):
@@ -1122,7 +1125,8 @@ def _single_kernel(program: Program, arity: int) -> tuple[KernelStep, threads.Th
     on the arguments (no constants) through a ``threads.ThreadPolicy``, its gufunc's
     outputs the results as they come (but for fused reductions to complete and a nesting
     of the results, ``_structured``); None otherwise."""
-    if len(program.steps) != 1 or program.int_guards or program.aliases or program.repeated:
+    if len(program.steps) != 1 or program.int_guards or program.warned or program.aliases or \
+            program.repeated:
         return None
     runner = program.runners[0]
     if not isinstance(runner, LocalRunner) or not isinstance(runner.calls, threads.ThreadPolicy):

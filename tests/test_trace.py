@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import copy
 import enum
+import os
 import random
 import time
 import warnings
@@ -2438,3 +2439,81 @@ def test_complex_numpy_scalars_multiply_as_numpys_scalar_math(fn):
     jitted = numfuse.jit(fn)
     for start in range(0, 60, 3):
         assert_same(jitted(z[start:start + 3]), fn(z[start:start + 3]))
+
+
+# ------------------------------------------------- warnings the function gives itself
+
+
+def _checked(x, strict=False):
+    if x.ndim == 1:
+        warnings.warn("a 1-d input is taken as one row", UserWarning, stacklevel=2)
+    if strict:
+        warnings.warn("strict is deprecated", DeprecationWarning, stacklevel=1)
+    return x * 2
+
+
+def _given(run):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run()
+    return [(str(w.message), w.category, os.path.basename(w.filename), w.lineno)
+            for w in caught]
+
+
+def test_warnings_the_function_gives_are_given_at_every_call_as_numpys():
+    def both(run):  # (the 1-d warning names this line, through stacklevel=2)
+        return run(np.ones(3)), run(np.ones(3), True)
+
+    jitted = numfuse.jit(_checked, static_argnums=(1,))
+    for _ in range(3):  # the first call traces, the later ones run the compiled program
+        expected = _given(lambda: both(_checked))
+        assert _given(lambda: both(jitted)) == expected
+    assert len(expected) == 3
+    assert "warns UserWarning('a 1-d input is taken as one row')" in str(
+        numfuse.compile(_checked, np.ones(3)).graph)
+
+
+def test_warnings_the_function_gives_follow_the_filters_of_each_call():
+    jitted = numfuse.jit(_checked)
+    for _ in range(2):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with pytest.raises(UserWarning, match="1-d input"):
+                jitted(np.ones(3))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("ignore")
+            jitted(np.ones(3))
+        assert caught == []
+        np.testing.assert_array_equal(jitted(np.ones((2, 3))), 2 * np.ones((2, 3)))  # no warning
+    # the "default" action: once per location, as for numpy's run
+    counted = {}
+    for name, run in (("numpy", _checked), ("numfuse", numfuse.jit(_checked))):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("default")
+            for _ in range(3):
+                run(np.ones(3))
+        counted[name] = len(caught)
+    assert counted == {"numpy": 1, "numfuse": 1}
+
+
+def test_a_warning_is_given_once_per_call_when_numpy_runs_the_function():
+    def data_dependent(x):
+        warnings.warn("careful", UserWarning, stacklevel=1)
+        return x * 2 if float(x.sum()) > 0 else x  # needs the values: numpy runs it
+
+    jitted = numfuse.jit(data_dependent)
+    for _ in range(2):
+        given = _given(lambda: jitted(np.ones(3)))
+        assert [message for message, category, _file, _line in given
+                if category is UserWarning] == ["careful"]
+
+
+def test_a_warning_is_given_once_per_call_into_out():
+    def scaled(x):
+        warnings.warn("careful", UserWarning, stacklevel=1)
+        return x * 2
+
+    jitted, out = numfuse.jit(scaled), np.empty(3)
+    for _ in range(2):
+        assert [message for message, *_rest in _given(lambda: jitted(np.ones(3), out=out))] \
+            == ["careful"]

@@ -25,7 +25,11 @@ tracing; each imports the others' names at its end.
 from __future__ import annotations
 
 import contextvars
+import inspect
+import os
+import sys
 import types
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -33,8 +37,15 @@ import numpy as np
 
 from .. import pytree
 from ..dtypes import ArgSpec
-from ..errors import TracingError, UnsupportedOperationError, raised_while_tracing
-from ..graph import Graph, Node
+from ..errors import (
+    NumpyFallbackWarning,
+    TracingError,
+    UnsupportedOperationError,
+    in_numfuse,
+    raised_while_tracing,
+)
+from ..graph import Graph, Node, Warned
+from ..hooks import HookWarning
 from . import errstate
 from .constants import _leaf_const
 from .functions import supported_functions
@@ -136,8 +147,11 @@ def trace_graph(fn: Callable[..., Any], specs: Sequence[ArgSpec],
     raised: list[TracingError] = []
     noting = raised_while_tracing.set(raised)
     try:
-        with np.errstate(all="ignore"), _converting_tracers(), errstate.recording():
-            result = fn(*arguments)
+        # the warnings it gives are recorded (the filters decide at each call, see Warned)
+        with warnings.catch_warnings(record=True) as given:
+            warnings.simplefilter("always")
+            with np.errstate(all="ignore"), _converting_tracers(), errstate.recording():
+                result = fn(*arguments)
     except Exception as error:
         if raised and not isinstance(error, TracingError):
             # numfuse's error, replaced on its way out by another (numpy's C code turns
@@ -174,5 +188,35 @@ def trace_graph(fn: Callable[..., Any], specs: Sequence[ArgSpec],
                     for leaf in leaves)
     first_position = {id(leaf): position for position, leaf in reversed(list(enumerate(leaves)))}
     same_as = tuple(first_position[id(leaf)] for leaf in leaves)
-    return Graph(inputs, outputs, treedef, same_as=same_as)
+    return Graph(inputs, outputs, treedef, same_as=same_as,
+                 warned=tuple(_warned(fn, record) for record in given
+                              if not issubclass(record.category, _OWN_WARNINGS)))
+
+
+_OWN_WARNINGS = (NumpyFallbackWarning, HookWarning)  # told once, by numfuse itself
+
+
+def _warned(fn: Callable[..., Any], record: warnings.WarningMessage) -> Warned:
+    """``record``, a warning given while ``fn`` was traced, as the graph keeps it: with
+    the module its location is in (the function's own, another found by its file), or
+    a registry of its own for a location in no module (given once per program under the
+    "default" action)."""
+    message = record.message if isinstance(record.message, Warning) else \
+        record.category(record.message)
+    filename = record.filename
+    if in_numfuse(filename):
+        return Warned(message, filename, record.lineno, None, None)
+    function = inspect.unwrap(fn)
+    code = getattr(function, "__code__", None)
+    space = getattr(function, "__globals__", None) if code is not None and \
+        code.co_filename == filename else None
+    if space is None:
+        found = os.path.abspath(filename)
+        space = next((vars(module) for module in list(sys.modules.values())
+                      if isinstance(path := getattr(module, "__file__", None), str) and
+                      os.path.abspath(path) == found), None)
+    if space is None:
+        return Warned(message, filename, record.lineno, os.path.splitext(filename)[0], {})
+    return Warned(message, filename, record.lineno, space.get("__name__", "<string>"),
+                  space.setdefault("__warningregistry__", {}))
 
