@@ -2517,3 +2517,24 @@ def test_a_warning_is_given_once_per_call_into_out():
     for _ in range(2):
         assert [message for message, *_rest in _given(lambda: jitted(np.ones(3), out=out))] \
             == ["careful"]
+
+
+@pytest.mark.parametrize("statistic", [
+    lambda d: np.median(d, overwrite_input=True),
+    lambda d: np.median(d, None, None, True),  # overwrite_input given by position
+    lambda d: np.percentile(d, [25, 75], overwrite_input=True),
+    lambda d: np.quantile(d, 0.3, axis=0, overwrite_input=True),
+    lambda d: np.nanmedian(d, overwrite_input=True),
+    lambda d: np.nanpercentile(d, 90, None, None, True),
+])
+def test_overwrite_input_leaves_a_shared_value_intact(statistic):
+    # both np.abs(x - med) are one value in the graph: the statistic must not sort it
+    def robust(x):
+        med = np.median(x)
+        spread = statistic(np.abs(x - med))
+        return np.abs(x - med) / (1.4826 * np.max(spread))
+
+    x = np.array([5.0, 1.0, 7.0, 2.0, 8.0, -1.0, 3.0, 0.5])
+    jitted = numfuse.jit(robust)
+    for _ in range(2):
+        assert_same(jitted(x), numpy_result(robust, x))

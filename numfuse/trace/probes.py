@@ -7,6 +7,7 @@ import contextlib
 import contextvars
 import dataclasses
 import dis
+import inspect
 import itertools
 import operator
 import os
@@ -454,6 +455,27 @@ def inside_try(floating: bool = False) -> bool:
     return False
 
 
+def _not_overwriting(fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]
+                     ) -> tuple[Sequence[Any], dict[str, Any]]:
+    """``args`` and ``kwargs`` with ``overwrite_input=False`` (``np.median``,
+    ``np.percentile`` & co.): a traced operand may be a value other expressions share
+    (equal expressions are computed once), and numpy leaves the operand's contents
+    undefined after such a call, so not overwriting it is numpy's contract too."""
+    if kwargs.get("overwrite_input"):
+        return args, {**kwargs, "overwrite_input": False}
+    if fn in _OVERWRITING:
+        index = _OVERWRITING[fn]
+        if len(args) > index and args[index]:
+            return (*args[:index], False, *args[index + 1:]), kwargs
+    return args, kwargs
+
+
+# numpy's functions taking ``overwrite_input``, and its position among their parameters
+_OVERWRITING = {function: list(inspect.signature(function).parameters).index("overwrite_input")
+                for function in (np.median, np.percentile, np.quantile, np.nanmedian,
+                                 np.nanpercentile, np.nanquantile)}
+
+
 def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
                 kwargs: dict[str, Any], unlisted: bool = False) -> Any:
     """Record a non-fusible numpy call; numpy itself gives its result dtype and shape.
@@ -467,6 +489,7 @@ def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
             "the error it may raise when the compiled function runs could not reach the "
             "function's except clause; call it outside the try block, or outside the "
             "jitted function.")
+    args, kwargs = _not_overwriting(fn, args, kwargs)
     nodes: list[Node] = []
     static_args = tuple(_strip(item, nodes) for item in args)
     static_kwargs = {key: _strip(item, nodes) for key, item in kwargs.items()}
