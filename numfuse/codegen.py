@@ -227,6 +227,9 @@ def _float_to_int(expression: str, target: np.dtype) -> str:
     # value is hidden from LLVM: with AVX-512 it would otherwise fold a choice made after
     # the conversion (``np.where(m, x.astype(int), 0)``) into a masked conversion, which
     # raises no "invalid value" in the lanes left out, where numpy's cast raises it.
+    # The value converted is hidden too: converting a value LLVM proves NaN or infinite
+    # (``(x / 0.0).astype(int)``) is undefined to LLVM, which then folds it to any value.
+    expression = f"hidden({expression})"
     if target.itemsize <= 2:
         return f"{constructor(target)}(hidden(np.int32({expression})))"
     if target == np.uint32:

@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 import pytest
-from conftest import assert_like_numpy, assert_same
+from conftest import assert_like_numpy, assert_same, observe
 
 import numfuse
 from numfuse.codegen import NEGATIVE_ZERO_SUMS, SAFE_FASTMATH, fastmath_flags
@@ -161,3 +161,23 @@ def test_a_sum_overflowing_warns_in_numpys_words():
     x = np.full(10, 1e308)
     assert_like_numpy(lambda x: np.sum(x * 1.0), x)
     assert_like_numpy(lambda x: x.sum(), x)
+
+
+# (not uint32: numpy's own conversion of NaN and infinities to it differs between its
+# vector loop and its scalar tail, so by the array's length: 0 or 2**31)
+@pytest.mark.parametrize("target", ["int8", "int16", "int32", "int64", "uint8", "uint16",
+                                    "uint64"])
+@pytest.mark.parametrize("fn", [
+    lambda x, t: ((x - x) / 0.0).astype(t),  # NaN, as LLVM can prove
+    lambda x, t: (x / 0.0).astype(t),        # +-inf
+    lambda x, t: (-x / 0.0).astype(t),
+    lambda x, t: np.round(x.astype(np.float64), -400).astype(t),
+])
+def test_casting_values_llvm_proves_nan_or_infinite_to_int_is_numpys(fn, target):
+    # LLVM takes such a conversion for undefined and folds it to any value
+    x = np.array([1, 2, 3, -4, 0] * 4)
+    actual, warned = observe(numfuse.jit(lambda x: fn(x, target)), x)
+    expected, numpy_warned = observe(lambda x: fn(x, target), x)
+    np.testing.assert_array_equal(actual, expected)
+    assert actual.dtype == expected.dtype
+    assert {category for category, _ in warned} == {category for category, _ in numpy_warned}
