@@ -130,7 +130,7 @@ def reported_name(nodes: Sequence[Node]) -> str:
         if casts_a_literal(node):
             return -1  # numpy converts the number before its loop runs
         row = OPS.get(node.op)
-        if row is None or not (row.name == "astype" or isinstance(row.reference, np.ufunc)):
+        if row is None or not (row.name == "astype" or _ufunc_of(node) is not None):
             return None
         if row.category in FLAG_RAISING or (row.name == "astype" and node.dtype.kind in "iu"
                                             and node.inputs[0].dtype.kind in "fc"):
@@ -140,15 +140,25 @@ def reported_name(nodes: Sequence[Node]) -> str:
     ranked = [(found, position, node) for position, node in enumerate(nodes)
               if (found := rank(node)) is not None]
     if not ranked:  # (np.nextafter overflowing: its own name, as numpy's)
-        return next((row.reference.__name__ for node in nodes
-                     if (row := OPS.get(node.op)) is not None and
-                     isinstance(row.reference, np.ufunc)), "")
+        return next((ufunc.__name__ for node in nodes
+                     if (ufunc := _ufunc_of(node)) is not None), "")
     node = min(ranked, key=lambda entry: entry[:2])[2]
     if completes_sum(node):
         return "reduce"
     if node.op == "astype" or casts_a_literal(node):
         return "cast"
-    return OPS[node.op].reference.__name__
+    ufunc = _ufunc_of(node)
+    assert ufunc is not None
+    return ufunc.__name__
+
+
+def _ufunc_of(node: Node) -> np.ufunc | None:
+    """The numpy ufunc ``node`` computes: its row's, or the one an internal row stands for
+    (``power_or_root``: numpy's power loop); None for other work."""
+    row = OPS.get(node.op)
+    reference = None if row is None else row.reference
+    reference = getattr(reference, "ufunc", reference)
+    return reference if isinstance(reference, np.ufunc) else None
 
 
 def casts_a_literal(node: Node) -> bool:

@@ -325,6 +325,17 @@ def power_float(a, b):  # type: ignore[no-untyped-def]
     return a ** (hidden(b) if b == 0.5 else b)
 
 
+def power_or_root(a, b, one):  # type: ignore[no-untyped-def]
+    """numpy's power loop for a scalar exponent ``b`` (in the loop's dtype): the square
+    root where ``b`` is 0.5 (``-0.0 ** 0.5`` is -0.0, ``-inf ** 0.5`` NaN), else
+    ``power_float``; each computes on ``one`` where the other's answer is taken, raising
+    no flag (LLVM may compute both; hidden: it would move the choices after the work)."""
+    other = b != 0.5
+    powered = power_float(hidden(a if other else one), b)
+    root = np.sqrt(hidden(one if other else a))
+    return powered if other else root
+
+
 def floor_divide_float(a, b, one):  # type: ignore[no-untyped-def]
     if b == 0:
         return a / b

@@ -470,6 +470,21 @@ def _as_ufunc(ufunc: np.ufunc, operands: Sequence[DtypeOrWeak]
 _as_logaddexp: Resolver = functools.partial(_as_ufunc, np.logaddexp)
 
 
+def _power_or_root(x: Any, y: Any) -> Any:
+    """numpy's power loop for an exponent given as a scalar: in a float loop, the square
+    root of ``x`` where ``y`` (in the loop's dtype) is 0.5, else ``x ** y``; each flag
+    raised where its answer is taken."""
+    inputs, out = _as_ufunc(np.power, [_weak_or_dtype(x), _weak_or_dtype(y)])
+    if out.kind != "f":
+        return np.power(x, y)
+    x, y = np.asarray(x, inputs[0]), np.asarray(y, inputs[1])
+    half = y == 0.5
+    result = np.empty(np.broadcast(x, y).shape, out)
+    np.power(x, y, out=result, where=~half)
+    np.sqrt(x, out=result, where=half)
+    return result[()]
+
+
 def _logistic_weight(x: Any, y: Any, base2: bool) -> Any:
     """numpy's formula for the share of ``exp(x)`` in ``exp(x) + exp(y)`` (base 2 with
     ``base2``) with JAX's special values (see ``kernel_lib.logaddexp_weight_f64``),
@@ -494,11 +509,15 @@ def _weak_or_dtype(value: Any) -> DtypeOrWeak:
 
 class Internal:
     """The callable of an internal row: on arrays and numbers its numpy ``formula``, on
-    traced values the row itself (an operand's type provides ``apply_op``)."""
+    traced values the row itself (an operand's type provides ``apply_op``); ``ufunc``:
+    the numpy ufunc whose loop it is, in a special case (its warnings' name), if any."""
 
-    def __init__(self, name: str, formula: Callable[..., Any]) -> None:
+    def __init__(self, name: str, formula: Callable[..., Any],
+                 ufunc: np.ufunc | None = None) -> None:
         self.name = name
         self.formula = formula
+        self.ufunc = ufunc if ufunc is not None or not isinstance(formula, np.ufunc) \
+            else formula
         self.__name__ = name
 
     def __call__(self, *operands: Any) -> Any:
@@ -548,6 +567,13 @@ _row("scalar_multiply", Internal("scalar_multiply", np.multiply), 2, ARITHMETIC,
      b="({0} and {1})", i=_WRAP.replace("{op}", "*"),
      c="complex_scalar_product({0}, {1})", star="({0} * {1})",
      vjp=lambda g, ans, x, y: (g * y, g * x))
+# ``x ** p`` of a float array and a traced scalar exponent: numpy's loop takes the square
+# root where ``p`` is 0.5 (``trace.nodes.elementwise`` picks this row); one op, so that its
+# derivative is the power's at 0.5 too
+_row("power_or_root", Internal("power_or_root", _power_or_root, np.power), 2, EXPONENTIAL,
+     resolve=functools.partial(_as_ufunc, np.power), i="power_int({0}, {1})",
+     u="power_int({0}, {1})", f="power_or_root({0}, {1}, {L}(1))",
+     c="np.power({0}, {1})", vjp=_power_vjp)
 INTERNAL: frozenset[str] = frozenset(row.name for row in _ROWS
                                      if isinstance(row.reference, Internal))
 

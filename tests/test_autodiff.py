@@ -898,3 +898,26 @@ def test_the_gradient_of_integer_powers_at_zero_raises_no_flag():
         gradient = numfuse.grad(lambda x: np.sum(x[:, None] ** np.arange(3)))(x)
         assert_same(gradient, 1.0 + 2.0 * x)
         assert_same(numfuse.grad(lambda x: np.sum(x**0))(x), np.zeros(3))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("exponent", [0.5, 0.3, 2.0])
+def test_power_by_a_traced_scalar_exponent_differentiates_at_one_half_too(exponent, dtype):
+    # numpy's loop takes a square root where the exponent is 0.5: its derivative with
+    # respect to the exponent is still log(x) x**p (a learnt Box-Cox lambda starting at 0.5)
+    x = np.array([0.5, 2.0, 3.0], dtype)
+    value, (dx, dp) = numfuse.value_and_grad(lambda x, p: np.sum(x ** p), argnums=(0, 1))(
+        x, exponent)
+    p = dtype(exponent)
+    assert value == np.sum(x ** exponent)
+    np.testing.assert_allclose(dx, p * x ** (p - 1), rtol=1e-6)
+    np.testing.assert_allclose(dp, np.sum(np.log(x) * x ** p), rtol=1e-6)
+    assert dx.dtype == dtype
+
+
+def test_power_by_an_exponent_computed_from_the_base_differentiates_through_both():
+    x = np.array([0.25, 0.75])  # the exponent, the mean, is 0.5
+    got = numfuse.grad(lambda x: np.sum(x ** np.mean(x)))(x)
+    p = np.mean(x)
+    expected = p * x ** (p - 1) + np.sum(np.log(x) * x ** p) / x.size
+    np.testing.assert_allclose(got, expected, rtol=1e-12)

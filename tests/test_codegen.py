@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -181,3 +182,12 @@ def test_casting_values_llvm_proves_nan_or_infinite_to_int_is_numpys(fn, target)
     np.testing.assert_array_equal(actual, expected)
     assert actual.dtype == expected.dtype
     assert {category for category, _ in warned} == {category for category, _ in numpy_warned}
+
+
+def test_power_by_a_traced_scalar_names_numpys_power_in_its_warnings():
+    x = np.array([-2.0, 0.0, 4.0])
+    with warnings.catch_warnings(record=True) as caught, np.errstate(all="warn"):
+        warnings.simplefilter("always")
+        numfuse.jit(lambda x, p: x ** p)(x, -0.3)
+    assert sorted(str(warning.message) for warning in caught) == [
+        "divide by zero encountered in power", "invalid value encountered in power"]

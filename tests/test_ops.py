@@ -26,7 +26,7 @@ DTYPES = [np.dtype(name) for name in (
 
 # Rows whose results are within a few ulp rather than exact (libm differences).
 # numpy raises ValueError for negative integer exponents (tested on its own below).
-NON_NEGATIVE_EXPONENT = frozenset({"power"})
+NON_NEGATIVE_EXPONENT = frozenset({"power", "power_or_root"})
 
 
 def edge_values(dtype: np.dtype) -> np.ndarray:

@@ -148,7 +148,7 @@ def elementwise(op: OpDef, operands: Sequence[Node], *, out_dtype: Any = None,
     elif resolved_here and op.name == "power" and loop_in[0].kind == "f" and \
             not scalar_math and operands[1].ndim == 0 and operands[1].kind != CONST and \
             operands[1].dtype.kind == "f":
-        return _power_of_a_scalar(operands, loop_in, out, weak, scalar)
+        op = OPS["power_or_root"]  # numpy's loop takes sqrt where the exponent is 0.5
     for dtype in (*loop_in, out):
         if dtype.kind == "O":
             raise UnsupportedOperationError(
@@ -180,25 +180,6 @@ def elementwise(op: OpDef, operands: Sequence[Node], *, out_dtype: Any = None,
                     weak=weak, scalar=scalar, errstate=errstate.current())
     return Node(op.name, ELEMENTWISE, tuple(operands), out, shape, Loop(tuple(loop_in)),
                 weak=weak, scalar=scalar, errstate=errstate.current())
-
-
-def _power_of_a_scalar(operands: Sequence[Node], loop_in: tuple[np.dtype, ...], out: np.dtype,
-                       weak: bool, scalar: bool) -> Node:
-    """``x ** p`` for a traced scalar ``p``: numpy's loop takes the square root where ``p``
-    (in the loop's dtype) is 0.5 (``-0.0 ** 0.5`` is ``-0.0``, ``-inf ** 0.5`` NaN), else
-    ``pow``; each computes on 1.0 where the other's answer is taken, raising no flag."""
-    base, exponent = operands
-    dtype = loop_in[0]
-    cast = elementwise(OPS["astype"], [exponent], loop=((exponent.dtype,), dtype))
-    other = elementwise(OPS["not_equal"], [cast, const_node(dtype.type(0.5))],
-                        loop=((dtype, dtype), np.dtype(bool)))
-    one = const_node(dtype.type(1.0))
-    # (the power first: a kernel's warnings name its first operation that may raise)
-    powered = elementwise(OPS["power"], [elementwise(OPS["where"], [other, base, one]),
-                                         exponent], loop=(loop_in, out))
-    root = elementwise(OPS["sqrt"], [elementwise(OPS["where"], [other, one, base])],
-                       loop=((dtype,), dtype))
-    return elementwise(OPS["where"], [other, powered, root], weak=weak, scalar=scalar)
 
 
 class NoKernelCodeError(UnsupportedOperationError):
