@@ -2538,3 +2538,23 @@ def test_overwrite_input_leaves_a_shared_value_intact(statistic):
     jitted = numfuse.jit(robust)
     for _ in range(2):
         assert_same(jitted(x), numpy_result(robust, x))
+
+
+@pytest.mark.parametrize("name", ["polynomial.polyval", "chebyshev.chebval",
+                                  "legendre.legval", "hermite.hermval",
+                                  "hermite_e.hermeval", "laguerre.lagval"])
+@pytest.mark.parametrize("shapes", [((4,), (3, 4)), ((4,), (3, 1)), ((10,), (3, 2)),
+                                    ((2, 3), (3, 2)), ((4,), (3,)), ((), (3, 2))])
+def test_polynomial_values_of_2d_coefficients_give_each_column_its_polynomial(name, shapes):
+    # numpy tests isinstance(x, np.ndarray) to evaluate a column of coefficients per x
+    module, function = name.split(".")
+
+    def fn(x, c):  # (through the module, as np.polynomial.polynomial.polyval(x, c))
+        return getattr(getattr(np.polynomial, module), function)(x, c) * 2
+
+    x_shape, c_shape = shapes
+    x = np.linspace(-1.0, 2.0, int(np.prod(x_shape))).reshape(x_shape)
+    c = np.arange(1.0, 1.0 + np.prod(c_shape)).reshape(c_shape)
+    jitted = numfuse.jit(fn)
+    for _ in range(2):
+        assert_same(jitted(x, c), numpy_result(fn, x, c), rtol=1e-12)

@@ -90,6 +90,8 @@ def _converting_tracers() -> Iterator[None]:
             for module, functions in _PYTHON_READINGS:
                 for name, original in functions.items():
                     setattr(module, name, _python_reading(module.__name__, name, original))
+            for module, name, original in _POLYNOMIAL_VALUES:
+                setattr(module, name, _tensor_values(original))
             np.vectorize.__call__ = _vectorized_call  # type: ignore[method-assign]
             np.isscalar = _isscalar  # type: ignore[assignment]
             np.iterable = _iterable  # type: ignore[assignment]
@@ -129,6 +131,15 @@ _PYTHON_READINGS = (
         if hasattr(time, name)}),
 )
 
+# numpy.polynomial's evaluations test ``isinstance(x, np.ndarray)`` before giving each
+# column of 2-d coefficients its own polynomial (``tensor=True``): true of the array a
+# traced value stands for, false of the traced value itself.
+_POLYNOMIAL_VALUES = tuple(
+    (module, name, getattr(module, name)) for module, name in (
+        (np.polynomial.polynomial, "polyval"), (np.polynomial.chebyshev, "chebval"),
+        (np.polynomial.legendre, "legval"), (np.polynomial.hermite, "hermval"),
+        (np.polynomial.hermite_e, "hermeval"), (np.polynomial.laguerre, "lagval")))
+
 _VECTORIZE_CALL = np.vectorize.__call__
 _ISSCALAR = np.isscalar
 _ITERABLE = np.iterable
@@ -147,6 +158,8 @@ def _restore_numpy() -> None:
     for module, functions in _PYTHON_READINGS:
         for name, original in functions.items():
             setattr(module, name, original)
+    for module, name, original in _POLYNOMIAL_VALUES:
+        setattr(module, name, original)
     np.vectorize.__call__ = _VECTORIZE_CALL  # type: ignore[method-assign]
     np.isscalar = _ISSCALAR
     np.iterable = _ITERABLE
@@ -180,6 +193,21 @@ def _iterable(y: Any) -> bool:
     if isinstance(y, Tracer):
         return y.node.ndim > 0
     return bool(_ITERABLE(y))
+
+
+def _tensor_values(original: Callable[..., Any]) -> Callable[..., Any]:
+    """numpy.polynomial's ``polyval`` & co. taking a traced array ``x`` for the array it
+    stands for (numpy's ``isinstance(x, np.ndarray)``): 2-d coefficients reshaped as numpy
+    reshapes them for an array ``x`` (``tensor=True``), then evaluated with ``tensor=False``."""
+    @functools.wraps(original)
+    def values(x: Any, c: Any, tensor: bool = True) -> Any:
+        if tensor and isinstance(x, Tracer) and not x.node.scalar and not x.node.weak:
+            if not isinstance(c, Tracer):
+                c = np.array(c, ndmin=1, copy=None)
+            if c.ndim:
+                return original(x, c.reshape(c.shape + (1,) * x.ndim), tensor=False)
+        return original(x, c, tensor)
+    return values
 
 
 class _TracedBroadcast:
