@@ -470,6 +470,23 @@ def logaddexp2_float(x, y):  # type: ignore[no-untyped-def]
 # numpy's own loops which it does, once at import.
 
 
+def kept(value, also):  # type: ignore[no-untyped-def]
+    """``value``, computed with ``also``, which LLVM may not drop (compiled with a zero it
+    cannot see): numpy computes both parts of a complex value, and raises the flags of
+    the part ``.real`` or ``.imag`` then drops."""
+    return value
+
+
+def real_part(z):  # type: ignore[no-untyped-def]
+    """``z.real``, the imaginary part computed too (its flags raised, as numpy's)."""
+    return kept(z.real, z.imag)
+
+
+def imag_part(z):  # type: ignore[no-untyped-def]
+    """``z.imag``, the real part computed too (its flags raised, as numpy's)."""
+    return kept(z.imag, z.real)
+
+
 def fused_multiply_add(a, b, c):  # type: ignore[no-untyped-def]
     """``a * b + c`` rounded once (compiled to LLVM's ``fma``; rounded twice here)."""
     return a * b + c

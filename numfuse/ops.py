@@ -453,9 +453,9 @@ _row("clip", _CLIP, 3, EXTREMUM, f="clip_float({0}, {1}, {2}, {L}(0))",
 _row("astype", np.ndarray.astype, 1, CONVERSION, resolve=lambda operands: _by_target(),
      star="{0}", vjp=lambda g, ans, x: (g,))
 _row("real", np.real, 1, CONVERSION, resolve=lambda operands: _real_part(operands[0]),
-     c="{0}.real", star="{0}", vjp=lambda g, ans, x: (g,))
+     c="real_part({0})", star="{0}", vjp=lambda g, ans, x: (g,))
 _row("imag", np.imag, 1, CONVERSION, resolve=lambda operands: _real_part(operands[0]),
-     c="{0}.imag", star="{L}(0)", vjp=_no_derivative)
+     c="imag_part({0})", star="{L}(0)", vjp=_no_derivative)
 
 
 # --- internal rows: operations no numpy function names, emitted by derivative rules -------

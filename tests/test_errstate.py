@@ -737,3 +737,16 @@ def test_a_function_decorated_with_errstate_sets_its_own_handling():
         assert_like_numpy(_quiet_divide, a, b)
     with pytest.raises(FloatingPointError, match="divide by zero"):
         numfuse.jit(_strict_log)(np.array([0.0]))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda z: (z * 2).real,                       # inf * 0 in the imaginary part
+    lambda z: (z * z).real,
+    lambda z: np.real(z * np.conj(z)),
+    lambda z: (z - complex(np.inf, np.inf)).imag,  # inf - inf in the real part
+    lambda z: np.abs((z * 2).real),
+])
+def test_a_part_of_a_complex_value_raises_the_other_parts_flags_too(fn):
+    # numpy computes the whole complex value before taking a part of it
+    z = np.array([complex(np.inf, 0.0), 1 + 1j] * 7)  # the flags come from the part dropped
+    assert_like_numpy(fn, z)  # its warnings, and under errstate(all="raise") its error

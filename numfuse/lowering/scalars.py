@@ -599,6 +599,18 @@ class Emitter:
         """``kernel_lib.fused_multiply_add``: ``a * b + c`` rounded once (LLVM's ``fma``)."""
         return self.intrinsic("fma", self.floats([a, b, c]))
 
+    def _builtin_kept(self, value: Value, also: Value) -> Value:
+        """``kernel_lib.kept``: ``value``, its bits mixed with those of ``also`` under a
+        zero LLVM cannot see, so the work making ``also`` (and its flags) stays."""
+        if value.dtype.kind == "c" or also.dtype.kind == "c" or \
+                value.dtype.itemsize != also.dtype.itemsize:
+            raise LoweringError("kept() takes two real values of one width")
+        bits = ir.IntType(value.dtype.itemsize * 8)
+        builder = self.builder
+        mixed = builder.xor(builder.bitcast(value.ir, bits), builder.and_(
+            builder.bitcast(also.ir, bits), self.opaque_zero(bits.width)))
+        return Value(value.dtype, builder.bitcast(mixed, value.ir.type))
+
     def _builtin_hidden(self, value: Value) -> Value:
         """``kernel_lib.hidden``: ``value`` through a zero LLVM cannot see."""
         return self.opaque(value)
