@@ -16,7 +16,15 @@ import threading
 
 import numpy as np
 
-from .vector_math import exp2_f64, exp_f64, hidden
+from .vector_math import ENABLED as VECTOR_POWER
+from .vector_math import (
+    exp2_f64,
+    exp_f64,
+    fused_multiply_add,
+    hidden,
+    power_f32,
+    power_f64,
+)
 
 # ------------------------------------------------------------------ floating-point flags
 #
@@ -312,17 +320,44 @@ def power_float(a, b):  # type: ignore[no-untyped-def]
     numpy's loop raises it and the C library's pow does not (found by the fuzzer), and
     ``x ** inf`` of a finite x whose square overflows is inf with numpy's "overflow"
     where its loop raises that."""
+    if VECTOR_POWER:  # vectorisable (see vector_math's power section)
+        if isinstance(a, np.float32):
+            return _vector_power_f32(a, b)
+        return _vector_power_f64(a, b)
     warns = POWER_ZERO_MINUS_INFINITY_F32 if isinstance(a, np.float32) else \
         POWER_ZERO_MINUS_INFINITY_F64
-    if warns and a == 0 and b == -math.inf:
-        raise_divide_by_zero()
     overflows = POWER_HUGE_INFINITY_F32 if isinstance(a, np.float32) else \
         POWER_HUGE_INFINITY_F64
+    if warns and a == 0 and b == -math.inf:
+        raise_divide_by_zero()
     if overflows and b == math.inf and _square_overflows(a):
         raise_overflow()
     # LLVM computes a constant ``x ** 0.5`` as a square root with fix-ups, whose sqrt
     # raises "invalid" for -inf (numpy's scalar pow gives inf quietly): a hidden 0.5
     return a ** (hidden(b) if b == 0.5 else b)
+
+
+# numpy's extra flags where its power loop raises more than ``pow`` (see
+# ``power_float``), from operations in those lanes only -- a call would keep the loop from
+# being vectorised: 1 / 0 and 2 * (the largest float), both hidden, their results kept
+# (``kept``) but unused.
+
+
+def _vector_power_f64(a, b):  # type: ignore[no-untyped-def]
+    pole = POWER_ZERO_MINUS_INFINITY_F64 and a == 0 and b == -math.inf
+    huge = POWER_HUGE_INFINITY_F64 and b == math.inf and _square_overflows(a)
+    divided = np.float64(1.0) / hidden(0.0 if pole else 1.0)
+    doubled = hidden(1.7976931348623157e308 if huge else 1.0) * 2.0
+    return kept(kept(power_f64(a, b), divided), doubled)
+
+
+def _vector_power_f32(a, b):  # type: ignore[no-untyped-def]
+    pole = POWER_ZERO_MINUS_INFINITY_F32 and a == 0 and b == -math.inf
+    huge = POWER_HUGE_INFINITY_F32 and b == math.inf and _square_overflows(a)
+    divided = np.float32(1.0) / hidden(np.float32(0.0) if pole else np.float32(1.0))
+    doubled = hidden(np.float32(3.4028234663852886e38) if huge else np.float32(1.0)) * \
+        np.float32(2.0)
+    return kept(kept(power_f32(a, b), divided), doubled)
 
 
 def power_or_root(a, b, one):  # type: ignore[no-untyped-def]
@@ -485,11 +520,6 @@ def real_part(z):  # type: ignore[no-untyped-def]
 def imag_part(z):  # type: ignore[no-untyped-def]
     """``z.imag``, the real part computed too (its flags raised, as numpy's)."""
     return kept(z.imag, z.real)
-
-
-def fused_multiply_add(a, b, c):  # type: ignore[no-untyped-def]
-    """``a * b + c`` rounded once (compiled to LLVM's ``fma``; rounded twice here)."""
-    return a * b + c
 
 
 def _numpy_fuses_complex_products() -> bool:

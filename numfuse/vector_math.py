@@ -102,6 +102,11 @@ def hidden(x):  # type: ignore[no-untyped-def]
     return x
 
 
+def fused_multiply_add(a, b, c):  # type: ignore[no-untyped-def]
+    """``a * b + c`` rounded once (compiled to LLVM's ``fma``; rounded twice here)."""
+    return a * b + c
+
+
 def _pow2_f64(k):  # type: ignore[no-untyped-def]
     """``2.0 ** k`` for an integer ``-1022 <= k <= 1023``, built from its bits."""
     return np.int64((k + 1023) << 52).view(np.float64)
@@ -1835,6 +1840,186 @@ def arctanh_f32(x):  # type: ignore[no-untyped-def]
 FUNCTIONS = (*FUNCTIONS, "arcsinh", "arccosh", "arctanh")
 
 
+# ------------------------------------------------------------------ power
+# x ** y = exp(y log x), with log x in two parts good to about 2**-66 of its value (so
+# that y log x, up to 745 where the result is finite, keeps its last bits), their product
+# with y in two parts (``_exact_product``), and exp of that sum reduced by ln 2 as ``exp``'s,
+# the low part added to the reduced argument.  log(1 + f) = 2 atanh(s), s = f / (2 + f):
+# 2s and (2/3) s**3 are taken in two parts (s exactly as f / (2 + f) to 2**-105; the cube
+# through error-free products), the rest of the series, below 2e-4 of the logarithm, in
+# plain arithmetic.  Largest error measured against the exact value: 1 ulp (float32, which
+# computes in float64 and rounds once: 0.5), as numpy's own power (the C library's) is
+# within an ulp.  Special values, signs and flags are C99's (numpy's loops call ``pow``):
+# a negative base to a non-integer power is NaN with "invalid", zero to a negative power
+# infinite with "divide by zero", a result beyond the range infinite with "overflow"; the
+# infinite and unit cases raise nothing.  ``kernel_lib.power_float`` adds numpy's own
+# flags where its loop raises more than ``pow``.
+
+
+def _exact_product(a, b):  # type: ignore[no-untyped-def]
+    """``(p, e)``: the rounded product and its exact error, by one fused multiply-add
+    (``_two_product`` takes 17 operations; where the machine has no FMA instruction, the
+    C library's ``fma`` is called, exact too)."""
+    p = a * b
+    return p, fused_multiply_add(a, b, -p)
+
+
+def _two_sum(a, b):  # type: ignore[no-untyped-def]
+    """``(s, e)``: the rounded sum and its exact error, for any two finite numbers."""
+    s = a + b
+    back = s - a
+    return s, (a - (s - back)) + (b - back)
+
+
+def _atanh_tail(z):  # type: ignore[no-untyped-def]
+    """``sum(2 / (2k + 1) z**(k - 2) for k = 2 .. 13)``: Taylor's coefficients of 2 atanh."""
+    inner = 0.09523809523809523 + z * (0.08695652173913043 + z * (
+        0.08 + z * 0.07407407407407407))
+    return 0.4 + z * (0.2857142857142857 + z * (0.2222222222222222 + z * (
+        0.18181818181818182 + z * (0.15384615384615385 + z * (0.13333333333333333 + z * (
+            0.11764705882352941 + z * (0.10526315789473684 + z * inner)))))))
+
+
+def _log_two_parts_f64(x):  # type: ignore[no-untyped-def]
+    """``log(x)`` as ``hi + lo`` for a positive finite (possibly subnormal) ``x``, within
+    about 2**-66 of its value."""
+    tiny = x < 2.2250738585072014e-308
+    normal = x * (4503599627370496.0 if tiny else 1.0)  # as in _log_f64_reduced
+    bits = np.float64(normal).view(np.int64)
+    exponent = (bits >> 52) - 1023
+    if tiny:
+        exponent = exponent - 52
+    mantissa = np.int64((bits & 0x000FFFFFFFFFFFFF) | 0x3FF0000000000000).view(np.float64)
+    if mantissa > 1.4142135623730951:
+        mantissa = mantissa * 0.5
+        exponent = exponent + 1
+    e = _int_to_f64(exponent)
+    f = mantissa - 1.0  # exact, |f| < 0.42
+    # s = f / (2 + f) in two parts: 2 + f is exactly u + u_low, and s's rounding error is
+    # recovered from the exact residual f - s (u + u_low)
+    # (one division: s's rounding, an ulp or two, is what s_low recovers)
+    u = 2.0 + f
+    u_low = f - (u - 2.0)
+    inverse = 1.0 / u
+    s = f * inverse
+    product, product_error = _exact_product(s, u)
+    s_low = (((f - product) - product_error) - s * u_low) * inverse
+    # (2/3) s**3 in two parts, from exact products of s (|s| < 0.18, far from subnormal
+    # products but where f is 0, all zero)
+    square, square_error = _exact_product(s, s)
+    square_error = square_error + 2.0 * s * s_low
+    cube, cube_error = _exact_product(square, s)
+    cube_error = cube_error + square_error * s + square * s_low
+    third, third_error = _exact_product(cube, 0.6666666666666666)
+    third_error = third_error + cube_error * 0.6666666666666666 + cube * 3.700743415417188e-17
+    # the rest of the series: (2/5) s**5 + (2/7) s**7 + ... + (2/27) s**27 = s z**2 P(z)
+    # (z < 0.0295: the terms left out are below 5e-24)
+    z = square
+    rest = s * (z * z) * _atanh_tail(z)
+    # e ln 2 (its high part exact) + 2s + third + rest, summed in two parts
+    high, high_error = _two_sum(e * 0.6931471803691238, 2.0 * s)
+    high, middle = _two_sum(high, third)
+    low = (high_error + middle) + (
+        ((e * 1.9082149292705877e-10 + 2.0 * s_low) + third_error) + rest)
+    return _fast_two_sum(high, low)
+
+
+def _exp_series_f64(r):  # type: ignore[no-untyped-def]
+    """``exp(r)`` for ``|r| <= 0.35``: ``_exp_f64_reduced``'s series (compiled contracted)."""
+    q = 2.755731922398589e-07 + r * (2.505210838544172e-08 + r * (
+        2.08767569878681e-09 + r * 1.6059043836821613e-10))
+    q = 0.001388888888888889 + r * (0.0001984126984126984 + r * (
+        2.48015873015873e-05 + r * (2.7557319223985893e-06 + r * q)))
+    q = 1.0 + r * (0.5 + r * (0.16666666666666666 + r * (
+        0.041666666666666664 + r * (0.008333333333333333 + r * q))))
+    return 1.0 + r * q
+
+
+def _exp_two_parts_f64(hi, lo):  # type: ignore[no-untyped-def]
+    """``exp(hi + lo)`` for ``|hi| <= 1000``, ``|lo| <= 2**-40 |hi|`` or 0; the last
+    multiplication overflows or underflows exactly when the result does."""
+    k, scale = _round_to_int(hi * 1.4426950408889634)
+    r = ((hi - k * 0.6931471803691238) - k * 1.9082149292705877e-10) + lo
+    p = _exp_series_f64(r)
+    half = scale >> 1
+    return (p * _pow2_f64(half)) * _pow2_f64(scale - half)
+
+
+def power_f64(x, y):  # type: ignore[no-untyped-def]
+    """C99's ``pow(x, y)`` (see the section's comment)."""
+    return _power(x, y, False)
+
+
+def power_f32(x, y):  # type: ignore[no-untyped-def]
+    """``powf``: computed in float64 from a logarithm and an exponential good to 1e-16
+    (enough for a float32 result), rounded once -- overflowing or underflowing in the
+    rounding where the float32 result does."""
+    return np.float32(_power(np.float64(x), np.float64(y), True))
+
+
+def _power(x, y, single):  # type: ignore[no-untyped-def]
+    """``pow(x, y)``; ``single``: for a float32 result (plain float64 log and exp)."""
+    clean_x = x if x == x else 1.0
+    clean_y = y if y == y else 0.0
+    magnitude_y = abs(clean_y)
+    infinite_y = magnitude_y == math.inf
+    # an integer y, and an odd one (every float from 2**53 on is even)
+    whole_y = clean_y if magnitude_y < 9007199254740992.0 else 0.0
+    integral = np.floor(whole_y) == whole_y
+    odd = integral and np.floor(whole_y * 0.5) != whole_y * 0.5
+    signed = np.float64(clean_x).view(np.int64) < 0  # -0.0 included
+    base = abs(clean_x)
+    zero_x = base == 0.0
+    infinite_x = base == math.inf
+    special = zero_x or infinite_x or infinite_y or clean_x == 1.0 or clean_y == 0.0
+    invalid = signed and not integral and not special  # a negative base, y not whole
+    # the core, exp(y log |x|), computed on 1 ** 0 in the lanes answered otherwise (no flag)
+    core_x = 1.0 if (special or invalid) else base
+    core_y = 0.0 if (special or invalid) else min(max(clean_y, -1.8446744073709552e19),
+                                                   1.8446744073709552e19)
+    if single:
+        t = core_y * _log_f64_reduced(core_x, False, False)[0]
+        t_error = 0.0
+    else:
+        log_high, log_low = _log_two_parts_f64(core_x)
+        t, t_error = _exact_product(core_y, log_high)
+        t_error = t_error + core_y * log_low
+    beyond = abs(t) > 1000.0  # (beyond the range: the clamped exponent says so)
+    negligible = abs(t) < 1e-30  # the result rounds to 1
+    hi = 0.0 if negligible else min(max(t, -1000.0), 1000.0)
+    lo = 0.0 if (beyond or negligible) else t_error
+    result = _exp_two_parts_f64(hi, lo)
+    negated = signed and odd
+    if negated:
+        result = -result
+    # A negative base to a non-integer power: +inf - +inf, "invalid" in those lanes only;
+    # zero to a negative finite power: 1 / +-0, "divide by zero" in those lanes only.  Each
+    # answer is taken where it is NaN (infinite), not by its lanes' test: under that test
+    # LLVM would know the hidden operands and compute the flagging operation in every lane.
+    infinite = hidden(math.inf if invalid else 0.0)
+    not_a_number = infinite - infinite
+    pole = zero_x and clean_y < 0.0 and not infinite_y
+    quotient = np.float64(1.0) / hidden((-0.0 if negated else 0.0) if pole else 1.0)
+    if not_a_number != not_a_number:
+        result = not_a_number
+    if infinite_y:  # a finite base: |x| < 1 vanishes or grows without bound, -1 stays
+        result = 1.0 if base == 1.0 else (
+            0.0 if (base < 1.0) == (clean_y > 0.0) else math.inf)
+    if infinite_x:
+        result = (-0.0 if negated else 0.0) if clean_y < 0.0 else (
+            -math.inf if negated else math.inf)
+    if zero_x:
+        result = math.inf if clean_y < 0.0 else (-0.0 if negated else 0.0)
+    if abs(quotient) == math.inf:
+        result = quotient
+    if x != x or y != y:  # (NaN chosen, not computed: x + y would add infinities)
+        result = x if x != x else y
+    if x == 1.0 or y == 0.0:
+        result = 1.0
+    return result
+
+
+
 HELPERS = tuple(
     name for name, value in list(globals().items())
     if callable(value) and not name.startswith("__") and value.__module__ == __name__
@@ -1849,4 +2034,5 @@ HELPERS = tuple(
 # and the error recoveries around them are computed as written.
 CONTRACTED = frozenset(name for name in HELPERS if name.endswith("_f32")) | {
     "_exp_f64_reduced", "_expm1_f64_reduced", "_log_f64_reduced", "_sin_kernel",
-    "_cos_kernel", "_exp2_f64_finite", "_expm1_f64_kernel", "_half_exp_f64", "_log_series_f64"}
+    "_cos_kernel", "_exp2_f64_finite", "_expm1_f64_kernel", "_half_exp_f64", "_log_series_f64",
+    "_exp_series_f64", "_atanh_tail"}

@@ -16,6 +16,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import numpy as np
 import pytest
@@ -1049,3 +1050,83 @@ def test_logaddexp2_is_numpys(dtype: type) -> None:
         assert _floating_point_error(lambda t: np.logaddexp2(t, t[::-1].copy()), tile) == error
         assert _floating_point_error(lambda t: kernel(t, t[::-1].copy()), tile) == error
 
+
+
+# ------------------------------------------------------------------ power
+
+
+def _power_grid(dtype: type) -> tuple[np.ndarray, np.ndarray]:
+    values = np.concatenate([special_values(dtype), np.array(
+        [3.0, -3.0, 2.5, -2.5, 0.25, 1e20, -1e20, 9007199254740993.0, -9007199254740992.0,
+         700.0, -745.5], dtype)])
+    x, y = np.meshgrid(values, values, indexing="ij")
+    return x.ravel(), y.ravel()
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda dtype: np.dtype(dtype).name)
+def test_power_of_special_values_is_numpys_with_its_flags(dtype: type) -> None:
+    power = numfuse.jit(lambda x, y: np.power(x, y))
+    x, y = _power_grid(dtype)
+    with np.errstate(all="ignore"):
+        result, expected = power(x, y), np.power(x, y)
+    assert result.dtype == expected.dtype
+    assert_same_classes(result, expected, x)
+    both = np.isfinite(expected) & (expected != 0)
+    assert ulps(result[both], expected[both], dtype).max() <= 1.0
+    for a, b in zip(x, y, strict=True):  # each pair's flags, in a vector loop's lanes
+        xs, ys = np.full(17, a), np.full(17, b)
+        assert _flags(power, xs, ys) == _flags(np.power, xs, ys), (a, b)
+
+
+def _flags(function, *args) -> list[str]:  # type: ignore[no-untyped-def]
+    with warnings.catch_warnings(record=True) as caught, \
+            np.errstate(all="warn", under="ignore"):
+        warnings.simplefilter("always")
+        function(*args)
+    return sorted(str(warning.message).split(" encountered")[0] for warning in caught)
+
+
+def _power_arguments(dtype: type) -> list[tuple[np.ndarray, np.ndarray]]:
+    rng = np.random.default_rng(11 + np.dtype(dtype).itemsize)
+    n = 50_000
+    x = np.exp(rng.uniform(-50, 50, n))
+    near_range = (x, rng.uniform(-740, 709, n) / np.log(x))  # results near over/underflow
+    return [(np.exp(rng.uniform(-5, 5, n)), rng.uniform(-10, 10, n)),
+            (1 + rng.uniform(-1e-3, 1e-3, n), rng.uniform(-1e5, 1e5, n)),  # x near 1
+            (np.exp(rng.uniform(-700, 700, n)), rng.uniform(-1.5, 1.5, n)),
+            (rng.uniform(-10, 10, n), rng.integers(-60, 60, n).astype(float)),  # signs
+            near_range]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda dtype: np.dtype(dtype).name)
+def test_power_is_within_an_ulp_over_wide_ranges(dtype: type) -> None:
+    power = numfuse.jit(lambda x, y: np.power(x, y))
+    for x, y in _power_arguments(dtype):
+        with np.errstate(all="ignore"):
+            x, y = x.astype(dtype), y.astype(dtype)
+            result, expected = power(x, y), np.power(x, y)
+        assert_same_classes(result, expected, x)
+        assert ulps(result, expected, dtype).max(initial=0.0) <= 1.0
+        exact = correctly_rounded("power", dtype, x, y)
+        if exact is not None:  # (the reference itself rounded twice: half an ulp more)
+            assert ulps(result, exact, dtype).max(initial=0.0) <= 1.5
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda dtype: np.dtype(dtype).name)
+@pytest.mark.parametrize("function", [lambda x, y: x ** 1.7, lambda x, y: np.power(x, y),
+                                      lambda x, y: x ** y[0]])  # (a traced scalar exponent)
+def test_power_kernels_are_vectorised(function, dtype: type) -> None:  # type: ignore[no-untyped-def]
+    x = np.linspace(0.5, 2.0, 64).astype(dtype)
+    (kernel,) = numfuse.compile(function, x, x).kernels
+    report = inspection.kernel_vector_report(kernel)
+    assert report.vectorised and not report.scalar_calls, report.summary()
+
+
+def test_plain_python_power_agrees_with_numpy() -> None:
+    # run as Python, the fused multiply-adds round twice: a few ulp on moderate values
+    for x, y in ((0.3, 1.7), (2.5, -3.0), (-2.0, 3.0), (7.0, 0.5), (1e-3, 2.25)):
+        for helper, dtype, tolerance in ((vector_math.power_f64, np.float64, 8),
+                                         (vector_math.power_f32, np.float32, 1)):
+            result, expected = helper(dtype(x), dtype(y)), np.power(dtype(x), dtype(y))
+            assert abs(float(result) - float(expected)) <= tolerance * float(
+                np.spacing(abs(expected)))
