@@ -42,6 +42,12 @@ class Tracer:
     __slots__ = ("__weakref__", "bases", "item_types", "node", "owned", "python_items",
                  "sequence", "views")
 
+    def __new__(cls, node: Node, *args: Any, **kwargs: Any) -> Tracer:
+        # a Python number (weak, 0-d) has a Python number's attributes only
+        if cls is Tracer and node.weak and node.ndim == 0:
+            cls = _PYTHON_NUMBER_TRACERS.get(node.dtype.kind, Tracer)
+        return object.__new__(cls)
+
     def __init__(self, node: Node, owned: bool = False, python_items: bool = False,
                  sequence: bool = False, item_types: tuple[str, ...] | None = None) -> None:
         self.node = node
@@ -541,6 +547,8 @@ class Tracer:
     def conj(self) -> Any:
         if self.node.dtype.kind != "c":  # numpy's method gives the array itself
             return self
+        if self.node.weak:  # a Python complex's conjugate is a Python complex
+            return _operator(np.conjugate, self)
         return apply_ufunc(np.conjugate, (self,), {})
 
     conjugate = conj
@@ -582,6 +590,32 @@ class Tracer:
             return _concrete("round() of a Python number", self.node,
                              lambda value: round(value[()].item(), ndigits))
         return round_(self, ndigits)
+
+
+def _python_number_tracer(python: type) -> type:
+    """The traced values standing for Python numbers of type ``python``: the array
+    attributes a ``python`` number lacks (``dtype``, ``sum``, ``astype``...) raise
+    AttributeError, as on the number (``hasattr(s, "dtype")`` is False); numfuse's own
+    (``node``) stay."""
+    def lacks(name: str) -> bool:
+        return not name.startswith("_") and hasattr(np.ndarray, name) and \
+            not hasattr(python, name)
+
+    def missing(self: Tracer) -> Any:  # (a property raising this, then __getattr__)
+        raise AttributeError
+
+    def attribute(self: Tracer, name: str) -> Any:
+        if lacks(name):
+            raise AttributeError(f"{python.__name__!r} object has no attribute {name!r}")
+        return Tracer.__getattr__(self, name)
+
+    lacking = {name: property(missing) for name in dir(Tracer) if lacks(name)}
+    return type(f"Traced{python.__name__.title()}", (Tracer,),
+                {"__slots__": (), "__getattr__": attribute, **lacking})
+
+
+_PYTHON_NUMBER_TRACERS = {kind: _python_number_tracer(python) for kind, python in (
+    ("b", bool), ("i", int), ("u", int), ("f", float), ("c", complex))}
 
 
 # the methods of a list or tuple (``copy`` apart: an array has one too)
