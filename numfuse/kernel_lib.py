@@ -361,14 +361,28 @@ def _vector_power_f32(a, b):  # type: ignore[no-untyped-def]
 
 
 def power_or_root(a, b, one):  # type: ignore[no-untyped-def]
-    """numpy's power loop for a scalar exponent ``b`` (in the loop's dtype): the square
-    root where ``b`` is 0.5 (``-0.0 ** 0.5`` is -0.0, ``-inf ** 0.5`` NaN), else
-    ``power_float``; each computes on ``one`` where the other's answer is taken, raising
-    no flag (LLVM may compute both; hidden: it would move the choices after the work)."""
-    other = b != 0.5
-    powered = power_float(hidden(a if other else one), b)
-    root = np.sqrt(hidden(one if other else a))
-    return powered if other else root
+    """numpy's power loop for a scalar exponent ``b`` (in the loop's dtype): exactly the
+    square root, the square, the reciprocal or ``a`` itself where ``b`` is 0.5, 2, -1 or
+    1 (``-0.0 ** 0.5`` is -0.0, ``-inf ** 0.5`` NaN), else ``power_float``.  Each
+    operation computes on ``one`` where another's answer is taken, raising no flag (LLVM
+    may compute them all: the values are hidden, and the answer is chosen by tests of a
+    hidden copy of ``b``, under which LLVM cannot tell which value each operation got)."""
+    general = b != 0.5 and b != 2 and b != -1 and b != 1
+    powered = power_float(hidden(a if general else one), b)
+    root = np.sqrt(hidden(a if b == 0.5 else one))
+    factor = hidden(a if b == 2 else one)
+    inverse = one / hidden(a if b == -1 else one)
+    seen = hidden(b)
+    result = powered
+    if seen == 0.5:
+        result = root
+    if seen == 2:
+        result = factor * factor
+    if seen == -1:
+        result = inverse
+    if seen == 1:
+        result = a
+    return result
 
 
 def floor_divide_float(a, b, one):  # type: ignore[no-untyped-def]

@@ -472,16 +472,19 @@ _as_logaddexp: Resolver = functools.partial(_as_ufunc, np.logaddexp)
 
 def _power_or_root(x: Any, y: Any) -> Any:
     """numpy's power loop for an exponent given as a scalar: in a float loop, the square
-    root of ``x`` where ``y`` (in the loop's dtype) is 0.5, else ``x ** y``; each flag
-    raised where its answer is taken."""
+    root, square, reciprocal or ``x`` itself where ``y`` (in the loop's dtype) is 0.5, 2,
+    -1 or 1, else ``x ** y``; each flag raised where its answer is taken."""
     inputs, out = _as_ufunc(np.power, [_weak_or_dtype(x), _weak_or_dtype(y)])
     if out.kind != "f":
         return np.power(x, y)
     x, y = np.asarray(x, inputs[0]), np.asarray(y, inputs[1])
-    half = y == 0.5
     result = np.empty(np.broadcast(x, y).shape, out)
-    np.power(x, y, out=result, where=~half)
-    np.sqrt(x, out=result, where=half)
+    exact = (y == 0.5) | (y == 2) | (y == -1) | (y == 1)
+    np.power(x, y, out=result, where=~exact)
+    np.sqrt(x, out=result, where=y == 0.5)
+    np.square(x, out=result, where=y == 2)
+    np.reciprocal(x, out=result, where=y == -1)
+    np.positive(x, out=result, where=y == 1)
     return result[()]
 
 
@@ -567,13 +570,21 @@ _row("scalar_multiply", Internal("scalar_multiply", np.multiply), 2, ARITHMETIC,
      b="({0} and {1})", i=_WRAP.replace("{op}", "*"),
      c="complex_scalar_product({0}, {1})", star="({0} * {1})",
      vjp=lambda g, ans, x, y: (g * y, g * x))
-# ``x ** p`` of a float array and a traced scalar exponent: numpy's loop takes the square
-# root where ``p`` is 0.5 (``trace.nodes.elementwise`` picks this row); one op, so that its
-# derivative is the power's at 0.5 too
+# ``x ** p`` of a float array and a traced scalar exponent: numpy's loop computes the
+# square root, square, reciprocal or x itself where ``p`` is 0.5, 2, -1 or 1
+# (``trace.nodes.elementwise`` picks this row); one op, so that its derivative is the
+# power's there too
 _row("power_or_root", Internal("power_or_root", _power_or_root, np.power), 2, EXPONENTIAL,
      resolve=functools.partial(_as_ufunc, np.power), i="power_int({0}, {1})",
      u="power_int({0}, {1})", f="power_or_root({0}, {1}, {L}(1))",
      c="np.power({0}, {1})", vjp=_power_vjp)
+# ``value`` computed with ``also``, whose work (and flags) LLVM may not drop: the outputs
+# of ``np.divmod``, one of which a function may use alone (numpy computes both)
+_row("kept", Internal("kept", lambda value, also: np.array(
+        np.broadcast_arrays(np.asarray(value), np.asarray(also))[0])[()]), 2, CONVERSION,
+     resolve=lambda operands: ((np.dtype(operands[0]), np.dtype(operands[1])),
+                               np.dtype(operands[0])),
+     f="kept({0}, {1})", star="{0}", vjp=lambda g, ans, value, also: (g, None))
 INTERNAL: frozenset[str] = frozenset(row.name for row in _ROWS
                                      if isinstance(row.reference, Internal))
 

@@ -750,3 +750,14 @@ def test_a_part_of_a_complex_value_raises_the_other_parts_flags_too(fn):
     # numpy computes the whole complex value before taking a part of it
     z = np.array([complex(np.inf, 0.0), 1 + 1j] * 7)  # the flags come from the part dropped
     assert_like_numpy(fn, z)  # its warnings, and under errstate(all="raise") its error
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: np.divmod(x, 0.0)[1],   # the quotient's "divide by zero" too
+    lambda x: np.divmod(x, 0.0)[0],   # the remainder's "invalid value" too
+    lambda x: divmod(x, 0.0)[1],
+    lambda x: np.divmod(x, 2.5),
+])
+def test_one_output_of_divmod_raises_the_flags_of_both(fn):
+    # numpy computes the quotient and the remainder together
+    assert_like_numpy(fn, np.array([1.0, -2.0, 0.0, np.inf] * 5))

@@ -20,6 +20,7 @@ import warnings
 
 import numpy as np
 import pytest
+from conftest import assert_like_numpy
 
 import numfuse
 from numfuse import inspection, vector_math
@@ -1130,3 +1131,29 @@ def test_plain_python_power_agrees_with_numpy() -> None:
             result, expected = helper(dtype(x), dtype(y)), np.power(dtype(x), dtype(y))
             assert abs(float(result) - float(expected)) <= tolerance * float(
                 np.spacing(abs(expected)))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda dtype: np.dtype(dtype).name)
+@pytest.mark.parametrize("exponent", [2.0, 2, -1.0, -1, 1.0, 1, 0.5])
+def test_power_by_a_scalar_numpy_computes_exactly_is_exact(exponent, dtype: type) -> None:
+    # numpy's loop computes a scalar exponent of 2, -1, 1 or 0.5 as a square, reciprocal,
+    # copy or square root: bit for bit, however the exponent is given
+    rng = np.random.default_rng(3)
+    x = np.concatenate([rng.uniform(-30, 30, 5000), [0.0, -0.0, np.inf, -np.inf, np.nan]])
+    x = x.astype(dtype)
+    for fn in (lambda x, p: x ** p, lambda x, p: np.power(x, p),
+               lambda x, p: x ** exponent, lambda x, p: np.power(x, np.array(exponent))):
+        assert_like_numpy(fn, x, exponent)
+
+
+def test_power_results_that_are_numbers_of_the_dtype_are_exact() -> None:
+    power = numfuse.jit(lambda x, y: np.power(x, y))  # (an array exponent: pow itself)
+    k = np.arange(1.0, 2.0**17)
+    for exponent in (2.0, 3.0):
+        exact = k ** int(exponent) if exponent == 2.0 else k * k * k
+        representable = exact < 2.0**53
+        result = power(k, np.full(k.size, exponent))
+        np.testing.assert_array_equal(result[representable], exact[representable])
+    # a float32 result halfway between two float32 numbers rounds to even, as numpy's
+    x = np.array([17.0, 4097.0], np.float32)
+    np.testing.assert_array_equal(power(x, np.full(2, 6.0, np.float32))[:1], x[:1] ** 6)

@@ -141,14 +141,14 @@ def elementwise(op: OpDef, operands: Sequence[Node], *, out_dtype: Any = None,
         op = OPS["scalar_multiply"]  # numpy's scalar math: the products not fused
         if len(operands) == 1:  # (a square: its operand times itself)
             operands, loop_in = [operands[0]] * 2, (loop_in[0],) * 2
-    if op.name == "power" and _is_const(operands[1], 0.5) and loop_in[0].kind == "f" and \
-            not scalar_math:
-        op = OPS["sqrt"]  # numpy's power loop takes sqrt for a scalar exponent of 0.5
+    power = op.name == "power" and loop_in[0].kind == "f" and not scalar_math
+    if power and (exact := _scalar_power(operands[1], loop_in[1])) is not None:
+        # numpy's power loop computes a scalar exponent of 0.5, 2, -1 or 1 exactly
+        op = OPS[exact]
         operands, loop_in = operands[:1], loop_in[:1]
-    elif resolved_here and op.name == "power" and loop_in[0].kind == "f" and \
-            not scalar_math and operands[1].ndim == 0 and operands[1].kind != CONST and \
-            operands[1].dtype.kind == "f":
-        op = OPS["power_or_root"]  # numpy's loop takes sqrt where the exponent is 0.5
+    elif power and resolved_here and operands[1].ndim == 0 and \
+            operands[1].kind != CONST and operands[1].dtype.kind in "fiu":
+        op = OPS["power_or_root"]  # the same, by the value the exponent has at each call
     for dtype in (*loop_in, out):
         if dtype.kind == "O":
             raise UnsupportedOperationError(
@@ -186,13 +186,19 @@ class NoKernelCodeError(UnsupportedOperationError):
     """An op table row has no scalar code for these loop dtypes."""
 
 
-def _is_const(node: Node, value: float) -> bool:
-    """Whether ``node`` is a constant float ``value``: a Python float, a numpy float scalar
-    or a 0-d float array (numpy's loops see the same stride-0 operand)."""
-    if node.kind != CONST or node.ndim != 0:
-        return False
-    constant = node.value.value
-    return np.asarray(constant).dtype.kind == "f" and float(constant) == value
+# The exponents numpy's float power loop computes exactly when given one for all elements
+# (a stride-0 operand: a number, a numpy scalar, a 0-d array), and the ops it computes
+_SCALAR_POWERS = {0.5: "sqrt", 2.0: "square", -1.0: "reciprocal", 1.0: "positive"}
+
+
+def _scalar_power(node: Node, dtype: np.dtype) -> str | None:
+    """The op numpy's power loop of ``dtype`` computes for the exponent ``node`` when it
+    is a constant number (in ``dtype``) of ``_SCALAR_POWERS``, else None."""
+    if node.kind != CONST or node.ndim != 0 or node.dtype.kind not in "fiub":
+        return None
+    with np.errstate(all="ignore"):
+        value = float(np.asarray(node.value.value).astype(dtype))
+    return _SCALAR_POWERS.get(value)
 
 
 def _check_with_numpy(op: OpDef, operands: Sequence[Node], out_dtype: Any) -> None:

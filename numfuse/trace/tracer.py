@@ -309,10 +309,12 @@ class Tracer:
         return _operator(np.remainder, other, self)
 
     def __divmod__(self, other: Any) -> Any:
-        return (_operator(np.floor_divide, self, other), _operator(np.remainder, self, other))
+        return together(_operator(np.floor_divide, self, other),
+                        _operator(np.remainder, self, other))
 
     def __rdivmod__(self, other: Any) -> Any:
-        return (_operator(np.floor_divide, other, self), _operator(np.remainder, other, self))
+        return together(_operator(np.floor_divide, other, self),
+                        _operator(np.remainder, other, self))
 
     def __pow__(self, other: Any) -> Any:
         fast = _fast_power(self, other)
@@ -781,4 +783,4 @@ def _scalar_type_name(node: Node) -> str:
 from .constants import _constants_only, _eager  # noqa: E402
 from .functions import FUNCTIONS, _copy, _method, astype, clip, fresh_copy, round_  # noqa: E402
 from .probes import LINALG_UFUNCS, _moving_axes, record_call  # noqa: E402
-from .ufuncs import _fast_power, _operator, apply_ufunc, assign_item  # noqa: E402
+from .ufuncs import _fast_power, _operator, apply_ufunc, assign_item, together  # noqa: E402

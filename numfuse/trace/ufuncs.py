@@ -407,6 +407,18 @@ def _weak_as(operand: Any, masked: Tracer) -> Tracer:
     return masked
 
 
+def together(*parts: Any) -> tuple[Any, ...]:
+    """The outputs of one numpy loop (``np.divmod``'s quotient and remainder), each kept
+    with the others where they are float (a function using one alone still raises the
+    flags numpy's loop raises computing both)."""
+    if len(parts) < 2 or not all(isinstance(part, Tracer) and part.node.dtype.kind == "f"
+                                 and not part.node.weak for part in parts):
+        return parts
+    return tuple(Tracer(elementwise(OPS["kept"], [part.node, other.node],
+                                    weak=part.node.weak, scalar=part.node.scalar), owned=True)
+                 for part in parts for other in parts if other is not part)
+
+
 def _compute_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any]) -> Any:
     if (ufunc not in BY_UFUNC and ufunc not in MULTI_OUTPUT) or \
             kwargs.get("casting", "same_kind") != "same_kind" or \
@@ -426,8 +438,8 @@ def _compute_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any
     _check_not_caught(MULTI_OUTPUT[ufunc][0] if ufunc in MULTI_OUTPUT else BY_UFUNC[ufunc].name,
                       nodes)
     if ufunc in MULTI_OUTPUT:
-        return tuple(Tracer(elementwise(OPS[name], nodes, out_dtype=out_dtype), owned=True)
-                     for name in MULTI_OUTPUT[ufunc])
+        return together(*(Tracer(elementwise(OPS[name], nodes, out_dtype=out_dtype),
+                                 owned=True) for name in MULTI_OUTPUT[ufunc]))
     try:
         # np.square of a numpy scalar is numpy's scalar math (np.multiply of two is not)
         scalar_math = ufunc is np.square and nodes[0].scalar and nodes[0].ndim == 0
