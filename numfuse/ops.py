@@ -314,7 +314,11 @@ _row("lcm", np.lcm, 2, DIVISION, commutative=_INTEGERS,
 # --- exponentials, logarithms, roots ------------------------------------------------------
 _ufunc: np.ufunc
 _LN2, _LN10 = float(np.log(2.0)), float(np.log(10.0))
-_unary_math(np.sqrt, ROOT, vjp=lambda g, ans, x: (g * (0.5 / ans),))
+# the root hidden from LLVM: knowing it a root, LLVM turns a NaN test of it (a quiet
+# comparison, in vector math after it) into a test of its operand's sign, which signals
+# "invalid" for a NaN operand on x86 (np.exp(-np.sqrt(x)) of a NaN)
+_row("sqrt", np.sqrt, 1, ROOT, f="hidden(np.sqrt({0}))", c="np.sqrt({0})",
+     vjp=lambda g, ans, x: (g * (0.5 / ans),))
 _unary_math(np.exp, EXPONENTIAL, vjp=lambda g, ans, x: (g * ans,))
 _unary_math(np.log, EXPONENTIAL, vjp=lambda g, ans, x: (g / x,))
 _unary_math(np.log10, EXPONENTIAL, vjp=lambda g, ans, x: (g / (x * _LN10),))

@@ -495,8 +495,15 @@ class Emitter:
         module = self.module
         name = "numfuse.opaque_zero"
         if own:
-            self._zeros += 1
-            name = f"numfuse.opaque_zero.{self._zeros}"
+            # a name of this module's own, not taken yet: helpers are emitted in modules
+            # of their own and linked into the kernel's, where globals of one name are one
+            # zero, and two sharing a zero let LLVM cancel a value hidden twice
+            # (hidden(hidden(sqrt(x))) seen as sqrt(x), its NaN test as a sign test)
+            while True:
+                self._zeros += 1
+                name = f"numfuse.opaque_zero.{module.name}.{self._zeros}"
+                if name not in module.globals:
+                    break
         try:
             zero = module.get_global(name)
         except KeyError:
