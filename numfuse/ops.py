@@ -223,7 +223,9 @@ def _power_vjp(g: Any, ans: Any, x: Any, y: Any) -> tuple[Any, Any]:
             dx = np.where(zero, 0.0, y * np.power(x, 1 if zero else y - 1))
     else:
         dx = y * np.power(x, y - 1)
-    return g * dx, g * np.log(np.where(x == 0, 1.0, x)) * ans
+    # (the base promoted to the result's dtype first: a float32 base to a float64 power
+    # takes its logarithm in float64)
+    return g * dx, g * np.log(np.where(x == 0, 1.0, x) + np.zeros_like(ans)) * ans
 
 
 def _clip_vjp(g: Any, ans: Any, x: Any, low: Any, high: Any) -> tuple[Any, Any, Any]:

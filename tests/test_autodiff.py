@@ -921,3 +921,12 @@ def test_power_by_an_exponent_computed_from_the_base_differentiates_through_both
     p = np.mean(x)
     expected = p * x ** (p - 1) + np.sum(np.log(x) * x ** p) / x.size
     np.testing.assert_allclose(got, expected, rtol=1e-12)
+
+
+def test_power_gradient_by_a_wider_exponent_takes_the_logarithm_in_its_dtype():
+    # a float32 base to float64 powers: the result, and d/dp = log(x) x**p, are float64
+    x = np.array([0.5, 1.5, 3.0], np.float32)
+    p = np.array([1.7, 2.3, -0.4])
+    got = numfuse.grad(lambda x, p: np.sum(np.power(x, p)), argnums=1)(x, p)
+    wide = x.astype(np.float64)
+    np.testing.assert_allclose(got, np.log(wide) * wide ** p, rtol=1e-15)
