@@ -1495,6 +1495,8 @@ def _returned(value: Any, node: Node) -> Any:
     if node.kind == CONST:
         constant = node.value.value
         return constant.copy() if isinstance(constant, np.ndarray) else constant
+    if node.weak and isinstance(value, np.generic):
+        return value.item()  # a Python number's item of a list argument, as it is there
     if node.kind == INPUT or not isinstance(value, np.ndarray):
         return value
     if value.ndim == 0:

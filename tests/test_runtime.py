@@ -681,3 +681,16 @@ def test_a_write_into_the_functions_own_array_that_nothing_reads_after_is_in_pla
         assert all(runner.in_place for runner in writes)
         assert not any(isinstance(value, np.ndarray) and value.nbytes >= 1 << 16
                        for value in jitted.specialize(*args)[0].program.initial)
+
+
+def test_an_item_of_a_list_argument_returned_as_it_is_is_a_python_number():
+    def bounded(x, bounds):
+        low, high = bounds
+        return np.clip(x, low, high), high, bounds[0]
+
+    jitted = numfuse.jit(bounded)
+    for bounds in ((0, 1.5), [2, 7], (0.5, 3)):
+        for _ in range(2):
+            result, expected = jitted(np.ones(2), bounds), bounded(np.ones(2), bounds)
+            assert [type(item) for item in result[1:]] == [type(item) for item in expected[1:]]
+            assert result[1:] == expected[1:]
