@@ -2578,4 +2578,5 @@ def test_a_python_number_argument_has_a_python_numbers_attributes():
                 numfuse.jit(method)(s)
     # what Python numbers have stays: real, imag, conjugate; numpy's functions of them too
     check(lambda x, s: x * (s.real + s.imag + s.conjugate()) + np.ndim(s), x, 2.5)
+    check(lambda x, s: x * np.size(s) + len(np.shape(s)) + np.iscomplexobj(s), x, 2.5)
     check(lambda x, s: x * s.conjugate().imag, x, 1.5j)

@@ -269,10 +269,14 @@ FUNCTIONS: dict[Any, Callable[..., Any]] = {
     np.iscomplexobj: lambda x: _node(x).dtype.kind == "c",
     np.isrealobj: lambda x: _node(x).dtype.kind != "c",
     np.ndim: lambda a: _node(a).ndim,
-    np.shape: lambda a: a.shape if isinstance(a, Tracer) else np.shape(a),
-    np.size: lambda a, axis=None: (a.size if axis is None else a.shape[axis]
-                                   if not isinstance(axis, tuple) else
-                                   math.prod(a.shape[index] for index in axis))
+    # (from the sizes, not the attributes: a Python number has none, numpy's own
+    # functions take its shape and size all the same)
+    np.shape: lambda a: a._sizes("np.shape of a traced array") if isinstance(a, Tracer)
+    else np.shape(a),
+    np.size: lambda a, axis=None: (
+        math.prod(a._sizes("np.size of a traced array")) if axis is None else
+        a._sizes("np.size of a traced array")[axis] if not isinstance(axis, tuple) else
+        math.prod(a._sizes("np.size of a traced array")[index] for index in axis))
     if isinstance(a, Tracer) else np.size(a, axis),
     np.result_type: lambda *values: np.result_type(*(_dtype_or_value(v) for v in values)),
     np.var: var,
