@@ -285,7 +285,8 @@ def _broadcast(*args: Any) -> Any:
     ``size`` and ``numiter``."""
     if not has_tracer(args):
         return _BROADCAST(*args)
-    shapes = [value.shape if isinstance(value, (Tracer, _TracedBroadcast, _BROADCAST))
+    shapes = [value._sizes("np.broadcast of a traced array") if isinstance(value, Tracer)
+              else value.shape if isinstance(value, (_TracedBroadcast, _BROADCAST))
               else np.shape(value) for value in args]
     count = sum(value.numiter if isinstance(value, (_TracedBroadcast, _BROADCAST)) else 1
                 for value in args)
