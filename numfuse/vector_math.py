@@ -181,11 +181,9 @@ def _expm1_f64_reduced(x, short):  # type: ignore[no-untyped-def]
     return moderate
 
 
-def _log_f64_reduced(x, short, zero):  # type: ignore[no-untyped-def]
-    """``log(x)`` for a positive finite (possibly subnormal) ``x``; ``short`` selects a
-    polynomial good to 1e-10 (for float32 results); and the quotient ``s`` it divides
-    for, which is -inf, with "divide by zero" raised, in the lanes of ``zero`` (the
-    answer of those whose argument was zero, see ``_log_answer``)."""
+def _log_reduction_f64(x):  # type: ignore[no-untyped-def]
+    """``x = 2**exponent * mantissa`` for a positive finite (possibly subnormal) ``x``: the
+    exponent (an int64) and the mantissa, in [sqrt(1/2), sqrt(2))."""
     tiny = x < 2.2250738585072014e-308
     # 2**52 makes a subnormal normal; every lane multiplies, by 1 unless tiny, so no
     # lane computes a product that overflows.
@@ -195,9 +193,18 @@ def _log_f64_reduced(x, short, zero):  # type: ignore[no-untyped-def]
     if tiny:
         exponent = exponent - 52
     mantissa = np.int64((bits & 0x000FFFFFFFFFFFFF) | 0x3FF0000000000000).view(np.float64)
-    if mantissa > 1.4142135623730951:  # reduce to [sqrt(1/2), sqrt(2))
+    if mantissa > 1.4142135623730951:
         mantissa = mantissa * 0.5
         exponent = exponent + 1
+    return exponent, mantissa
+
+
+def _log_f64_reduced(x, short, zero):  # type: ignore[no-untyped-def]
+    """``log(x)`` for a positive finite (possibly subnormal) ``x``; ``short`` selects a
+    polynomial good to 1e-10 (for float32 results); and the quotient ``s`` it divides
+    for, which is -inf, with "divide by zero" raised, in the lanes of ``zero`` (the
+    answer of those whose argument was zero, see ``_log_answer``)."""
+    exponent, mantissa = _log_reduction_f64(x)
     e = _int_to_f64(exponent)
     f = mantissa - 1.0  # exact
     # log(1 + f) = 2 atanh(s) = 2s + s R(s*s) with s = f / (2 + f), and 2s = f - s f.
@@ -1436,16 +1443,7 @@ def _log_series_f64(z):  # type: ignore[no-untyped-def]
 def _log_parts_f64(x):  # type: ignore[no-untyped-def]
     """``log(x) = e ln 2 + hi + lo`` for a positive finite (possibly subnormal) ``x``:
     (e as a float64, hi, lo), ``hi`` with at most 21 significant bits."""
-    tiny = x < 2.2250738585072014e-308
-    normal = x * (4503599627370496.0 if tiny else 1.0)  # as in _log_f64_reduced
-    bits = np.float64(normal).view(np.int64)
-    exponent = (bits >> 52) - 1023
-    if tiny:
-        exponent = exponent - 52
-    mantissa = np.int64((bits & 0x000FFFFFFFFFFFFF) | 0x3FF0000000000000).view(np.float64)
-    if mantissa > 1.4142135623730951:
-        mantissa = mantissa * 0.5
-        exponent = exponent + 1
+    exponent, mantissa = _log_reduction_f64(x)
     f = mantissa - 1.0  # exact
     s = f / (2.0 + f)
     R = _log_series_f64(s * s)
@@ -1890,16 +1888,7 @@ def _atanh_tail(z):  # type: ignore[no-untyped-def]
 def _log_two_parts_f64(x):  # type: ignore[no-untyped-def]
     """``log(x)`` as ``hi + lo`` for a positive finite (possibly subnormal) ``x``, within
     about 2**-66 of its value."""
-    tiny = x < 2.2250738585072014e-308
-    normal = x * (4503599627370496.0 if tiny else 1.0)  # as in _log_f64_reduced
-    bits = np.float64(normal).view(np.int64)
-    exponent = (bits >> 52) - 1023
-    if tiny:
-        exponent = exponent - 52
-    mantissa = np.int64((bits & 0x000FFFFFFFFFFFFF) | 0x3FF0000000000000).view(np.float64)
-    if mantissa > 1.4142135623730951:
-        mantissa = mantissa * 0.5
-        exponent = exponent + 1
+    exponent, mantissa = _log_reduction_f64(x)
     e = _int_to_f64(exponent)
     f = mantissa - 1.0  # exact, |f| < 0.42
     # s = f / (2 + f) in two parts: 2 + f is exactly u + u_low, and s's rounding error is
