@@ -484,7 +484,8 @@ class Jitted:
         # and a tuple of ints is always static: numpy reads it as numbers (an index x[t]
         # is x[0, 1], not x[[0, 1]]; a shape, axes), never as an array
         fixed = set(self.static_argnums) | {
-            index for index, value in enumerate(args) if _int_tuple(value)} | {
+            index for index, value in enumerate(args)
+            if _int_tuple(value) or _mixed_numbers(value)} | {
             index for index in tried[1]
             if index >= len(args) or _int_sequence(args[index]) or
             not isinstance(args[index], (np.ndarray, list, tuple))}
@@ -1062,6 +1063,26 @@ def _int_tuple(value: Any) -> bool:
     """A tuple of Python ints (or of such tuples): a shape, an axis, pad widths."""
     return type(value) is tuple and all(type(item) is int or _int_tuple(item)
                                         for item in value)
+
+
+# The most items a list of Python numbers of mixed types may hold to be a static value
+MIXED_STATIC_ITEMS = 32
+
+
+def _mixed_numbers(value: Any) -> bool:
+    """A short list or tuple of Python numbers of mixed types whose items traced values
+    cannot stand for one by one (nested ``[(0, 1.5), (-1, 0.5)]``, ``[True, 2]``,
+    ``[1.5, 1j]``): a static value, so that each item the function takes out is the
+    Python number it is (``_items_of`` types the flat lists of ints and floats)."""
+    if type(value) not in (list, tuple):
+        return False
+    leaves = pytree.leaves(value)
+    kinds = {type(item) for item in leaves}
+    if len(kinds) < 2 or not kinds <= {bool, int, float, complex} or \
+            len(leaves) > MIXED_STATIC_ITEMS:
+        return False
+    flat = all(type(item) in (int, float) for item in value)
+    return not (flat and kinds <= {int, float})
 
 
 def _items_of(spec: ArgSpec, value: Any) -> ArgSpec:

@@ -2027,3 +2027,18 @@ def test_a_result_not_made_again_from_its_items_runs_with_numpy():
     assert result == (6.0, 1.5) and result.df == 3
     pair = collections.namedtuple("pair", "a b")
     assert_same(numfuse.jit(lambda x: pair(x.sum(), x))(x), pair(x.sum(), x))
+
+
+@pytest.mark.parametrize(("fn", "x", "items"), [
+    (lambda x, bounds: np.stack([np.clip(x[:, j], low, high)
+                                 for j, (low, high) in enumerate(bounds)], axis=1),
+     np.ones((4, 2), np.float32), [(0, 1.5), (-1, 0.5)]),
+    (lambda a, p: a * p[0] + p[1], np.ones(3, np.int8), [True, 2]),
+    (lambda a, p: a * p[0] + p[1], np.ones(2, np.float32), [1.5, 1j]),
+    (lambda a, p: (a * p[0][1], p[1][0]), np.ones(2, np.float32), ((1, 2.5), (3, 4.0))),
+])
+def test_items_of_a_short_list_of_numbers_of_mixed_types_are_python_numbers(fn, x, items):
+    # nested or mixing bool or complex: a static value (each item the number it is)
+    jitted = numfuse.jit(fn)
+    for _ in range(2):
+        assert_same(jitted(x, items), numpy_result(fn, x, items))
