@@ -2042,3 +2042,40 @@ def test_items_of_a_short_list_of_numbers_of_mixed_types_are_python_numbers(fn, 
     jitted = numfuse.jit(fn)
     for _ in range(2):
         assert_same(jitted(x, items), numpy_result(fn, x, items))
+
+
+def _sum_or_first(a, b):
+    try:
+        return a + b
+    except ValueError:  # operands that do not broadcast
+        return a
+
+
+def _shifted_or_same(x, s):
+    try:
+        return x + s
+    except OverflowError:  # a Python int beyond the array's dtype
+        return x
+
+
+def _doubled_log(x):
+    try:
+        return np.log(x) * 2
+    except ValueError:  # nothing here raises it: compiles
+        return x
+
+
+def test_arithmetic_inside_try_catching_value_or_overflow_errors_runs_with_numpy():
+    # the kernel would raise after the function returned, past the clause
+    for fn, args in ((_sum_or_first, (np.ones(3), np.ones(2))),
+                     (_sum_or_first, (np.ones(3), np.ones(3))),
+                     (_shifted_or_same, (np.ones(3, np.int8), 300)),
+                     (_shifted_or_same, (np.ones(3, np.int8), 3))):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", numfuse.NumpyFallbackWarning)
+            jitted = numfuse.jit(fn)
+            for _ in range(2):
+                assert_same(jitted(*args), numpy_result(fn, *args))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", numfuse.NumpyFallbackWarning)
+        assert_same(numfuse.jit(_doubled_log)(np.ones(3)), _doubled_log(np.ones(3)))

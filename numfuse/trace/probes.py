@@ -388,17 +388,23 @@ def _view_of_stand_ins(call: NumpyCall, nodes: Sequence[Node]) -> bool:
                if isinstance(stand_in, np.ndarray))
 
 
-_handlers: weakref.WeakKeyDictionary[types.CodeType, tuple[tuple[int, int, bool], ...]] = \
+_handlers: weakref.WeakKeyDictionary[
+    types.CodeType, tuple[tuple[int, int, frozenset[str] | None], ...]] = \
     weakref.WeakKeyDictionary()
-# The exception names whose ``except`` clause catches numpy's FloatingPointError.
-_CATCHING_FLOATING = {"FloatingPointError", "ArithmeticError", "Exception", "BaseException"}
+# The names of the exceptions an ``except`` clause catches a ufunc's error by: its class
+# and bases (FloatingPointError under ``np.errstate(...="raise")``, ValueError for
+# operands that do not broadcast or an integer to a negative power, OverflowError for a
+# Python int beyond the dtype), which a kernel raises when the function has returned.
+_CAUGHT_BY = {error: {error, "Exception", "BaseException"} | extra for error, extra in (
+    ("FloatingPointError", {"ArithmeticError"}), ("OverflowError", {"ArithmeticError"}),
+    ("ValueError", set()))}
 
 
-def _except_ranges(code: types.CodeType) -> tuple[tuple[int, int, bool], ...]:
+def _except_ranges(code: types.CodeType) -> tuple[tuple[int, int, frozenset[str] | None], ...]:
     """The instruction ranges of ``code`` that an ``except`` clause guards (not a
     ``with`` block's exit nor a ``finally``): Python 3.11's exception table; each with
-    whether its clauses may catch a FloatingPointError (a bare ``except``, one naming
-    it or a base class of it, or naming what cannot be told)."""
+    the names its clauses match (None: any exception, a bare ``except`` or a clause
+    naming what cannot be told)."""
     found = _handlers.get(code)
     if found is None:
         ranges = []
@@ -411,45 +417,47 @@ def _except_ranges(code: types.CodeType) -> tuple[tuple[int, int, bool], ...]:
             following = [instruction.opname for instruction in handler[:12]]
             if following[:1] == ["PUSH_EXC_INFO"] and "WITH_EXCEPT_START" not in following \
                     and ("CHECK_EXC_MATCH" in following or following[1:2] == ["POP_TOP"]):
-                ranges.append((entry.start, entry.end, _may_catch_floating(handler)))
+                ranges.append((entry.start, entry.end, _caught_names(handler)))
         found = _handlers[code] = tuple(ranges)
     return found
 
 
-def _may_catch_floating(handler: Sequence[dis.Instruction]) -> bool:
-    """Whether the ``except`` clauses starting at ``handler`` (its first instruction is
-    PUSH_EXC_INFO) may catch numpy's FloatingPointError: a bare ``except``, a clause
-    naming it or one of its bases, or naming a variable (which cannot be told)."""
+def _caught_names(handler: Sequence[dis.Instruction]) -> frozenset[str] | None:
+    """The exception names the ``except`` clauses starting at ``handler`` (its first
+    instruction is PUSH_EXC_INFO) match, or None for any: a bare ``except``, a clause
+    naming a variable (which cannot be told)."""
     if handler[1].opname == "POP_TOP":
-        return True  # a bare except
+        return None  # a bare except
+    names: set[str] = set()
     for position, instruction in enumerate(handler):
         if instruction.opname == "RERAISE":
-            return False  # no clause matched: the end of the clauses
+            break  # no clause matched: the end of the clauses
         if instruction.opname != "CHECK_EXC_MATCH":
             continue
         for loaded in reversed(handler[:position]):  # the class or tuple matched
             if loaded.opname in ("LOAD_FAST", "LOAD_DEREF"):
-                return True
+                return None
             if loaded.opname in ("LOAD_GLOBAL", "LOAD_NAME", "LOAD_ATTR"):
-                if str(loaded.argval) in _CATCHING_FLOATING:
-                    return True
+                names.add(str(loaded.argval))
             elif loaded.opname != "BUILD_TUPLE":
                 break
-    return False
+    return frozenset(names)
 
 
-def inside_try(floating: bool = False) -> bool:
+def inside_try(errors: Sequence[str] = ()) -> bool:
     """Whether the traced function's code (or a function it called) is running inside a
-    ``try`` block with an ``except`` clause (``floating``: one that may catch numpy's
-    FloatingPointError)."""
+    ``try`` block with an ``except`` clause -- one that may catch one of ``errors`` (the
+    names of a ufunc's exceptions, ``_CAUGHT_BY``) when they are given."""
     frame: Any = sys._getframe(2)
     while frame is not None:
         module = frame.f_globals.get("__name__", "")
         if module == "numfuse.trace" and frame.f_code.co_name == "trace_graph":
             return False  # back at numfuse's call of the traced function
         if not module.startswith(("numfuse.", "numpy")) and any(
-                start <= frame.f_lasti < end and (catches or not floating)
-                for start, end, catches in _except_ranges(frame.f_code)):
+                start <= frame.f_lasti < end and (
+                    not errors or names is None or
+                    any(names & _CAUGHT_BY[error] for error in errors))
+                for start, end, names in _except_ranges(frame.f_code)):
             return True
         frame = frame.f_back
     return False

@@ -241,20 +241,33 @@ def _sequences_as_arrays(operands: Sequence[Any]) -> list[Any]:
 
 
 def _check_not_caught(name: str, nodes: Sequence[Node]) -> None:
-    """Raise where an ``except`` clause around this ufunc may catch the
-    FloatingPointError numpy raises under ``np.errstate(...="raise")``: the compiled
-    kernel raises it when the function has returned, past the clause."""
+    """Raise where an ``except`` clause around this ufunc may catch an error numpy raises
+    for it -- the FloatingPointError of ``np.errstate(...="raise")``, the ValueError of
+    operands that may not broadcast or of an integer to a negative power, the
+    OverflowError of a Python int argument beyond the dtype: the compiled kernel raises
+    it when the function has returned, past the clause."""
+    if all(node.kind == CONST for node in nodes):
+        return  # computed now, by numpy: its error is raised here
     row = OPS[name]
     floats = any(node.dtype.kind in "fc" for node in nodes)
-    if not (row.category in FLAG_RAISING or (row.category is ARITHMETIC and floats)) or \
-            all(node.kind == CONST for node in nodes):
-        return  # no floating-point error (integer arithmetic wraps silently)
-    if inside_try(floating=True):
+    integers = all(node.dtype.kind in "biu" for node in nodes)
+    arrays = [node for node in nodes if node.ndim and node.kind != CONST]
+    errors = []
+    if row.category in FLAG_RAISING or (row.category is ARITHMETIC and floats):
+        errors.append("FloatingPointError")
+    if len({node.shape for node in arrays}) > 1 or (len(arrays) > 1 and None in (
+            size for node in arrays for size in node.shape)) or (name == "power" and integers):
+        errors.append("ValueError")
+    if integers and any(node.weak and node.kind != CONST for node in nodes):
+        errors.append("OverflowError")
+    if errors and inside_try(errors):
         raise ConcretizationError(
-            f"np.{row.reference.__name__} inside a try block catching FloatingPointError",
-            "the error it raises under np.errstate(...='raise') when the compiled function "
-            "runs could not reach the function's except clause; compute it outside the "
-            "try block, or test the values (np.isfinite) instead of catching the error.")
+            f"np.{row.reference.__name__} inside a try block catching "
+            f"{' or '.join(errors)}",
+            "an error it raises when the compiled function runs (FloatingPointError under "
+            "np.errstate(...='raise'), ValueError for shapes that do not broadcast) could "
+            "not reach the function's except clause; compute it outside the try block, or "
+            "test the values (np.isfinite) or shapes instead of catching the error.")
 
 
 def _operator(ufunc: np.ufunc, *operands: Any) -> Any:
