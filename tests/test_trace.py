@@ -2580,3 +2580,18 @@ def test_a_python_number_argument_has_a_python_numbers_attributes():
     check(lambda x, s: x * (s.real + s.imag + s.conjugate()) + np.ndim(s), x, 2.5)
     check(lambda x, s: x * np.size(s) + len(np.shape(s)) + np.iscomplexobj(s), x, 2.5)
     check(lambda x, s: x * s.conjugate().imag, x, 1.5j)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: np.copy(x, order="F"), lambda x: x.copy(order="F"),
+    lambda x: x.astype(np.float32, order="F"), lambda x: np.copy(x * 2, order="F").ravel("K"),
+    lambda x: (x * 2).copy(order="A"), lambda x: np.asfortranarray(x).copy(order="A"),
+])
+def test_copies_in_fortran_order_are_numpys(fn):
+    x = np.arange(6.0).reshape(2, 3)
+    jitted = numfuse.jit(fn)
+    for _ in range(2):
+        result, expected = jitted(x), fn(x)
+        assert_same(result, expected)
+        assert result.flags.f_contiguous == expected.flags.f_contiguous
+        assert result.flags.c_contiguous == expected.flags.c_contiguous

@@ -221,7 +221,10 @@ def _unchanged(value: Any) -> Tracer:
 
 
 def _copy(value: Any, order: str = "K", subok: bool = False) -> Any:
-    return fresh_copy(_node(value), scalar=False)
+    node = _node(value)
+    if order in ("F", "A") and node.ndim > 1:  # numpy's layout: numpy's copy
+        return record_call(np.copy, "copy", (value,), {"order": order})
+    return fresh_copy(node, scalar=False)
 
 
 def var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any = 0,

@@ -523,6 +523,9 @@ class Tracer:
     # --- array methods ----------------------------------------------------------
     def astype(self, dtype: Any, order: str = "K", casting: str = "unsafe",
                subok: bool = True, copy: bool = True) -> Tracer:
+        if order in ("F", "A") and self.node.ndim > 1:  # numpy's layout: numpy's copy
+            return record_call(np.ndarray.astype, "astype", (self, dtype),
+                               {"order": order, "casting": casting, "copy": copy})
         converted = astype(self, dtype, casting=casting)
         if not copy and order in ("K", "A") and converted.node.dtype == self.node.dtype \
                 and not _immutable(self.node):
@@ -578,6 +581,8 @@ class Tracer:
     def copy(self, order: str = "K") -> Any:
         if self.sequence:
             self._as_sequence("list.copy")
+        if order in ("F", "A") and self.node.ndim > 1:  # numpy's layout: numpy's copy
+            return record_call(np.ndarray.copy, "ndarray.copy", (self,), {"order": order})
         # ndarray.copy keeps a 0-d array an array; a numpy scalar's copy is a scalar
         return fresh_copy(self.node, scalar=self.node.scalar)
 
