@@ -2595,3 +2595,14 @@ def test_copies_in_fortran_order_are_numpys(fn):
         assert_same(result, expected)
         assert result.flags.f_contiguous == expected.flags.f_contiguous
         assert result.flags.c_contiguous == expected.flags.c_contiguous
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.uint8, np.float32])
+def test_a_python_int_joined_by_r_is_range_checked_at_each_call(dtype):
+    def joined(x, fill):
+        return np.r_[x, fill]
+
+    x = np.array([1, 2], dtype=dtype)
+    jitted = numfuse.jit(joined)
+    for fill in (5, 300, 70000, -129, 7):
+        assert_like_numpy(joined, x, fill, jitted=jitted)

@@ -268,9 +268,12 @@ class _Concatenator:
         parts = []
         for item in items:
             # (a number made an array of the result's dtype: numpy's OverflowError for an
-            # int out of its range)
-            part = np.atleast_1d(item) if isinstance(item, Tracer) else \
-                np.array(item, dtype=dtype, ndmin=1)
+            # int out of its range, a traced Python number's at each call)
+            if isinstance(item, Tracer):
+                part = np.atleast_1d(np.asarray(item, dtype=dtype) if item.node.weak
+                                     else item)
+            else:
+                part = np.array(item, dtype=dtype, ndmin=1)
             if self.columns:
                 part = part[:, np.newaxis] if np.ndim(part) == 1 else part
             parts.append(part)
