@@ -2606,3 +2606,16 @@ def test_a_python_int_joined_by_r_is_range_checked_at_each_call(dtype):
     jitted = numfuse.jit(joined)
     for fill in (5, 300, 70000, -129, 7):
         assert_like_numpy(joined, x, fill, jitted=jitted)
+
+
+@pytest.mark.parametrize("constant", [np.float32(3.1), np.float16(0.7), np.complex64(1 + 2j),
+                                      np.array(0.3, np.float32)])
+def test_vectorize_of_work_with_a_narrow_constant_computes_as_numpy(constant):
+    # numpy passes each element as a Python float, which the float32 constant does not
+    # widen: the whole-array path (float64 arrays) would compute in float64
+    def vectorized(x):
+        return np.vectorize(lambda a: a * constant + 1)(x)
+
+    x = np.array([1.1, 2.3, 1e-3, 7.7])
+    for _ in range(2):
+        check(vectorized, x)

@@ -368,11 +368,20 @@ _PYTHON_FLOATS = (np.dtype(np.float64),)
 def _as_python_computes(node: Node, sources: set[Node]) -> bool:
     """Whether the elementwise work computing ``node`` from ``sources`` gives, on Python
     floats, what numpy's loops give on the arrays (see ``_PYTHON_DIFFERS``; a division
-    only by a constant other than 0)."""
+    only by a constant other than 0; nothing in a float narrower than float64, which a
+    Python float beside it would not widen: ``a * np.float32(3.1)`` is float32 there)."""
     return all(item.op not in _PYTHON_DIFFERS and (
         item.op != "true_divide" or (item.inputs[1].kind == CONST and bool(
-            np.all(np.asarray(item.inputs[1].value.value) != 0))))
+            np.all(np.asarray(item.inputs[1].value.value) != 0)))) and
+        not any(_narrow(value) for value in (item, *item.inputs))
         for item in _work_between(node, sources))
+
+
+def _narrow(node: Node) -> bool:
+    """A strong float or complex value narrower than float64 (float32, float16,
+    complex64)."""
+    return not node.weak and node.dtype.kind in "fc" and \
+        node.dtype.itemsize < (16 if node.dtype.kind == "c" else 8)
 
 
 def _elementwise_from(node: Node, sources: set[Node]) -> bool:
