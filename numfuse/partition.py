@@ -1119,13 +1119,14 @@ def partition(graph: Graph, fuse_reductions: bool = True) -> Plan:
                 steps[position] = regions[step.index] = dataclasses.replace(
                     step, donate=donate, refusals=borders)
     form_of = {region.index: _form(region) for region in regions}
+    numbers_of = {region.index: tuple(_numbers(region)) for region in regions
+                  if form_of[region.index] is not None}
     forms: dict[Any, set[tuple[Any, ...]]] = {}  # a form: the numbers its regions use
-    for region in regions:
-        if form_of[region.index] is not None:
-            forms.setdefault(form_of[region.index], set()).add(tuple(_numbers(region)))
+    for index, numbers in numbers_of.items():
+        forms.setdefault(form_of[index], set()).add(numbers)
     for position, step in enumerate(steps):
         if isinstance(step, Region) and len(forms.get(form_of[step.index], ())) > 1:
-            steps[position] = regions[step.index] = _lifted(step)
+            steps[position] = regions[step.index] = _lifted(step, numbers_of[step.index])
     return Plan(graph, tuple(regions), tuple(steps), tuple(refusals))
 
 
@@ -1134,13 +1135,13 @@ def partition(graph: Graph, fuse_reductions: bool = True) -> Plan:
 _LIFTED_DTYPES = (np.dtype(np.float64), np.dtype(np.int64))
 
 
-def _lifted(region: Region) -> Region:
-    """``region`` taking its numbers (0-d constants of ``_LIFTED_DTYPES``) as operands
+def _lifted(region: Region, found: Sequence[Node]) -> Region:
+    """``region`` taking its numbers ``found`` (``_numbers``) as operands
     (``()`` inputs after its own), for a region of the same form as another but for its
     numbers: a loop whose number changes at each step (``x - (0.1 / t) * g``, a
     learning-rate schedule, Adam's ``1 - b1**t``) then compiles one kernel, not one per
     step (200 steps: 200 kernels, 6 s).  Within numpy's limit on a gufunc's operands."""
-    numbers = tuple(dict.fromkeys(_numbers(region)))
+    numbers = tuple(dict.fromkeys(found))
     if len(region.inputs) + len(numbers) + len(region.outputs) > MAX_OPERANDS:
         return region
     return dataclasses.replace(region, inputs=(*region.inputs, *numbers))

@@ -227,6 +227,14 @@ def _copy(value: Any, order: str = "K", subok: bool = False) -> Any:
     return fresh_copy(node, scalar=False)
 
 
+def _size(shape: tuple[int, ...], axis: Any) -> int:
+    """``np.size`` of an array of ``shape`` along ``axis`` (None: all, or a tuple)."""
+    if axis is None:
+        return math.prod(shape)
+    return math.prod(shape[index] for index in axis) if isinstance(axis, tuple) else \
+        shape[axis]
+
+
 def var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any = 0,
         keepdims: bool = False, **kwargs: Any) -> Any:
     """numpy's ``var`` split into a mean, fusible elementwise work and a sum over the
@@ -276,10 +284,7 @@ FUNCTIONS: dict[Any, Callable[..., Any]] = {
     # functions take its shape and size all the same)
     np.shape: lambda a: a._sizes("np.shape of a traced array") if isinstance(a, Tracer)
     else np.shape(a),
-    np.size: lambda a, axis=None: (
-        math.prod(a._sizes("np.size of a traced array")) if axis is None else
-        a._sizes("np.size of a traced array")[axis] if not isinstance(axis, tuple) else
-        math.prod(a._sizes("np.size of a traced array")[index] for index in axis))
+    np.size: lambda a, axis=None: _size(a._sizes("np.size of a traced array"), axis)
     if isinstance(a, Tracer) else np.size(a, axis),
     np.result_type: lambda *values: np.result_type(*(_dtype_or_value(v) for v in values)),
     np.var: var,

@@ -427,9 +427,14 @@ def together(*parts: Any) -> tuple[Any, ...]:
     if len(parts) < 2 or not all(isinstance(part, Tracer) and part.node.dtype.kind == "f"
                                  and not part.node.weak for part in parts):
         return parts
-    return tuple(Tracer(elementwise(OPS["kept"], [part.node, other.node],
-                                    weak=part.node.weak, scalar=part.node.scalar), owned=True)
-                 for part in parts for other in parts if other is not part)
+    kept = []
+    for part in parts:
+        node = part.node
+        for other in parts:
+            if other is not part:
+                node = elementwise(OPS["kept"], [node, other.node], scalar=part.node.scalar)
+        kept.append(Tracer(node, owned=True))
+    return tuple(kept)
 
 
 def _compute_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any]) -> Any:
