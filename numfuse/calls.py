@@ -8,6 +8,7 @@ and calls numpy, so these operations have numpy's semantics by construction.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -22,8 +23,7 @@ TRACED = object()
 class NumpyCall:
     """``fn(*args, **kwargs)`` with traced leaves replaced by run-time values."""
 
-    __slots__ = ("_build", "_key", "_leaves", "_slots", "_treedef", "args", "fn", "kwargs",
-                 "name")
+    __slots__ = ("_key", "args", "fn", "invoke", "kwargs", "name")
 
     def __init__(self, fn: Callable[..., Any], name: str, args: tuple[Any, ...],
                  kwargs: dict[str, Any]) -> None:
@@ -32,22 +32,14 @@ class NumpyCall:
         self.args = args      # with TRACED where a traced value goes, in input order
         self.kwargs = kwargs
         self._key = (fn, name, _freeze(args), _freeze(kwargs))
-        self._leaves, self._treedef = pytree.flatten((args, kwargs))
-        self._slots = [position for position, leaf in enumerate(self._leaves)
-                       if leaf is TRACED]
-        self._build = pytree.builder(self._treedef)  # new containers at each call
+        self.invoke = _invoker(fn, args, kwargs)
+        """``invoke(values)``: the call with the run-time values of the traced arguments
+        (in order) in place; new containers at each call."""
 
     @property
     def arguments(self) -> tuple[Any, ...]:
         """What identifies the call's arguments but its traced values (hashable)."""
         return self._key[2:]
-
-    def invoke(self, values: Sequence[Any]) -> Any:
-        leaves = list(self._leaves)
-        for position, value in zip(self._slots, values, strict=True):
-            leaves[position] = value
-        args, kwargs = self._build(leaves)
-        return self.fn(*args, **kwargs)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return NumpyCall, (self.fn, self.name, self.args, self.kwargs)  # (its builder: made)
@@ -69,7 +61,8 @@ class NumpyCall:
         return f"{self.name}({', '.join(shown)})"
 
     def count(self) -> int:
-        return len(self._slots)
+        """The number of traced values the call takes."""
+        return sum(leaf is TRACED for leaf in pytree.leaves((self.args, self.kwargs)))
 
 
 class CallOutput:
@@ -251,6 +244,48 @@ def _show(item: Any, supply: Any) -> str:
         return "..."
     name = getattr(item, "__name__", None)
     return name if isinstance(name, str) else repr(item)
+
+
+def _invoker(fn: Callable[..., Any], args: tuple[Any, ...],
+             kwargs: dict[str, Any]) -> Callable[[Sequence[Any]], Any]:
+    """``fn(*args, **kwargs)`` as one expression of the traced values, ``values``: the
+    containers around them are made by the expression (a call of a few microseconds, such
+    as ``np.concatenate([a, b])`` in a loop of small steps, was mostly their making)."""
+    leaves, treedef = pytree.flatten((args, kwargs))
+    if len(leaves) <= pytree.EXPRESSION_LEAVES:
+        made = _expression_invoker(fn, leaves, treedef)
+        if made is not None:
+            return made
+    slots = [position for position, leaf in enumerate(leaves) if leaf is TRACED]
+    build = pytree.builder(treedef)
+
+    def invoke(values: Sequence[Any]) -> Any:
+        filled = list(leaves)
+        for position, value in zip(slots, values, strict=True):
+            filled[position] = value
+        args, kwargs = build(filled)
+        return fn(*args, **kwargs)
+    return invoke
+
+
+def _expression_invoker(fn: Callable[..., Any], leaves: list[Any],
+                        treedef: Any) -> Callable[[Sequence[Any]], Any] | None:
+    """The call as one compiled expression (None: beyond the parser's nesting)."""
+    names: dict[str, Any] = {"_fn": fn}
+    traced = itertools.count()
+
+    def text(leaf: Any) -> str:
+        if leaf is TRACED:
+            return f"values[{next(traced)}]"
+        name = f"_v{len(names)}"
+        names[name] = leaf
+        return name
+
+    texts = (text(leaf) for leaf in leaves)
+    _tuple, (args_def, kwargs_def) = treedef
+    positional = pytree.expression(args_def, texts, names)
+    keywords = pytree.expression(kwargs_def, texts, names)
+    return pytree.compiled("values", f"_fn(*{positional}, **{keywords})", names)
 
 
 def _freeze(item: Any) -> Any:

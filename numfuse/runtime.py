@@ -43,7 +43,7 @@ import dataclasses
 import math
 import operator
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, NoReturn, Protocol
 
 import numpy as np
 
@@ -774,8 +774,8 @@ class CallStep:
     by dask, through numpy's dispatch, on dask arrays); its result must have the dtype and
     the fixed sizes tracing found."""
 
-    __slots__ = ("call", "dtype", "errstate", "fixed", "in_place", "inputs", "op", "out_slot",
-                 "pythons", "shape", "shared", "view", "whole", "written")
+    __slots__ = ("call", "dtype", "errstate", "fits", "fixed", "in_place", "inputs", "op",
+                 "out_slot", "pythons", "shape", "shared", "view", "whole", "written")
 
     def __init__(self, call: NumpyCall, inputs: tuple[int, ...], out_slot: int,
                  node: Node, in_place: bool = False) -> None:
@@ -787,6 +787,13 @@ class CallStep:
         self.shape = node.shape
         self.fixed = tuple((axis, size) for axis, size in enumerate(node.shape)
                            if size is not None)  # the sizes tracing fixed
+        # whether a result's shape has the dimensions and fixed sizes tracing found (one
+        # expression: checked at every run of the step)
+        fits = pytree.compiled("shape", " and ".join(
+            [f"len(shape) == {len(node.shape)}",
+             *(f"shape[{axis}] == {size}" for axis, size in self.fixed)]), {})
+        assert fits is not None  # (a flat expression)
+        self.fits = fits
         self.errstate = node.errstate
         self.shared: int | None = None
         self.whole: NumpyCall | None = None
@@ -796,10 +803,11 @@ class CallStep:
         self.pythons = tuple(position for position, source in enumerate(node.inputs)
                              if source.weak and source.ndim == 0)
         # basic indexing by a constant key (``u[1:-1]``, ``x[0]``, ``y[:, None]``) keeps the
-        # dtype, and sizes tracing left free need no check: run as the indexing alone
+        # dtype and the number of dimensions: run as the indexing alone, checking only
+        # the sizes tracing fixed (``y[:32]`` of a shorter ``y`` is shorter)
         key = call.args[1] if call.fn is operator.getitem and len(call.args) == 2 and \
             call.args[0] is TRACED and not call.kwargs and len(inputs) == 1 else None
-        self.view = key if key is not None and not self.fixed and _basic_key(key) else None
+        self.view = key if key is not None and _basic_key(key) else None
         # ``x[key] = v`` by a constant basic key into the function's own array: numpy's
         # setitem into a copy (``Written``), run as that alone, into the array itself
         # when nothing reads it afterwards (``in_place``, see ``_writes_in_place``)
@@ -818,7 +826,10 @@ class CallStep:
 
     def run(self, values: list[Any]) -> None:
         if self.view is not None:
-            values[self.out_slot] = values[self.inputs[0]][self.view]
+            result = values[self.inputs[0]][self.view]
+            if self.fixed and not self.fits(np.shape(result)):
+                self._wrong(result)
+            values[self.out_slot] = result
             return
         if self.written is not None:
             write, key, traced, value = self.written
@@ -843,6 +854,10 @@ class CallStep:
             result = self.call.fn.item(results)
         else:
             result = self.call.invoke(operands)
+        if type(result) is np.ndarray and result.dtype is self.dtype and \
+                self.fits(result.shape):  # the common case
+            values[self.out_slot] = result
+            return
         shape = result.shape if type(result) is np.ndarray else np.shape(result)
         dtype = getattr(result, "dtype", None)
         if (dtype is not self.dtype and (  # (numpy's dtypes are one object per type)
@@ -850,14 +865,20 @@ class CallStep:
                                   dtype.newbyteorder("=") != self.dtype))) \
                 or len(shape) != len(self.shape) or \
                 any(shape[axis] != fixed for axis, fixed in self.fixed):
-            described = dtype if dtype is not None else np.asarray(result).dtype
-            raise CallShapeError(
+            self._wrong(result)
+        values[self.out_slot] = result
+
+    def _wrong(self, result: Any) -> NoReturn:
+        """Raise that the call's result is not what tracing found."""
+        shape = np.shape(result)
+        dtype = getattr(result, "dtype", None)
+        described = dtype if dtype is not None else np.asarray(result).dtype
+        raise CallShapeError(
                 f"{self.call.name} returned {described}{shape_text(shape)} "
                 f"where tracing found {self.dtype}{shape_text(self.shape)}: its result "
                 "depends on the values (or, compiled by numfuse.compile, on other sizes than "
                 "the example's), which numfuse cannot trace; compute it outside the jitted "
                 "function.")
-        values[self.out_slot] = result
 
 
 def _writes_in_place(plan: Plan) -> frozenset[Node]:

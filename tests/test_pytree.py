@@ -44,6 +44,10 @@ def test_flatten_unflatten_round_trip(tree):
     rebuilt = pytree.unflatten(treedef, leaves)
     assert rebuilt == tree
     assert type(rebuilt) is type(tree)
+    built = pytree.builder(treedef)(leaves)  # one expression, made once per treedef
+    assert built == tree and type(built) is type(tree)
+    if isinstance(tree, (list, dict)):
+        assert built is not tree  # new containers at each call
     assert pytree.size(treedef) == len(leaves)
     if isinstance(tree, dict):
         assert list(rebuilt) == list(tree)
@@ -61,6 +65,7 @@ trees = st.recursive(
 def test_round_trip_of_any_tree(tree):
     leaves, treedef = pytree.flatten(tree)
     assert pytree.unflatten(treedef, leaves) == tree
+    assert pytree.builder(treedef)(leaves) == tree
     assert pytree.size(treedef) == len(leaves)
     assert pytree.map_leaves(lambda leaf: leaf, tree) == tree
     hash(treedef)  # treedefs key caches
@@ -140,6 +145,38 @@ def test_numpy_calls_fill_traced_values_inside_dicts_and_lists():
     first, second = fn(x, y)
     np.testing.assert_array_equal(first, np.concatenate([x, y * 2.0]) + 1.0)
     assert second == np.einsum("i,i->", x, y)
+
+
+def test_a_numpy_call_puts_its_traced_values_back_among_its_constants():
+    """``invoke`` is one expression of the traced values: containers, keywords, dict keys
+    that are not identifiers and constants of any kind keep their places."""
+    from numfuse.calls import TRACED, NumpyCall
+
+    def record(*args, **kwargs):
+        return args, kwargs
+
+    key = ("not", "an identifier")
+    call = NumpyCall(record, "record", (TRACED, [1.5, TRACED], Point(TRACED, {key: "k"})),
+                     {"axis": -1, "weights": (TRACED,), "out": None})
+    a, b, c, d = (np.arange(k) for k in range(4))
+    args, kwargs = call.invoke([a, b, c, d])
+    assert args[0] is a and args[1][0] == 1.5 and args[1][1] is b
+    assert type(args[2]) is Point and args[2].x is c and args[2].y == {key: "k"}
+    assert kwargs == {"axis": -1, "weights": (d,), "out": None} and kwargs["weights"][0] is d
+    assert call.count() == 4
+    assert call.invoke([a, b, c, d])[0][1] is not args[1]  # new containers at each call
+    with pytest.raises(IndexError):
+        call.invoke([a, b])
+    nested = TRACED
+    for _ in range(300):  # beyond the parser's nesting: built by walking, as long lists
+        nested = [nested]
+    for args in ((nested,), ([TRACED] * 300, 2)):
+        many = NumpyCall(record, "record", args, {"k": 1})
+        leaves, treedef = pytree.flatten(args)
+        numbers = iter(range(many.count()))
+        expected = pytree.unflatten(treedef, [next(numbers) if leaf is TRACED else leaf
+                                              for leaf in leaves])
+        assert many.invoke(list(range(many.count()))) == (expected, {"k": 1})
 
 
 def test_flattening_keeps_no_reference_to_the_leaves():

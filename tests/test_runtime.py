@@ -601,13 +601,20 @@ def test_a_call_returning_several_results_runs_once_for_all_its_items(monkeypatc
     jitted = numfuse.jit(fn)
     jitted(a)
     runs = []
-    invoke = NumpyCall.invoke
 
-    def counted(self, values):
-        runs.append(self.fn)
-        return invoke(self, values)
+    def counted(call):
+        invoke = call.invoke
 
-    monkeypatch.setattr(NumpyCall, "invoke", counted)
+        def run(values):
+            runs.append(call.fn)
+            return invoke(values)
+        return run
+
+    (compiled,) = jitted.compiled.values()
+    for step in compiled.program.steps:
+        for call in (getattr(step, "call", None), getattr(step, "whole", None)):
+            if isinstance(call, NumpyCall):
+                monkeypatch.setattr(call, "invoke", counted(call))
     for _ in range(2):
         assert_same(jitted(a), fn(a), rtol=1e-12)
     assert runs == [np.linalg.svd] * 2
@@ -681,6 +688,27 @@ def test_a_write_into_the_functions_own_array_that_nothing_reads_after_is_in_pla
         assert all(runner.in_place for runner in writes)
         assert not any(isinstance(value, np.ndarray) and value.nbytes >= 1 << 16
                        for value in jitted.specialize(*args)[0].program.initial)
+
+
+def _slices_joined(y):
+    return np.concatenate([y[:3] * 2, y[1:], y[-2:]], axis=0)
+
+
+def test_basic_indexing_with_sizes_tracing_fixed_runs_as_the_indexing_and_checks_them():
+    """``y[:3]`` fixes a size (3) where ``y[1:]`` may leave it free: each runs as the
+    indexing alone (not numpy's call through the general path), and a result of another
+    size than tracing found is refused, as a call's is."""
+    jitted = numfuse.jit(_slices_joined)
+    for n in (8, 2, 5, 8, 2):
+        y = np.arange(n, dtype=float) - 3.0
+        assert_same(jitted(y), _slices_joined(y))
+    views = [runner for runner in _runners(jitted, np.zeros(8))
+             if getattr(runner, "op", None) == "getitem"]
+    assert len(views) == 3 and all(runner.view is not None for runner in views)
+    assert any(runner.fixed for runner in views)
+    compiled = numfuse.compile(_slices_joined, np.zeros(8))
+    with pytest.raises(numfuse.CallShapeError, match=r"getitem returned float64\(2,\)"):
+        compiled(np.zeros(2))
 
 
 def test_an_item_of_a_list_argument_returned_as_it_is_is_a_python_number():
