@@ -11,6 +11,7 @@ flattens only dicts (their values are then leaves even when they are lists).
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -109,11 +110,20 @@ EXPRESSION_LEAVES = 256
 
 def compiled(parameter: str, source: str,
              names: dict[str, Any]) -> Callable[[Any], Any] | None:
-    """``lambda parameter: source`` evaluated in ``names`` (a container made by one
+    """``lambda parameter: source`` with ``names`` bound (a container made by one
     expression costs a fraction of building it by walking the treedef at each call), or
-    None when the expression nests deeper than Python's parser allows."""
+    None when the expression nests deeper than Python's parser allows.  The source is
+    compiled once: programs repeat the same few shapes of calls many times."""
+    factory = _factory(parameter, source, tuple(names))
+    return None if factory is None else factory(*names.values())
+
+
+@functools.lru_cache(maxsize=4096)
+def _factory(parameter: str, source: str,
+             names: tuple[str, ...]) -> Callable[..., Callable[[Any], Any]] | None:
     try:
-        made: Callable[[Any], Any] = eval(f"lambda {parameter}: {source}", dict(names))
+        made: Callable[..., Callable[[Any], Any]] = eval(
+            f"lambda {', '.join(names)}: lambda {parameter}: {source}", {})
     except (SyntaxError, RecursionError, MemoryError):
         return None
     return made

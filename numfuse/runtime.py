@@ -42,6 +42,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import operator
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, NoReturn, Protocol
 
@@ -554,12 +555,20 @@ class LocalRunner:
     reductions.  ``calls`` is the step itself (one call in the calling thread) or a
     ``threads.ThreadPolicy`` (which may split a call over threads)."""
 
-    __slots__ = ("call", "calls", "step")
+    __slots__ = ("call", "calls", "direct", "step")
 
     def __init__(self, step: KernelStep, calls: GufuncCalls | None = None) -> None:
         self.step = step
         self.calls = calls or step
         self.call = self.calls.call  # bound once: the hot path calls it directly
+        layout = step.operands
+        # a kernel whose operands go to the gufunc as prepared and whose outputs are its
+        # results as they are: small calls of it (one thread, numpy's allocation) need
+        # none of the general path (a loop of small steps pays it at every step)
+        self.direct = layout.passes is None and not layout.flatten and \
+            layout.restore is None and not layout.rows and not step.donations and \
+            not step.placeholder and not step.completions and \
+            bool(layout.operands) and layout.operands[layout.core][2]
 
     def run(self, values: list[Any], outs: Sequence[Any] | None = None) -> None:
         """Compute the step's outputs into ``values``; ``outs`` (one array or None per
@@ -567,6 +576,22 @@ class LocalRunner:
         into."""
         step = self.step
         layout = step.operands
+        if self.direct and outs is None:
+            operands = [values[slot] if prepare is None else prepare(values[slot])
+                        for slot, prepare, _core in layout.operands]
+            if operands[layout.core].size < min(memory.pooled_from,
+                                                getattr(self.calls, "small", sys.maxsize)):
+                try:
+                    results = step.ufunc(*operands)
+                except ValueError:
+                    pass  # (the general path tells why)
+                else:
+                    if len(step.out_slots) == 1:
+                        values[step.out_slots[0]] = results
+                    else:
+                        for slot, result in zip(step.out_slots, results, strict=True):
+                            values[slot] = result
+                    return
         if layout.passes is not None:
             self._passes(values, layout.passes)
             return
