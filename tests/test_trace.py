@@ -1615,6 +1615,32 @@ def test_a_ufunc_result_broadcasts_into_a_larger_out_as_numpy(fn, args):
         numfuse.jit(lambda a, b: np.add(b, 1, out=np.zeros_like(a)))(np.ones(3), np.ones((2, 3)))
 
 
+def _added_into_three(a, b):
+    out = np.zeros(3)
+    np.add(a, b, out=out)
+    return out
+
+
+def test_an_out_of_a_fixed_size_is_checked_against_the_arguments_sizes():
+    """Found by a conformance hunt: an ``out=`` array of a fixed size took the result of
+    whatever size the arguments had (5 elements came back in ``np.zeros(3)``), where numpy
+    raises; the function now compiles per shape, and the check is numpy's."""
+    jitted = numfuse.jit(_added_into_three)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", numfuse.NumpyFallbackWarning)
+        for n in (5, 3, 3, 5, 2):
+            x = np.arange(float(n))
+            if n == 3:
+                assert_same(jitted(x, x), _added_into_three(x, x))
+            else:
+                with pytest.raises(ValueError, match="non-broadcastable output"):
+                    jitted(x, x)
+        square = numfuse.jit(lambda a: np.sqrt(a, out=np.zeros((2, 2))))
+        with pytest.raises(ValueError, match="non-broadcastable output"):
+            square(np.ones((2, 3)))
+        assert_same(square(np.full((2, 2), 4.0)), np.full((2, 2), 2.0))
+
+
 def test_ufunc_casting_rules_other_than_same_kind_run_as_numpy():
     check(lambda x: (np.add(x, 1, casting="unsafe", dtype=np.int32),
                      np.multiply(x, 2, casting="unsafe", dtype=np.uint8)), X)

@@ -96,6 +96,13 @@ def _store(ufunc: np.ufunc, operands: Sequence[Any], result: Any, out: Any,
         raise ValueError(
             f"non-broadcastable output operand with shape {shape_text(target_shape)} "
             f"doesn't match the broadcast shape {shape_text(node.shape)}")
+    free = [axis for axis, (size, goal) in enumerate(zip(node.shape, target_shape,
+                                                         strict=False))
+            if size is None and goal is not None]
+    if not broadcasts and free:
+        # a size of the arguments stored into an array of a fixed size (``out=np.zeros(3)``):
+        # numpy's check needs the size, so the function compiles per shape
+        Tracer(node)._sizes(f"np.{ufunc.__name__}(..., out=<array of a fixed size>)", free)
     if node.dtype != target_dtype and ufunc.nout == 1 and not chosen:
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # (its ComplexWarning: given at each call)
