@@ -1733,8 +1733,16 @@ def _wrapped_int(v):
     (lambda x, y: np.vectorize(lambda a, b: a * b + 0.5)(x, y),
      (np.array([0.3 + 0.7j]), np.array([0.9 - 0.4j]))),
     (lambda x: np.vectorize(lambda v: 2.0 * v + 1.0, otypes=[int])(x), (np.array([1.5, 2.0]),)),
+    (lambda x: np.vectorize(lambda a: (a + 0.3j) * (a - 0.7j))(x),
+     (np.array([-0.1321048632913019, 0.6404226504432821, -1.2459109472530652, 1e308]),)),
+    (lambda x: np.vectorize(lambda a: abs(a + 0.3j))(x), (np.array([-0.1321048632913019]),)),
+    (lambda x: np.vectorize(lambda a: 1.0 if isinstance(a, float) else 2.0)(x),
+     (np.array([1.5, 2.5]),)),
+    (lambda x: np.vectorize(lambda a: round(a, 1))(x), (np.array([1.25, 2.5]),)),
+    (lambda x: np.vectorize(lambda a: a.is_integer())(x), (np.array([1.25, 2.0]),)),
 ], ids=["branching", "int8", "int64-unbounded", "float32-in-float64", "bool-invert",
-        "bool-power", "division", "power", "otypes", "complex-product", "int-otypes"])
+        "bool-power", "division", "power", "otypes", "complex-product", "int-otypes",
+        "complex-from-floats", "abs-of-complex", "isinstance", "round", "float-method"])
 def test_vectorize_runs_numpys_per_element_calls_where_whole_arrays_would_differ(fn, args):
     """Found by a conformance hunt: numpy calls the function on Python numbers (ints
     unbounded, a float32 element in float64, 1.0 / 0.0 raising ZeroDivisionError, ``~``

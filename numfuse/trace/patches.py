@@ -23,7 +23,6 @@ import numpy as np
 from ..errors import (
     ConcretizationError,
     StaticArgumentError,
-    TracingError,
     UnsupportedOperationError,
     raised_while_tracing,
 )
@@ -334,14 +333,17 @@ def _vectorized_whole(self: np.vectorize, args: tuple[Any, ...]) -> Any:
     if any(operand.node.dtype not in _PYTHON_FLOATS for operand in operands) or any(
             np.dtype(otype).kind not in "fc" for otype in self.otypes or ()):
         return None  # (numpy's cast of a float NaN to an int otype raises)
+    if _asks_types(getattr(self.pyfunc, "__code__", None)):
+        return None  # isinstance(v, float): numpy's elements are Python numbers
     sources = {operand.node for operand in operands}
     noted = raised_while_tracing.get()
     before = len(noted) if noted is not None else 0
     try:
         results = self.pyfunc(*operands)
-    except TracingError:  # it branches on its element (v if v > 0 else -v), ...
+    except Exception:  # it branches on its element (v if v > 0 else -v), or does what
+        # only a Python float can (round(v, 1), v.is_integer()): numpy's vectorize runs it
         if noted is not None:
-            del noted[before:]  # not the function's error: numpy's vectorize runs it
+            del noted[before:]
         return None
     items = list(results) if isinstance(results, tuple) else [results]
     target = broadcast_shapes(*(operand.node.shape for operand in operands))
@@ -369,12 +371,28 @@ def _as_python_computes(node: Node, sources: set[Node]) -> bool:
     """Whether the elementwise work computing ``node`` from ``sources`` gives, on Python
     floats, what numpy's loops give on the arrays (see ``_PYTHON_DIFFERS``; a division
     only by a constant other than 0; nothing in a float narrower than float64, which a
-    Python float beside it would not widen: ``a * np.float32(3.1)`` is float32 there)."""
+    Python float beside it would not widen: ``a * np.float32(3.1)`` is float32 there;
+    nothing complex: Python's complex product, quotient and ``abs`` round otherwise than
+    numpy's loops)."""
     return all(item.op not in _PYTHON_DIFFERS and (
         item.op != "true_divide" or (item.inputs[1].kind == CONST and bool(
             np.all(np.asarray(item.inputs[1].value.value) != 0)))) and
-        not any(_narrow(value) for value in (item, *item.inputs))
+        not any(_narrow(value) or value.dtype.kind == "c" for value in (item, *item.inputs))
         for item in _work_between(node, sources))
+
+
+# Names whose use tells a function's element is asked for its Python type.
+_TYPE_QUESTIONS = frozenset({"isinstance", "type", "issubclass"})
+
+
+def _asks_types(code: Any) -> bool:
+    """Whether the code object ``code`` (or one nested in it) names ``isinstance`` or
+    ``type``: given a Python float by numpy's vectorize, and a traced array by the
+    whole-array path, such a function may take another branch."""
+    if not isinstance(code, types.CodeType):
+        return False
+    return bool(_TYPE_QUESTIONS.intersection(code.co_names)) or any(
+        _asks_types(constant) for constant in code.co_consts)
 
 
 def _narrow(node: Node) -> bool:
