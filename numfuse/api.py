@@ -1072,8 +1072,9 @@ MIXED_STATIC_ITEMS = 32
 def _mixed_numbers(value: Any) -> bool:
     """A short list or tuple of Python numbers of mixed types whose items traced values
     cannot stand for one by one (nested ``[(0, 1.5), (-1, 0.5)]``, ``[True, 2]``,
-    ``[1.5, 1j]``): a static value, so that each item the function takes out is the
-    Python number it is (``_items_of`` types the flat lists of ints and floats)."""
+    ``[1.5, 1j]``, ``(1.5, 2**53 + 1)``): a static value, so that each item the function
+    takes out is the Python number it is (``_items_of`` types the flat lists of ints and
+    floats a float64 array holds exactly)."""
     if type(value) not in (list, tuple):
         return False
     leaves = pytree.leaves(value)
@@ -1081,8 +1082,10 @@ def _mixed_numbers(value: Any) -> bool:
     if len(kinds) < 2 or not kinds <= {bool, int, float, complex} or \
             len(leaves) > MIXED_STATIC_ITEMS:
         return False
-    flat = all(type(item) in (int, float) for item in value)
-    return not (flat and kinds <= {int, float})
+    if all(type(item) in (int, float) for item in value):
+        # typed item by item (``_items_of``) while the float64 array holds each int
+        return any(type(item) is int and abs(item) > 2**53 for item in value)
+    return True
 
 
 def _items_of(spec: ArgSpec, value: Any) -> ArgSpec:

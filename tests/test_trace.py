@@ -2653,3 +2653,37 @@ def test_vectorize_of_work_with_a_narrow_constant_computes_as_numpy(constant):
     x = np.array([1.1, 2.3, 1e-3, 7.7])
     for _ in range(2):
         check(vectorized, x)
+
+
+@pytest.mark.parametrize(("fn", "args"), [
+    (lambda items, i, x: items[i] + x, ([1, 2, 3], 1, np.int8(100))),
+    (lambda items, i, x: x * items[i], ((1.5, 2.5), 1, np.ones(2, np.float32))),
+    (lambda items, i: items[i], ([1.5, 2.5], 0)),
+    (lambda items, i: items[i], ((1.5, 2**53 + 1), 1)),
+    (lambda items, i, x: items[i] * x, ([0, 1.5, 2], 2, np.ones(2, np.float32))),
+    (lambda items, i, j: items[i][j] + np.int8(3), ([[1, 2], [3, 4]], 1, 0)),
+], ids=["int-item", "float-item-beside-float32", "returned", "int-beyond-2**53",
+        "mixed-list", "nested"])
+def test_an_item_of_a_list_argument_at_a_traced_index_is_the_python_number(fn, args):
+    """Found by a conformance hunt: ``items[i]`` with ``i`` an int argument was a strong
+    float64 or int64 (``items[i] + np.int8(100)`` gave int64); an item is a Python number,
+    weak as in numpy, whatever the index (an index into a list of ints and floats is
+    static: the item's type follows it)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", numfuse.NumpyFallbackWarning)
+        jitted = numfuse.jit(fn)
+        for _ in range(2):
+            assert_like_numpy(fn, *args, jitted=jitted)
+
+
+@pytest.mark.parametrize("key", [np.array([0, 2]), None, (0, 1), Ellipsis, 1.0])
+def test_a_list_argument_is_indexed_as_pythons_lists_are(key):
+    """Found by a conformance hunt: a list argument took numpy's indexing
+    (``items[np.array([0, 2])]`` gave an array); Python raises TypeError."""
+    def fn(items, x):
+        return items[key] * x
+
+    with pytest.raises(TypeError):
+        fn([[1.0, 2.0], [3.0, 4.0]], 2.0)
+    with pytest.raises(TypeError):
+        numfuse.jit(fn)([[1.0, 2.0], [3.0, 4.0]], 2.0)

@@ -415,19 +415,32 @@ class Tracer:
         self.node = written.node
 
     def __getitem__(self, key: Any) -> Any:
+        index = _list_index(key)
+        if self.sequence and not index and not isinstance(key, slice):
+            # a list or tuple argument is indexed as Python's are (l[None], l[0, 1] and
+            # l[np.array([0, 2])] raise)
+            raise TypeError(f"list indices must be integers or slices, not "
+                            f"{type(key).__name__}")
         item = record_call(operator.getitem, "getitem", (self, key), {})
         if self.sequence and isinstance(item, Tracer) and (
-                isinstance(key, slice) or (isinstance(key, (int, np.integer)) and
-                                           item.node.ndim)):
+                isinstance(key, slice) or (index and item.node.ndim)):
             item.sequence = True  # a list's slice, or an item that is a list, is a list
             item.python_items = self.python_items
-        elif self.python_items and isinstance(item, Tracer) and \
-                isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+        elif self.python_items and isinstance(item, Tracer) and index:
             if item.node.ndim:
                 item.python_items = True
             else:
-                if self.item_types is not None and self.item_types[key] == "int":
-                    item = astype(item, np.int64)  # numpy's array of the list made it float
+                if self.item_types is not None:
+                    if isinstance(key, Tracer):
+                        kinds = set(self.item_types)
+                        if len(kinds) > 1:  # the item's type follows the index's value
+                            _concrete("an item of a list of ints and floats at a traced "
+                                      "index", key.node)
+                        kind = kinds.pop()
+                    else:
+                        kind = self.item_types[key]
+                    if kind == "int":
+                        item = astype(item, np.int64)  # numpy's array of the list: float
                 if item.node.dtype.kind != "b":  # (a Python bool is never weak)
                     item.node = dataclasses.replace(item.node, weak=True)
         return item
@@ -661,6 +674,14 @@ class _Flat:
 
     def __len__(self) -> int:
         return self.array.size
+
+
+def _list_index(key: Any) -> bool:
+    """Whether ``key`` indexes a Python list as an int does: an int or numpy integer (not
+    a bool), or a traced 0-d integer (an int argument, a computed index)."""
+    if isinstance(key, Tracer):
+        return key.node.ndim == 0 and key.node.dtype.kind in "iu"
+    return isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_))
 
 
 def _concrete(operation: str, node: Node | None = None,
