@@ -930,3 +930,30 @@ def test_power_gradient_by_a_wider_exponent_takes_the_logarithm_in_its_dtype():
     got = numfuse.grad(lambda x, p: np.sum(np.power(x, p)), argnums=1)(x, p)
     wide = x.astype(np.float64)
     np.testing.assert_allclose(got, np.log(wide) * wide ** p, rtol=1e-15)
+
+
+@pytest.mark.parametrize(("fn", "expected"), [
+    (lambda x: np.sum([1.0, 2.0] @ x), lambda x: np.array([[1.0] * 3, [2.0] * 3])),
+    (lambda x: np.sum(np.dot([1.0, 2.0], x)), lambda x: np.array([[1.0] * 3, [2.0] * 3])),
+    (lambda x: np.sum(x @ [1.0, 2.0, 3.0]), lambda x: np.array([[1.0, 2.0, 3.0]] * 2)),
+    (lambda x: np.sum(np.outer([1.0, 2.0], x[0]) ** 2),
+     lambda x: np.array([10 * x[0], np.zeros(3)])),
+], ids=["list-matmul", "list-dot", "matmul-list", "outer-list"])
+def test_the_gradient_of_a_product_with_a_list_operand(fn, expected):
+    """Found by a conformance hunt: ``[1.0, 2.0] @ x`` differentiated raised TypeError
+    (the rule indexed the list as an array)."""
+    x = np.arange(6.0).reshape(2, 3)
+    assert_same(numfuse.grad(fn)(x), expected(x))
+
+
+def test_the_gradient_of_a_reshape_in_the_operands_order_is_refused():
+    """Found by a conformance hunt: ``reshape(..., order="A")`` of an F-ordered operand
+    (``x.T``) reads it in F order, and its gradient was undone in C order (wrong
+    values); that order follows the layout at run time, so it has no rule."""
+    def fn(x):
+        return np.sum(x.T.reshape(-1, order="A") * np.arange(6.0))
+
+    with pytest.raises(numfuse.NotDifferentiableError, match="order='A'"):
+        numfuse.grad(fn)(np.ones((2, 3)))
+    assert_same(numfuse.grad(lambda x: np.sum(x.reshape(-1, order="F") * np.arange(6.0)))(
+        np.ones((2, 3))), np.arange(6.0).reshape(3, 2).T)

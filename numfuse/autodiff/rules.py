@@ -252,7 +252,8 @@ def _dot_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...], kwargs: dict[str, An
 def _outer_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]
                ) -> Pairs:
     """``np.outer`` of (flattened) ``a`` and ``b``."""
-    a, b = args[0], _argument(args, kwargs, 1, "b")
+    a, b = (value if isinstance(value, Tracer) else np.asarray(value)
+            for value in (args[0], _argument(args, kwargs, 1, "b")))
     if np.ndim(a) != 1 or np.ndim(b) != 1 or kwargs.get("out") is not None:
         raise _Unsupported("of operands that are not 1-d")
     return [(a, np.matmul(g, b)), (b, np.matmul(a, g))]
@@ -260,7 +261,9 @@ def _outer_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...], kwargs: dict[str, 
 
 def _product_pairs(g: Tracer, a: Any, b: Any) -> Pairs:
     """The cotangents of ``a @ b`` (numpy's matmul rules for 1-d operands; batch axes
-    broadcast and are summed by the caller)."""
+    broadcast and are summed by the caller).  An operand that is not traced may be a list
+    (``[1.0, 2.0] @ x``): numpy's array of it."""
+    a, b = (value if isinstance(value, Tracer) else np.asarray(value) for value in (a, b))
     ndim_a, ndim_b = np.ndim(a), np.ndim(b)
     if ndim_a == 1 and ndim_b == 1:
         return [(a, g * b), (b, g * a)]
@@ -291,8 +294,10 @@ def _reshape_back(g: Tracer, x: Any, order: str = "C") -> Any:
 
 def _reshape_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]
                  ) -> Pairs:
-    order = _argument(args, kwargs, 2, "order", "C")
-    return [(args[0], _reshape_back(g, args[0], order or "C"))]
+    order = _argument(args, kwargs, 2, "order", "C") or "C"
+    if order not in ("C", "F"):  # (the order "A" follows the operand's layout at run time)
+        raise _Unsupported(f"with order={order!r}")
+    return [(args[0], _reshape_back(g, args[0], order))]
 
 
 def _ravel_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]
