@@ -1927,6 +1927,39 @@ def test_math_inside_try_catching_floating_point_errors_runs_with_numpy():
             assert_same(numfuse.jit(_log_unless_invalid)(x), _log_unless_invalid(x))
 
 
+def _reciprocal_or_zero(a):
+    try:
+        with np.errstate(divide="raise"):
+            r = 1.0 / a
+    except FloatingPointError:
+        r = np.zeros_like(a)
+    return r
+
+
+def _reciprocal_raising(a):
+    try:
+        with np.errstate(divide="raise"):
+            r = 1.0 / a
+    except KeyError:
+        r = np.zeros_like(a)
+    return r
+
+
+def test_math_in_an_errstate_block_inside_try_catching_its_error_runs_with_numpy():
+    """Found by a conformance hunt: a ``with np.errstate(...)`` block inside the ``try``
+    hid the ``except FloatingPointError`` clause (the block's exit stood between them),
+    so the kernel's error reached the caller; a clause that cannot catch it compiles."""
+    x = np.arange(3.0)
+    with pytest.warns(numfuse.NumpyFallbackWarning, match="FloatingPointError"):
+        assert_same(numfuse.jit(_reciprocal_or_zero)(x), np.zeros(3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", numfuse.NumpyFallbackWarning)
+        jitted = numfuse.jit(_reciprocal_raising)
+        assert_same(jitted(x + 1), 1.0 / (x + 1))
+        with pytest.raises(FloatingPointError):
+            jitted(x)
+
+
 def test_out_of_a_function_that_falls_back_receives_numpys_results():
     jitted = numfuse.jit(_branching)
     out = np.zeros_like(X)

@@ -407,17 +407,30 @@ def _except_ranges(code: types.CodeType) -> tuple[tuple[int, int, frozenset[str]
     naming what cannot be told)."""
     found = _handlers.get(code)
     if found is None:
-        ranges = []
         entries = getattr(dis.Bytecode(code), "exception_entries", ())
         instructions = {instruction.offset: instruction
                         for instruction in dis.get_instructions(code)}
         offsets = sorted(instructions)
-        for entry in entries:
-            handler = [instructions[offset] for offset in offsets if offset >= entry.target]
+
+        def caught(target: int, seen: frozenset[int]) -> frozenset[str] | str | None:
+            """What the handler at ``target`` catches, following a ``with`` block's exit
+            and the cleanups it passes the exception on through to the handler guarding
+            them (a ``with np.errstate(...)`` block inside a ``try``); "": nothing."""
+            handler = [instructions[offset] for offset in offsets if offset >= target]
             following = [instruction.opname for instruction in handler[:12]]
             if following[:1] == ["PUSH_EXC_INFO"] and "WITH_EXCEPT_START" not in following \
                     and ("CHECK_EXC_MATCH" in following or following[1:2] == ["POP_TOP"]):
-                ranges.append((entry.start, entry.end, _caught_names(handler)))
+                return _caught_names(handler)
+            outer = [entry for entry in entries if entry.start <= target < entry.end]
+            if not outer or outer[0].target in seen:
+                return ""
+            return caught(outer[0].target, seen | {target})
+
+        ranges = []
+        for entry in entries:
+            names = caught(entry.target, frozenset())
+            if not isinstance(names, str):
+                ranges.append((entry.start, entry.end, names))
         found = _handlers[code] = tuple(ranges)
     return found
 
