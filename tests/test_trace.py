@@ -2687,3 +2687,21 @@ def test_a_list_argument_is_indexed_as_pythons_lists_are(key):
         fn([[1.0, 2.0], [3.0, 4.0]], 2.0)
     with pytest.raises(TypeError):
         numfuse.jit(fn)([[1.0, 2.0], [3.0, 4.0]], 2.0)
+
+
+def _ridge_gram(x, lam):
+    gram = x.T @ x
+    gram[np.diag_indices_from(gram)] += lam
+    gram[np.triu_indices_from(gram, 1)] = 0.0
+    return gram
+
+
+def test_index_arrays_an_unlisted_function_makes_leave_the_array_writable():
+    """Found by two conformance hunts: ``K[np.diag_indices_from(K)] += lam`` was refused
+    (the index arrays of an unlisted function were taken for views of ``K``); its results
+    on stand-ins share no memory with them, so they are new arrays."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", numfuse.NumpyFallbackWarning)
+        jitted = numfuse.jit(_ridge_gram)
+        for x, lam in ((np.arange(6.0).reshape(3, 2), 0.5), (np.ones((4, 3)), 2.0)):
+            assert_same(jitted(x, lam), _ridge_gram(x, lam))

@@ -379,13 +379,18 @@ def _run_probe(call: NumpyCall, nodes: Sequence[Node], scale: int) -> Any:
 
 
 def _view_of_stand_ins(call: NumpyCall, nodes: Sequence[Node]) -> bool:
-    """Whether ``call``'s result on stand-ins may share memory with one of them."""
+    """Whether ``call``'s result on stand-ins may share memory with one of them (True
+    when it fails on them)."""
     stand_ins = [_probe(node, 1, varied=False) for node in nodes]
-    with np.errstate(all="ignore"), warnings.catch_warnings():
+    with np.errstate(all="ignore"), warnings.catch_warnings(), _quiet_libraries():
         warnings.simplefilter("ignore")
-        result = call.invoke(stand_ins)
-    return any(np.may_share_memory(result, stand_in) for stand_in in stand_ins
-               if isinstance(stand_in, np.ndarray))
+        try:
+            result = call.invoke(stand_ins)
+        except Exception:
+            return True
+    return any(np.may_share_memory(part, stand_in)
+               for part in pytree.leaves(result) if isinstance(part, np.ndarray)
+               for stand_in in stand_ins if isinstance(stand_in, np.ndarray))
 
 
 _handlers: weakref.WeakKeyDictionary[
@@ -579,7 +584,8 @@ def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
         isinstance(fn, (np.ufunc, Written)) or (
         fn is operator.getitem and _advanced_index(static_args[1], beside)) or \
         isinstance(getattr(fn, "__self__", None), np.ufunc) or (  # np.add.outer(x, y)
-            fn is np.einsum and not _view_of_stand_ins(call, nodes))  # 'ii->i' is a view
+            (fn is np.einsum or unlisted) and  # einsum 'ii->i' is a view
+            not _view_of_stand_ins(call, nodes))  # (np.diag_indices_from(K): new arrays)
     if isinstance(first, (tuple, list)) and isinstance(second, (tuple, list)) \
             and len(first) != len(second):
         raise SizeDependentError(  # np.unstack, np.split into pieces of a given size
