@@ -2705,3 +2705,23 @@ def test_index_arrays_an_unlisted_function_makes_leave_the_array_writable():
         jitted = numfuse.jit(_ridge_gram)
         for x, lam in ((np.arange(6.0).reshape(3, 2), 0.5), (np.ones((4, 3)), 2.0)):
             assert_same(jitted(x, lam), _ridge_gram(x, lam))
+
+
+def _histogram_weighted(x, index, weight):
+    counts = x * 0
+    np.add.at(counts, index, weight)
+    np.negative.at(counts, index)
+    return counts
+
+
+def test_ufunc_at_with_a_python_number_argument_writes_into_the_functions_array():
+    """Found by a conformance hunt: ``np.add.at(h, idx, weight)`` with a Python number
+    argument (weight, or the index) ran with numpy: numpy asks the number's tracer first,
+    which refused the write into another operand."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", numfuse.NumpyFallbackWarning)
+        jitted = numfuse.jit(_histogram_weighted)
+        for index, weight in ((1, 1.5), (2, 2.5), (np.array([0, 0, 2]), 3)):
+            for _ in range(2):
+                assert_same(jitted(np.ones(3), index, weight),
+                            _histogram_weighted(np.ones(3), index, weight))

@@ -218,8 +218,10 @@ class Tracer:
         if method in ("reduce", "accumulate", "reduceat", "outer"):
             return record_call(getattr(ufunc, method), f"{ufunc.__name__}.{method}",
                                inputs, kwargs)
-        if method == "at" and isinstance(self, Tracer) and inputs and inputs[0] is self:
-            self._write(ufunc.at, f"{ufunc.__name__}.at", inputs[1:], {})
+        if method == "at" and inputs and isinstance(inputs[0], Tracer):
+            # (asked first may be another operand: a Python number argument's tracer,
+            # a subclass, is asked before the array's)
+            inputs[0]._write(ufunc.at, f"{ufunc.__name__}.at", inputs[1:], {})
             return None
         if method != "__call__":
             raise UnsupportedOperationError(
