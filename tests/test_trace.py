@@ -2725,3 +2725,19 @@ def test_ufunc_at_with_a_python_number_argument_writes_into_the_functions_array(
             for _ in range(2):
                 assert_same(jitted(np.ones(3), index, weight),
                             _histogram_weighted(np.ones(3), index, weight))
+
+
+@pytest.mark.parametrize("args", [
+    (np.arange(3), np.ones(2, np.float32)),
+    (np.ones(2, np.float32), np.ones(2, np.float16)),
+    (np.ones(2, np.complex64), np.ones(2)),
+], ids=["int-float32", "float32-float16", "complex64-float64"])
+def test_common_type_is_answered_from_the_dtypes(args):
+    """Found by two conformance hunts: ``x.astype(np.common_type(x, y))`` ran with numpy
+    (the function's type result failed tracing)."""
+    def fn(x, y):
+        return x.astype(np.common_type(x, y)) * 2
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", numfuse.NumpyFallbackWarning)
+        assert_same(numfuse.jit(fn)(*args), fn(*args))

@@ -287,6 +287,10 @@ FUNCTIONS: dict[Any, Callable[..., Any]] = {
     np.size: lambda a, axis=None: _size(a._sizes("np.size of a traced array"), axis)
     if isinstance(a, Tracer) else np.size(a, axis),
     np.result_type: lambda *values: np.result_type(*(_dtype_or_value(v) for v in values)),
+    # (of the dtypes only: an empty array of each, a Python number as the number)
+    np.common_type: lambda *arrays: np.common_type(*(
+        value if not isinstance(value, Tracer) else value.node.dtype.type(0).item()
+        if value.node.weak else np.empty(0, value.node.dtype) for value in arrays)),
     np.var: var,
     np.std: std,
     np.where: where,
