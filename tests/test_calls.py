@@ -166,6 +166,17 @@ def test_sizes_that_depend_on_the_values_follow_each_call(name, fn, args):
     assert len(jitted.compiled) == 1
 
 
+def test_set_operations_on_bool_operands_follow_the_values():
+    """Found by a conformance hunt: ``np.intersect1d`` of bool arrays, one of one
+    element, met the same one value on every stand-in, so its size was fixed at 1 and an
+    empty intersection raised ``CallShapeError``."""
+    jitted = numfuse.jit(lambda a, b: np.intersect1d(a, b))
+    for a, b in (([True, True], [False]), ([True, False], [False]), ([True], [True])):
+        a, b = np.array(a), np.array(b)
+        assert_same(jitted(a, b), np.intersect1d(a, b))
+    assert len(jitted.compiled) == 1
+
+
 def test_a_data_dependent_size_of_1_broadcasts_as_in_numpy():
     """A size found at run time can be 0, 1 or anything: 1 broadcasts against a longer axis
     (the kernel's core axis does not, so the runtime widens that operand)."""

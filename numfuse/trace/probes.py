@@ -213,7 +213,8 @@ def _filled(node: Node, fill: str, seed: int) -> Any:
     shared with another operand), seeded ``random`` values (small integers, normal
     floats, a mix of True and False), ``large`` ones (integers beyond the stand-ins'
     sizes, which ``np.bincount(x, minlength=5)`` counts up to) or ``negative`` ones
-    (signed values from -3 to 3, a Python number -3; unsigned ones as ``random``)."""
+    (signed values from -3 to 3, a Python number -3; unsigned ones as ``random``) or
+    ``alternate`` ones (bool operands all True or all False by turns)."""
     if node.kind == CONST:
         return _probe(node, 1, varied=False)
     if node.weak:  # a Python number: 1 or 0 (True or False as a mask), -3 if negative
@@ -223,6 +224,9 @@ def _filled(node: Node, fill: str, seed: int) -> Any:
     shape = _example_shape(node)
     if fill == "ones":
         return np.ones(shape, node.dtype)
+    if fill == "alternate":  # bool operands all True, all False, ...; others distinct
+        return np.full(shape, seed % 2 == 0) if node.dtype.kind == "b" else \
+            _filled(node, "distinct", seed)
     if fill == "distinct":
         count = int(np.prod(shape))
         return (np.arange(count) % 2 == 1 if node.dtype.kind == "b" else
@@ -250,7 +254,10 @@ def _run_on_data(call: NumpyCall, nodes: Sequence[Node]) -> list[Any]:
     """What ``call`` returns on stand-ins holding other data than the zero probes (all
     ones, distinct, random and large values): its sizes may depend on them."""
     results = []
-    for fill in ("ones", "distinct", "random", "large"):
+    # (bool operands hold two values: one all True and the next all False share none,
+    # which np.intersect1d of a one-element operand needs to be seen empty)
+    alternate = ("alternate",) if any(node.dtype.kind == "b" for node in nodes) else ()
+    for fill in ("ones", "distinct", "random", "large", *alternate):
         try:
             results.append(call.invoke([_filled(node, fill, seed)
                                         for seed, node in enumerate(nodes)]))
