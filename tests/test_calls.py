@@ -171,7 +171,7 @@ def test_set_operations_on_bool_operands_follow_the_values():
     element, met the same one value on every stand-in, so its size was fixed at 1 and an
     empty intersection raised ``CallShapeError``."""
     jitted = numfuse.jit(lambda a, b: np.intersect1d(a, b))
-    for a, b in (([True, True], [False]), ([True, False], [False]), ([True], [True])):
+    for a, b in (([True, True], [False]), ([True, False], [False]), ([True, True], [True])):
         a, b = np.array(a), np.array(b)
         assert_same(jitted(a, b), np.intersect1d(a, b))
     assert len(jitted.compiled) == 1
