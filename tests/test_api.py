@@ -2112,3 +2112,64 @@ def test_arithmetic_inside_try_catching_value_or_overflow_errors_runs_with_numpy
     with warnings.catch_warnings():
         warnings.simplefilter("error", numfuse.NumpyFallbackWarning)
         assert_same(numfuse.jit(_doubled_log)(np.ones(3)), _doubled_log(np.ones(3)))
+
+
+def _logged(log, x):
+    log.append(x * 2)
+    return x + 1
+
+
+def _named(names, x):
+    names.append("called")
+    return x + 1
+
+
+def test_a_list_argument_the_function_appends_to_is_the_callers_own_and_numpys():
+    """Found by a conformance hunt: a list argument holding no arrays (empty, or of
+    strings) was traced as the caller's own list: the traced value appended stayed in it
+    (an empty list then failed the call); it is traced as a copy, and numpy runs a
+    function changing it, on the caller's list."""
+    for fn, first, expected_types in ((_logged, ["start"], ["str", "ndarray", "ndarray"]),
+                                      (_logged, [], ["ndarray", "ndarray"]),
+                                      (_named, [], ["str", "str"])):
+        log = list(first)
+        jitted = numfuse.jit(fn)
+        with pytest.warns(numfuse.NumpyFallbackWarning, match="list"):
+            assert_same(jitted(log, np.arange(3.0)), np.arange(3.0) + 1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", numfuse.NumpyFallbackWarning)
+            assert_same(jitted(log, np.arange(3.0)), np.arange(3.0) + 1)
+        assert [type(item).__name__ for item in log] == expected_types
+    options = {"scale": 2.0, "names": ["a", "b"]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", numfuse.NumpyFallbackWarning)
+        assert_same(numfuse.jit(lambda o, x: x * o["scale"] + len(o["names"]))(
+            options, np.ones(2)), np.full(2, 4.0))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: iter([x * 2]),
+    lambda x: zip([x * 2], "a"),
+    lambda x: map(np.abs, [x * 2]),
+    lambda x: (v * 2 for v in [x, x + 1]),
+    lambda x: iter([1, 2]),
+    lambda x: functools.partial(np.add, x * 2),
+    lambda x: ValueError(x * 2),
+], ids=["iter", "zip", "map", "generator", "constant-iterator", "partial", "exception"])
+def test_returned_iterators_partials_and_exceptions_are_made_at_each_call(fn):
+    """Found by a conformance hunt: an iterator (or a partial, an exception) holding a
+    traced value gave the traced value back, and an iterator made while tracing was
+    given back, used up, from the second call: numpy runs such functions."""
+    jitted = numfuse.jit(fn)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", numfuse.NumpyFallbackWarning)
+        for shift in (0.0, 1.0, 1.0):
+            x = np.arange(3.0) + shift
+            got, expected = jitted(x), fn(x)
+            if isinstance(expected, functools.partial):
+                assert_same(got(1.0), expected(1.0))
+            elif isinstance(expected, BaseException):
+                assert_same(got.args[0], expected.args[0])
+            else:
+                for one, other in zip(list(got), list(expected), strict=True):
+                    assert_same(one, other)

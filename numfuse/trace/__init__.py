@@ -25,6 +25,7 @@ tracing; each imports the others' names at its end.
 from __future__ import annotations
 
 import contextvars
+import functools
 import inspect
 import os
 import sys
@@ -91,7 +92,8 @@ def _check_rebuildable(value: Any) -> None:
 def _holds_tracer(value: Any, depth: int = 4) -> bool:
     """Whether a returned value that is no container numfuse rebuilds holds a traced value
     (an object's attributes, a dataclass's fields, a generator's or a closure's variables,
-    the items of a set), ``depth`` levels down."""
+    the items of a set, a partial's or an exception's arguments), ``depth`` levels down;
+    an iterator counts as one (it is used up: the function must make it at each call)."""
     if isinstance(value, Tracer):
         return True
     if depth == 0 or isinstance(value, (str, bytes, int, float, complex, type, np.ndarray,
@@ -106,11 +108,52 @@ def _holds_tracer(value: Any, depth: int = 4) -> bool:
     elif isinstance(value, types.FunctionType):
         items = [cell.cell_contents for cell in value.__closure__ or ()
                  if cell.cell_contents is not value]
+    elif isinstance(value, functools.partial):
+        items = [value.func, *value.args, *value.keywords.values()]
+    elif isinstance(value, BaseException):
+        items = [*value.args, *getattr(value, "__dict__", {}).values()]
+    elif hasattr(type(value), "__next__"):
+        # an iterator (iter(list), zip, map, enumerate) is used up by its reader: one made
+        # while tracing, given back at every call, would be empty from the second
+        return True
     else:
         items = list(getattr(value, "__dict__", {}).values()) + [
             getattr(value, name, None) for name in getattr(type(value), "__slots__", ())
             if isinstance(name, str)]
     return any(_holds_tracer(item, depth - 1) for item in items)
+
+
+def _copied(value: Any) -> Any:
+    """A copy of a list, dict or set argument, nested lists, dicts and sets copied too."""
+    if type(value) is list:
+        return [_copied(item) for item in value]
+    if type(value) is dict:
+        return {key: _copied(item) for key, item in value.items()}
+    if type(value) is set:
+        return set(value)
+    return value
+
+
+def _changed(traced: Any, original: Any) -> bool:
+    """Whether tracing changed the copy ``traced`` of the argument ``original``: another
+    length, keys or item (the same object, or an equal number or string)."""
+    if type(traced) is not type(original):
+        return True
+    if type(original) is list:
+        return len(traced) != len(original) or any(
+            _changed(one, other) for one, other in zip(traced, original, strict=True))
+    if type(original) is dict:
+        return list(traced) != list(original) or any(
+            _changed(traced[key], original[key]) for key in original)
+    if type(original) is set:
+        return traced != original
+    if traced is original:
+        return False
+    try:
+        return not (isinstance(original, (str, bytes, int, float, complex, type(None)))
+                    and bool(traced == original))
+    except Exception:
+        return True
 
 
 def traced_now() -> Callable[..., Any] | None:
@@ -130,7 +173,13 @@ def trace_graph(fn: Callable[..., Any], specs: Sequence[ArgSpec],
     ``shapes`` are the example arguments' shapes, used to work out the result shapes of
     non-fusible numpy calls (the graph itself never depends on them).
     """
-    static = static or {}
+    static = dict(static or {})
+    # a list, dict or set argument is traced as a copy: one the function changes (a log it
+    # appends to) must not keep what tracing put there (a traced value), and numpy runs it
+    originals = {index: value for index, value in static.items()
+                 if type(value) in (list, dict, set)}
+    for index, value in originals.items():
+        static[index] = _copied(value)
     inputs = tuple(input_node(index, spec) for index, spec in enumerate(specs))
     arguments = [static[index] if index in static else
                  Tracer(node, python_items=specs[index].kind == "items",
@@ -166,6 +215,13 @@ def trace_graph(fn: Callable[..., Any], specs: Sequence[ArgSpec],
     if raised:
         # the function caught what numfuse raised and went on: not numpy's path
         raise raised[0]
+    for index, original in originals.items():
+        if _changed(static[index], original):
+            raise UnsupportedOperationError(
+                f"a change to a {type(original).__name__} argument (an item appended, "
+                "assigned or removed)",
+                "a compiled function cannot change the caller's containers: return the "
+                "new values instead (numpy runs this function as written).")
     for value in static.values():
         if not isinstance(value, Tracer) and _holds_tracer(value, depth=2):
             raise UnsupportedOperationError(
