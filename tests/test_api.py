@@ -2149,7 +2149,7 @@ def test_a_list_argument_the_function_appends_to_is_the_callers_own_and_numpys()
 
 @pytest.mark.parametrize("fn", [
     lambda x: iter([x * 2]),
-    lambda x: zip([x * 2], "a"),
+    lambda x: zip([x * 2], "a", strict=True),
     lambda x: map(np.abs, [x * 2]),
     lambda x: (v * 2 for v in [x, x + 1]),
     lambda x: iter([1, 2]),
