@@ -2741,3 +2741,44 @@ def test_common_type_is_answered_from_the_dtypes(args):
     with warnings.catch_warnings():
         warnings.simplefilter("error", numfuse.NumpyFallbackWarning)
         assert_same(numfuse.jit(fn)(*args), fn(*args))
+
+
+def _matrix_product_in_place(a, b):
+    c = a * 1
+    alias = c
+    c @= b
+    return c, alias
+
+
+def _argument_product_in_place(x, b):
+    x @= b
+    return x
+
+
+def test_an_in_place_matrix_product_runs_with_numpy():
+    """Found by a conformance hunt: without ``__imatmul__`` Python made ``c @= b`` a new
+    array (float32 became float64, an alias of c kept the old values, an argument was
+    left unchanged); numpy runs such functions."""
+    a, b = np.ones((2, 2), np.float32), np.full((2, 2), 2.0)
+    with pytest.warns(numfuse.NumpyFallbackWarning, match="in-place matrix product"):
+        got = numfuse.jit(_matrix_product_in_place)(a, b)
+    for one, other in zip(got, _matrix_product_in_place(a, b), strict=True):
+        assert_same(one, other)
+    mine, theirs = np.ones((2, 2)), np.ones((2, 2))
+    with pytest.warns(numfuse.NumpyFallbackWarning):
+        numfuse.jit(_argument_product_in_place)(mine, b)
+    _argument_product_in_place(theirs, b)
+    assert_same(mine, theirs)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: (y := np.zeros_like(x), np.cumsum(x, 0, None, y))[0],
+    lambda x: (y := np.zeros(()), x.sum(0, None, y))[0],
+    lambda x: (y := np.zeros(()), np.max(x, None, y))[0],
+], ids=["cumsum", "sum-method", "max"])
+def test_an_out_array_given_by_position_runs_with_numpy(fn):
+    """Found by a conformance hunt: ``np.cumsum(x, 0, None, y)`` ignored ``y`` (by keyword,
+    ``out=`` runs with numpy): the position of ``out`` is read from the signature."""
+    x = np.arange(4.0) - 1.5
+    with pytest.warns(numfuse.NumpyFallbackWarning, match="out="):
+        assert_same(numfuse.jit(fn)(x), fn(x))

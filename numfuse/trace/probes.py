@@ -7,6 +7,7 @@ import contextlib
 import contextvars
 import dataclasses
 import dis
+import functools
 import inspect
 import itertools
 import operator
@@ -509,6 +510,29 @@ _OVERWRITING = {function: list(inspect.signature(function).parameters).index("ov
                                  np.nanpercentile, np.nanquantile)}
 
 
+def _positional_out(fn: Callable[..., Any], args: Sequence[Any],
+                    kwargs: dict[str, Any]) -> bool:
+    """Whether ``fn(*args, **kwargs)`` gives an ``out`` array by position
+    (``np.cumsum(x, 0, None, y)``, ``x.sum(0, None, y)``)."""
+    position = _out_position(fn)
+    return position is not None and len(args) > position and args[position] is not None
+
+
+@functools.lru_cache(maxsize=1024)
+def _out_position(fn: Callable[..., Any]) -> int | None:
+    """The position of ``fn``'s ``out`` parameter among its positional ones, or None."""
+    try:
+        parameters = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    for position, parameter in enumerate(parameters):
+        if parameter.kind not in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD):
+            return None
+        if parameter.name == "out":
+            return position
+    return None
+
+
 def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
                 kwargs: dict[str, Any], unlisted: bool = False) -> Any:
     """Record a non-fusible numpy call; numpy itself gives its result dtype and shape.
@@ -526,7 +550,8 @@ def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
     nodes: list[Node] = []
     static_args = tuple(_strip(item, nodes) for item in args)
     static_kwargs = {key: _strip(item, nodes) for key, item in kwargs.items()}
-    if "out" in static_kwargs and static_kwargs["out"] is not None:
+    if ("out" in static_kwargs and static_kwargs["out"] is not None) or \
+            _positional_out(fn, args, kwargs):
         raise UnsupportedOperationError(
             f"np.{name}(..., out=...) inside a traced function",
             "numfuse allocates results itself; return the value instead of writing into out=.",

@@ -447,6 +447,14 @@ class Tracer:
                     item.node = dataclasses.replace(item.node, weak=True)
         return item
 
+    def __imatmul__(self, other: Any) -> Any:
+        # (without it Python would make ``c @= b`` a new array, ``c = c @ b``: no write
+        # into c, nor numpy's checks of its shape and dtype)
+        raise UnsupportedOperationError(
+            "an in-place matrix product (c @= b)",
+            "numpy writes the product into c, checking its shape and casting; write "
+            "c[...] = c @ b, or c = c @ b for a new array.")
+
     def __matmul__(self, other: Any) -> Any:
         return record_call(np.matmul, "matmul", (self, other), {})
 
