@@ -282,7 +282,8 @@ class Jitted:
     """A function compiled on demand, once per argument signature.
 
     ``static_argnums`` lists positional arguments passed to the function as concrete
-    Python values (they are part of the cache key and must be hashable).  As a method it
+    Python values (part of the cache key: by value when hashable, else by their contents
+    or identity).  As a method it
     binds its instance as a static first argument (``__get__``; by identity when the
     instance has no hash).
     """
@@ -1585,6 +1586,7 @@ def compile(fn: Callable[..., Any], *example_args: Any, cache: bool | None = Non
         compiled = compile(inner, *leaves, cache=cache, threads=threads, fastmath=fastmath)
         compiled.structure = structure
         return compiled
+    _refuse_numpys_kinds(fn, example_args)
     function, specs, static, shapes = _example_signature(fn, example_args)
     if cache is None:
         cache = fn.cache if isinstance(fn, Jitted) else True
@@ -1595,6 +1597,24 @@ def compile(fn: Callable[..., Any], *example_args: Any, cache: bool | None = Non
     return _retrying(lambda specs, static: Compiled(function, specs, static, shapes, cache,
                                                     threads, fastmath=fastmath),
                      specs, static, shapes, example_args)
+
+
+def _refuse_numpys_kinds(fn: Callable[..., Any], example_args: tuple[Any, ...]) -> None:
+    """Raise for an example argument of a kind ``jit`` runs numpy for (``_numpy_runs``):
+    ``ObjectValuesError`` for a Python int beyond int64, else ``UnsupportedOperationError``
+    (an ndarray subclass, a type with numpy's operations of its own, a random generator:
+    compiled, the function would compute as if given a plain array).  Arrays, numpy
+    scalars and lists are refused by their signatures, which name the argument."""
+    for value in example_args:
+        if type(value) is np.ndarray or isinstance(value, (np.generic, list, tuple)):
+            continue  # (the signature names the argument and its dtype)
+        reason = _numpy_runs((value,), {})
+        if reason is None:
+            continue
+        if type(value) is int:
+            raise ObjectValuesError(f"{_name(fn)} {reason[0]}. {reason[1]}")
+        raise UnsupportedOperationError(f"{_name(fn)} {reason[0]}",
+                                        f"{reason[1]} (jit runs such calls with numpy)")
 
 
 def _of_leaves(fn: Callable[..., Any], example_args: tuple[Any, ...]

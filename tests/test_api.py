@@ -20,6 +20,7 @@ import numfuse
 import numfuse.api
 from numfuse import memory
 from numfuse.api import _MISS as MISS
+from numfuse.errors import ObjectValuesError, UnsupportedOperationError
 
 X = np.linspace(-2.0, 3.0, 7)
 M = np.arange(12.0).reshape(3, 4) - 4.5
@@ -2173,3 +2174,20 @@ def test_returned_iterators_partials_and_exceptions_are_made_at_each_call(fn):
             else:
                 for one, other in zip(list(got), list(expected), strict=True):
                     assert_same(one, other)
+
+
+@pytest.mark.parametrize(("fn", "args", "error"), [
+    (lambda a, b: a * b, (np.matrix([[1.0, 2.0], [3.0, 4.0]]),) * 2,
+     UnsupportedOperationError),
+    (lambda a: np.sum(a * 2), (np.ma.masked_array([1.0, 2.0, 3.0], mask=[0, 1, 0]),),
+     UnsupportedOperationError),
+    (lambda a, rng: a * 2, (np.ones(2), np.random.default_rng(0)),
+     UnsupportedOperationError),
+    (lambda x: x * 2, (2**63,), ObjectValuesError),
+], ids=["matrix", "masked", "generator", "int-beyond-int64"])
+def test_compile_refuses_the_arguments_jit_runs_numpy_for(fn, args, error):
+    """Found by a documentation audit: ``numfuse.compile`` compiled a function of an
+    ``np.matrix`` as of a plain array (an elementwise product where numpy multiplies
+    matrices), and one of a Python int beyond int64 that its call then refused."""
+    with pytest.raises(error, match="was called with"):
+        numfuse.compile(fn, *args)
