@@ -51,8 +51,9 @@ import numpy as np
 from . import kernel_lib, memory, pytree, reductions, threads
 from .calls import TRACED, CallOutput, NumpyCall, Written, setitem_scalar
 from .errors import CallShapeError
-from .graph import CONST, ELEMENTWISE, INPUT, NUMPY, ErrState, Node, shape_text
+from .graph import CONST, ELEMENTWISE, INPUT, NUMPY, ErrState, Node, shape_text, toposort
 from .kernel import Kernel
+from .ops import OPS
 from .partition import Plan
 from .reductions import Reduction
 from .registry import fresh_result
@@ -1500,18 +1501,47 @@ def _returned_as_is(node: Node) -> bool:
 _UNSAFE_CASTS = frozenset({"where", "astype"})
 
 
-def _check_int_arguments(guards: tuple[tuple[int, int | None, np.dtype, int, int], ...],
-                         args: Sequence[Any]) -> None:
-    for index, key, dtype, low, high in guards:
-        value = args[index] if key is None else int(args[index][key])  # (a list's item)
-        if not low <= value <= high:
-            raise OverflowError(f"Python integer {value} out of bounds for {dtype}")
+class IntGuard(NamedTuple):
+    """A Python int the function is called with, or computes from such ints, that numpy
+    casts to an integer dtype (the narrowest of its uses): numpy raises OverflowError for
+    a value beyond ``low``..``high``.  ``argument`` is the argument's position and ``key``
+    an item of a list argument; a computed int is ``node``, evaluated from the arguments."""
+
+    argument: int
+    key: int | None
+    dtype: np.dtype
+    low: int
+    high: int
+    node: Node | None = None
 
 
-def _int_guards(graph: Any) -> tuple[tuple[int, int | None, np.dtype, int, int], ...]:
+def _check_int_arguments(guards: tuple[IntGuard, ...], args: Sequence[Any]) -> None:
+    for guard in guards:
+        if guard.node is not None:
+            value = int(_python_int(guard.node, args))
+        else:
+            value = args[guard.argument] if guard.key is None else \
+                int(args[guard.argument][guard.key])  # (a list's item)
+        if not guard.low <= value <= guard.high:
+            raise OverflowError(f"Python integer {value} out of bounds for {guard.dtype}")
+
+
+def _python_int(node: Node, args: Sequence[Any]) -> Any:
+    """The value of ``node``, arithmetic on Python int arguments, as its kernel computes
+    it (in int64, wrapping)."""
+    if node.kind == INPUT:
+        return np.int64(args[node.index])
+    if node.kind == CONST:
+        return node.value.value
+    with np.errstate(all="ignore"):
+        return OPS[node.op].reference(*(_python_int(source, args) for source in node.inputs))
+
+
+def _int_guards(graph: Any) -> tuple[IntGuard, ...]:
     """Python int arguments, and the items of a list of them, are weak: like numpy,
     refuse values the dtype they are cast to cannot hold (numpy raises OverflowError for
-    ``uint8_array + 300``, and for ``uint8_array + b[0]`` with ``b = [300]``)."""
+    ``uint8_array + 300``, for ``uint8_array + b[0]`` with ``b = [300]``, and for
+    ``int16_array + s * 2`` with ``s = 20000``)."""
     guards = []
     for index, node in enumerate(graph.inputs):
         if node.dtype.kind != "i":
@@ -1522,17 +1552,33 @@ def _int_guards(graph: Any) -> tuple[tuple[int, int | None, np.dtype, int, int],
             if user.weak and user.kind == NUMPY and user.op == "getitem" and
             type(user.call.args[1]) is int]
         for item, key in weak:
-            targets = [dtype for user in graph.consumers.get(item, ())
-                       if user.op not in _UNSAFE_CASTS
-                       for source, dtype in zip(user.inputs, getattr(user, "loop", ()),
-                                                strict=False)
-                       if source is item and dtype.kind in "iu"]
-            if targets:
-                low = max(int(np.iinfo(dtype).min) for dtype in targets)
-                high = min(int(np.iinfo(dtype).max) for dtype in targets)
-                narrowest = min(targets, key=lambda dtype: int(np.iinfo(dtype).max))
-                guards.append((index, key, narrowest, low, high))
+            guard = _int_guard(graph, item, index, key)
+            if guard is not None:
+                guards.append(guard)
+    for node in graph.nodes:  # ints computed from Python int arguments
+        if node.kind == ELEMENTWISE and node.weak and node.dtype.kind == "i" and \
+                node.ndim == 0 and all(
+                    source.kind == CONST or (source.kind == ELEMENTWISE and source.weak) or
+                    (source.kind == INPUT and source.weak and source.dtype.kind == "i")
+                    for source in toposort([node])):
+            guard = _int_guard(graph, node, -1, None)
+            if guard is not None and guard.dtype != np.int64:  # (int64: wraps as numpy's)
+                guards.append(guard._replace(node=node))
     return tuple(guards)
+
+
+def _int_guard(graph: Any, item: Node, index: int, key: int | None) -> IntGuard | None:
+    """The guard of the Python int ``item`` from its uses in integer loops, if any."""
+    targets = [dtype for user in graph.consumers.get(item, ())
+               if user.op not in _UNSAFE_CASTS
+               for source, dtype in zip(user.inputs, getattr(user, "loop", ()), strict=False)
+               if source is item and dtype.kind in "iu"]
+    if not targets:
+        return None
+    low = max(int(np.iinfo(dtype).min) for dtype in targets)
+    high = min(int(np.iinfo(dtype).max) for dtype in targets)
+    narrowest = min(targets, key=lambda dtype: int(np.iinfo(dtype).max))
+    return IntGuard(index, key, narrowest, low, high)
 
 
 def _returned(value: Any, node: Node) -> Any:

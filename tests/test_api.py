@@ -237,17 +237,30 @@ def test_out_of_range_python_int_argument_raises_like_numpy():
         numfuse.jit(add)(I8, 1000)
 
 
-@pytest.mark.xfail(strict=True, reason="arithmetic among Python scalar arguments runs in "
-                   "int64 like numpy scalars (README: limits), so n * 2 is not range-checked")
 def test_python_int_computed_from_an_argument_is_range_checked_like_numpy():
-    """``n * 2`` is a Python int (200) before it meets the int8 array: numpy raises."""
+    """``n * 2`` is a Python int (200) before it meets the int8 array: numpy raises.  Found
+    by a conformance hunt to wrap silently; checked at each call, from the arguments,
+    without compiling per value."""
     def add_twice(x, n):
         return x + n * 2
 
-    with pytest.raises(OverflowError):
-        numpy_result(add_twice, I8, 100)
-    with pytest.raises(OverflowError):
-        numfuse.jit(add_twice)(I8, 100)
+    def subtract_negated(x, n):
+        return x * (n + 1) - (-n)
+
+    jitted = numfuse.jit(add_twice)
+    for n in (100, 20, 100, -64, -65):
+        if -128 <= n * 2 <= 127:
+            assert_same(jitted(I8, n), numpy_result(add_twice, I8, n))
+        else:
+            with pytest.raises(OverflowError):
+                numpy_result(add_twice, I8, n)
+            with pytest.raises(OverflowError, match="out of bounds for int8"):
+                jitted(I8, n)
+    assert len(jitted.compiled) == 1
+    negated = numfuse.jit(subtract_negated)
+    assert_same(negated(U8, 0), numpy_result(subtract_negated, U8, 0))
+    with pytest.raises(OverflowError, match="out of bounds for uint8"):
+        negated(U8, 1)
 
 
 def test_comparison_with_out_of_range_python_int_argument_is_exact():
