@@ -1116,11 +1116,16 @@ def _int_sequence(value: Any) -> bool:
                                                 for item in value)
 
 
+# A static value's arrays up to this size are told apart by their contents (an options
+# object's weights changed in place); larger ones by identity.
+_ARRAY_KEY_BYTES = 1 << 16
+
+
 def _value_key(value: Any) -> Any:
     """What tells a static value apart from others (hashable): floats by their bits
-    (``-0.0`` is not ``0.0``, a NaN is itself), lists as tuples marked apart, a slice by
-    its parts, an object by its fields' values too, an unhashable one by ``==``
-    (``_Equal``)."""
+    (``-0.0`` is not ``0.0``, a NaN is itself), lists as tuples marked apart, a dict by
+    its items, a small array by its contents, a slice by its parts, an object by its
+    fields' values too, an unhashable one by ``==`` (``_Equal``)."""
     if isinstance(value, (float, np.floating)):
         return float(value).hex()
     if isinstance(value, (complex, np.complexfloating)):
@@ -1133,6 +1138,10 @@ def _value_key(value: Any) -> Any:
                 _value_key(value.step))
     if isinstance(value, (set, frozenset)):
         return (type(value), frozenset(_value_key(item) for item in value))
+    if type(value) is dict:  # (its items now: a change in place is a new value)
+        return (dict, tuple((_value_key(key), _value_key(item)) for key, item in value.items()))
+    if type(value) is np.ndarray and value.nbytes <= _ARRAY_KEY_BYTES:
+        return (np.ndarray, value.dtype.str, value.shape, value.tobytes())
     state = getattr(value, "__dict__", None)
     if isinstance(state, dict) and state and not isinstance(value, type):
         # an options object: its fields' values too (Opt(2) == Opt(2.0), but an int

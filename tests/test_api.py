@@ -2204,3 +2204,29 @@ def test_compile_refuses_the_arguments_jit_runs_numpy_for(fn, args, error):
     matrices), and one of a Python int beyond int64 that its call then refused."""
     with pytest.raises(error, match="was called with"):
         numfuse.compile(fn, *args)
+
+
+class _Weights:
+    def __init__(self):
+        self.w = np.array([2.0])
+        self.d = {"k": 1.0}
+
+
+def _weighted(x, options):
+    return x * options.w[0] + options.d["k"]
+
+
+def test_an_options_objects_arrays_and_dicts_changed_in_place_are_seen():
+    """Found by a conformance hunt: an options object's array or dict field changed in
+    place kept the value it had when traced (its key held the field itself, equal to
+    itself after the change); small arrays and dicts are keyed by their contents."""
+    jitted, options, x = numfuse.jit(_weighted), _Weights(), np.arange(3.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", numfuse.NumpyFallbackWarning)
+        assert_same(jitted(x, options), _weighted(x, options))
+        options.w[0] = 5.0
+        assert_same(jitted(x, options), _weighted(x, options))
+        options.d["k"] = 100.0
+        assert_same(jitted(x, options), _weighted(x, options))
+        assert_same(jitted(x, options), _weighted(x, options))
+    assert len(jitted.compiled) == 3
