@@ -1215,3 +1215,31 @@ def test_numbers_a_shared_kernel_cannot_take_as_int64_operands_stay_in_its_sourc
     constants) were passed as int64 operands (OverflowError, or no loop for the types),
     and a float overflowing its float32 loop warned under the kernel's name, not "cast"."""
     assert_like_numpy(fn, *args)
+
+
+def _items_summed(x):
+    total = 0.0
+    for i in range(300):
+        total += x[i] * 2.0
+    return total
+
+
+def test_a_long_chain_of_steps_is_merged_without_walking_its_whole_cluster(monkeypatch):
+    """``s += x[i]`` over thousands of items (numba-style code) took a minute to partition
+    at 1e4 items: each step tested the chain's whole cluster for convexity and joined its
+    producers.  A node joining one cluster is tested against its own producers only."""
+    from numfuse import partition as module
+
+    walks = []
+    whole = module._Clusters.external_producers
+
+    def counted(self, clusters):
+        walks.append(len(clusters))
+        return whole(self, clusters)
+
+    monkeypatch.setattr(module._Clusters, "external_producers", counted)
+    x = RNG.standard_normal(300)
+    compiled = numfuse.compile(_items_summed, x, cache=False)
+    assert len(walks) < 30  # (300 steps, each merged into the chain)
+    assert sum(len(region.nodes) for region in compiled.plan.regions) >= 300
+    assert_same(compiled(x), _items_summed(x), rtol=1e-12)
