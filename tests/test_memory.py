@@ -476,3 +476,34 @@ def test_bad_environment_values_are_warned_about_and_ignored(monkeypatch, name, 
     with pytest.warns(RuntimeWarning, match=f"{name}.* ignored"):
         memory._from_environment()
     assert memory.pool() == before
+
+
+def test_with_glibc_its_heap_serves_arrays_up_to_32_mib_and_the_pool_larger_ones():
+    """glibc maps and unmaps blocks of 256 KiB and more until one that large was freed:
+    numfuse frees one at import, and its pool takes the larger arrays only (the heap's
+    blocks, just left by numpy's arrays, are in the caches)."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None).gnu_get_libc_version  # noqa: B018
+    except AttributeError:
+        pytest.skip("not glibc")
+    assert memory._default_settings().min_bytes == memory.HEAP_BYTES
+    if not hasattr(ctypes.CDLL(None), "mallinfo2"):
+        pytest.skip("glibc before 2.33 (no mallinfo2)")
+    code = (
+        "import ctypes, sys, numpy as np\n"
+        "class Info(ctypes.Structure):\n"
+        "    _fields_ = [(name, ctypes.c_size_t) for name in ('arena', 'ordblks', 'smblks',"
+        " 'hblks', 'hblkhd', 'usmblks', 'fsmblks', 'uordblks', 'fordblks', 'keepcost')]\n"
+        "libc = ctypes.CDLL(None)\n"
+        "libc.mallinfo2.restype = Info\n"
+        "if sys.argv[1] == 'numfuse':\n"
+        "    import numfuse\n"
+        "before = libc.mallinfo2().hblks\n"
+        "a = np.empty(10**6)\n"
+        "print(libc.mallinfo2().hblks - before)\n")
+    mapped = {name: subprocess.run([sys.executable, "-c", code, name], capture_output=True,
+                                   text=True, check=True).stdout.strip()
+              for name in ("numpy", "numfuse")}
+    assert mapped == {"numpy": "1", "numfuse": "0"}  # an 8 MB array: mapped, or the heap's
