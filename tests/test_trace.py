@@ -2782,3 +2782,20 @@ def test_an_out_array_given_by_position_runs_with_numpy(fn):
     x = np.arange(4.0) - 1.5
     with pytest.warns(numfuse.NumpyFallbackWarning, match="out="):
         assert_same(numfuse.jit(fn)(x), fn(x))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: x[0].view(np.int64),
+    lambda x: x.sum().view(np.uint64) >> 52,
+    lambda x: np.max(x).byteswap(),
+    lambda x: (x * 2).view(np.int64) & 0xFF,
+], ids=["item", "sum", "byteswap-of-max", "array"])
+def test_view_and_byteswap_of_numpy_scalars_trace(fn):
+    """Found by a conformance hunt: ``x.sum().view(np.uint64)`` (a float's bits) made numpy
+    run the function: ``np.ndarray.view`` takes arrays only, the method of the value runs."""
+    x = np.array([1.5, -2.25, 3.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", numfuse.NumpyFallbackWarning)
+        jitted = numfuse.jit(fn)
+        for values in (x, x * 3):
+            assert_same(jitted(values), fn(values))

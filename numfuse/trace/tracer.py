@@ -513,8 +513,7 @@ class Tracer:
 
     def view(self, dtype: Any = None) -> Any:
         """``x.view(dtype)``: a view reinterpreting the bytes (numpy runs it)."""
-        return record_call(np.ndarray.view, "view", (self,) if dtype is None else (self, dtype),
-                           {})
+        return record_call(_view, "view", (self,) if dtype is None else (self, dtype), {})
 
     def __getattr__(self, name: str) -> Any:
         if self.sequence and name in _SEQUENCE_METHODS:
@@ -566,7 +565,7 @@ class Tracer:
         return _method("imag", self)
 
     def byteswap(self, inplace: bool = False) -> Any:
-        swapped = record_call(np.ndarray.byteswap, "ndarray.byteswap", (self,), {})
+        swapped = record_call(_byteswap, "ndarray.byteswap", (self,), {})
         if not inplace:
             return swapped
         self[...] = swapped  # numpy swaps the bytes in place and returns the array
@@ -684,6 +683,16 @@ class _Flat:
 
     def __len__(self) -> int:
         return self.array.size
+
+
+# ``x.view(dtype)`` and ``x.byteswap()`` as numpy calls: the methods of the value (a
+# numpy scalar's too: numpy's ``np.ndarray.view`` takes arrays only).
+def _view(value: Any, *args: Any) -> Any:
+    return value.view(*args)
+
+
+def _byteswap(value: Any) -> Any:
+    return value.byteswap()
 
 
 def _list_index(key: Any) -> bool:
