@@ -585,11 +585,8 @@ class _Clusters:
         thousands of steps (``s += x[i] * 2``) is merged without walking its cluster's
         producers at each step."""
         group = clusters | {index}
-        members = after_loop = 0
-        for cluster in group:
-            members |= self.members[cluster]
-            after_loop |= self.after_loop[cluster]
-        if after_loop & members:
+        members = self._loop_members(group)
+        if members is None:
             return False
         if any(self.ancestors[producer] & members
                for producer in self.roots(self.producers[index]) - group):
@@ -601,13 +598,18 @@ class _Clusters:
 
     def is_convex(self, clusters: set[int]) -> bool:
         """True if merging ``clusters`` creates no path that leaves and re-enters them."""
+        members = self._loop_members(clusters)
+        return members is not None and all(
+            not self.ancestors[p] & members for p in self.external_producers(clusters))
+
+    def _loop_members(self, clusters: set[int]) -> int | None:
+        """The members of ``clusters`` joined, or None when one of them must run after
+        another's loop (a user of a reduction folded along its rows)."""
         members = after_loop = 0
         for cluster in clusters:
             members |= self.members[cluster]
             after_loop |= self.after_loop[cluster]
-        if after_loop & members:
-            return False
-        return all(not self.ancestors[p] & members for p in self.external_producers(clusters))
+        return None if after_loop & members else members
 
     def conflict(self, clusters: set[int]) -> Problem | None:
         """Why ``clusters`` cannot run as one kernel although they are convex (None when
