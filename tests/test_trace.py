@@ -2799,3 +2799,20 @@ def test_view_and_byteswap_of_numpy_scalars_trace(fn):
         jitted = numfuse.jit(fn)
         for values in (x, x * 3):
             assert_same(jitted(values), fn(values))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: np.arange(3.0).dot(x),
+    lambda x: np.arange(5.0).take(x.astype(np.int64) % 5),
+    lambda x: np.arange(5.0).searchsorted(x),
+    lambda x: np.arange(6.0).reshape(2, 3).sum(where=x > 0),
+    lambda x: np.arange(3.0).max(initial=x.max()),
+], ids=["dot", "take", "searchsorted", "sum-where", "max-initial"])
+def test_a_method_of_a_constant_given_a_traced_operand_is_traced(fn):
+    """Found by a conformance hunt: ``np.arange(3.0).dot(x)`` ran the method on the
+    constant at trace time and failed on the traced operand (numpy then ran it all)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", numfuse.NumpyFallbackWarning)
+        jitted = numfuse.jit(fn)
+        for x in (np.array([0.5, -1.0, 2.0]), np.array([3.0, 1.0, -0.5])):
+            assert_same(jitted(x), fn(x))

@@ -523,23 +523,28 @@ class Tracer:
         if record is not None and record.kind is Kind.WRITER:  # x.sort(): into a copy
             return lambda *args, **kwargs: self._write(record.function, record.name, args,
                                                        kwargs)
-        if self.node.kind == CONST and not name.startswith("__") and \
-                hasattr(np.ndarray, name):  # a constant has every ndarray attribute
-            attribute = getattr(np.ndarray, name)
-            if not callable(attribute):
-                return getattr(self.node.value.value, name)
-            return lambda *args, **kwargs: _eager(attribute, (self, *args), kwargs)
-        if function is None or name.startswith("__"):
-            raise AttributeError(
-                f"traced arrays have no attribute {name!r}; numfuse supports the array "
-                f"methods {', '.join(sorted(METHODS))} and the numpy functions in the README"
-            )
-
         def method(*args: Any, **kwargs: Any) -> Any:
             if function in FUNCTIONS:
                 return FUNCTIONS[function](self, *args, **kwargs)
             return record_call(function, name, (self, *args), kwargs)
 
+        if self.node.kind == CONST and not name.startswith("__") and \
+                hasattr(np.ndarray, name):  # a constant has every ndarray attribute
+            attribute = getattr(np.ndarray, name)
+            if not callable(attribute):
+                return getattr(self.node.value.value, name)
+
+            def constant_method(*args: Any, **kwargs: Any) -> Any:
+                if function is not None and has_tracer((args, kwargs)):
+                    return method(*args, **kwargs)  # (a traced operand: traced as well)
+                return _eager(attribute, (self, *args), kwargs)
+
+            return constant_method
+        if function is None or name.startswith("__"):
+            raise AttributeError(
+                f"traced arrays have no attribute {name!r}; numfuse supports the array "
+                f"methods {', '.join(sorted(METHODS))} and the numpy functions in the README"
+            )
         return method
 
     # --- array methods ----------------------------------------------------------
