@@ -360,6 +360,11 @@ class Jitted:
         self._signature = _call_signature(fn)
         self._n_params = len(self._signature.parameters)
         self._labels = argument_labels(fn, self._n_params)
+        # as many positional arguments as parameters bind one to each only when every
+        # parameter takes one (``def f(x, *, k=2.0)``: ``f(x, 3.0)`` is Python's TypeError)
+        self._n_positional = self._n_params if all(
+            param.kind in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD)
+            for param in self._signature.parameters.values()) else -1
         self._kinds = [param.kind for param in self._signature.parameters.values()]
         # out= is numfuse's (numpy's out=) unless the function has a parameter of that name.
         self._out_keyword = "out" not in self._signature.parameters and \
@@ -463,7 +468,7 @@ class Jitted:
         a new signature are compiling, or when numfuse cannot compile the function for
         these arguments and numpy runs it as written (``_fall_back``; by default only when
         not ``wait``)."""
-        if kwargs or len(args) != len(self._signature.parameters):
+        if kwargs or len(args) != self._n_positional:
             args = self._bind(args, kwargs)
         self._notice_instance(args)
         allowed = not wait if fallback is None else fallback
@@ -674,7 +679,7 @@ class Jitted:
                         if generation == self._generation:
                             self._latest(guards)
                 return self._run_plan(plan, args)
-            if len(args) == self._n_params and not self.static_argnums \
+            if len(args) == self._n_positional and not self.static_argnums \
                     and not self.auto_static and not self.per_shape:
                 result = self._signature_call(args, key)
                 if result is not _GENERAL:
@@ -959,7 +964,7 @@ class Jitted:
         (``x.reshape(b[0], -1)``): such lists are static values from now on."""
         sequences = frozenset(index for index, value in enumerate(args)
                               if _int_sequence(value)) - self.auto_static
-        if not (sequences and not kwargs and len(args) == len(self._signature.parameters)):
+        if not (sequences and not kwargs and len(args) == self._n_positional):
             self._adapt(error)
             return self._run(args, kwargs)
         if not self.per_shape:

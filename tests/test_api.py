@@ -2230,3 +2230,19 @@ def test_an_options_objects_arrays_and_dicts_changed_in_place_are_seen():
         assert_same(jitted(x, options), _weighted(x, options))
         assert_same(jitted(x, options), _weighted(x, options))
     assert len(jitted.compiled) == 3
+
+
+def _scaled(x, *, k=2.0):
+    return x * k
+
+
+def test_a_keyword_only_parameter_is_not_taken_by_position():
+    """Found by a conformance hunt: ``f(x, 3.0)`` of ``def f(x, *, k=2.0)`` multiplied by
+    3.0 where Python raises TypeError (as many positional arguments as parameters were
+    bound one to each)."""
+    jitted, x = numfuse.jit(_scaled), np.ones(2)
+    assert_same(jitted(x), x * 2.0)
+    for _ in range(2):
+        with pytest.raises(TypeError, match="positional"):
+            jitted(x, 3.0)
+    assert_same(jitted(x, k=3.0), x * 3.0)

@@ -2816,3 +2816,25 @@ def test_a_method_of_a_constant_given_a_traced_operand_is_traced(fn):
         jitted = numfuse.jit(fn)
         for x in (np.array([0.5, -1.0, 2.0]), np.array([3.0, 1.0, -0.5])):
             assert_same(jitted(x), fn(x))
+
+
+@pytest.mark.parametrize("order", ["f", "a", "k", "c", "Z", "", 1])
+def test_order_arguments_are_checked_and_read_as_numpy_reads_them(order):
+    """Found by a conformance hunt: ``order="f"`` gave a C-ordered copy and ``order="Z"``
+    or ``order=1`` a result, where numpy takes the letter in either case and raises for
+    anything else."""
+    x = np.arange(6.0).reshape(2, 3)
+    for fn in (lambda v: (v * 1).astype(np.float32, order=order),
+               lambda v: (v * 1).copy(order=order), lambda v: np.copy(v * 1, order=order),
+               lambda v: np.asarray(v * 1, order=order), lambda v: np.array(v * 1, order=order)):
+        try:
+            expected = fn(x)
+        except (TypeError, ValueError) as error:
+            with pytest.raises(type(error)):
+                numfuse.jit(fn)(x)
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", numfuse.NumpyFallbackWarning)
+            got = numfuse.jit(fn)(x)
+        assert_same(got, expected)
+        assert got.flags.f_contiguous == expected.flags.f_contiguous

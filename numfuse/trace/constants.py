@@ -81,7 +81,7 @@ def _as_array(name: str, original: Callable[..., Any], value: Tracer, args: tupl
     copy = options.pop("copy", True if name == "array" else None)
     if isinstance(copy, np._CopyMode):  # numpy's enum (array-API code passes IF_NEEDED)
         copy = {np._CopyMode.ALWAYS: True, np._CopyMode.NEVER: False}.get(copy)
-    order = options.pop("order", None)
+    order = memory_order(options.pop("order", None))
     if options.get("ndmin", 0) == 0 and options.get("subok", False) is False:
         options.pop("ndmin", None)
         options.pop("subok", None)
@@ -148,7 +148,7 @@ class _Opaque:
 
 
 # Imported last: these modules and this one use each other's functions at call time.
-from .functions import _share, astype, fresh_copy  # noqa: E402
+from .functions import _share, astype, fresh_copy, memory_order  # noqa: E402
 from .patches import _CONVERSIONS  # noqa: E402
 from .probes import record_call  # noqa: E402
 from .tracer import Tracer, _immutable, _inplace, tracers_in  # noqa: E402

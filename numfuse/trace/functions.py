@@ -220,8 +220,21 @@ def _unchanged(value: Any) -> Tracer:
     return fresh_copy(node, scalar=node.ndim == 0)
 
 
+def memory_order(order: Any) -> str | None:
+    """numpy's ``order=`` checked as numpy checks it: one of the letters C, F, A and K
+    (either case; numpy's errors otherwise), in capitals, or None."""
+    if order is None:
+        return None
+    if not isinstance(order, str):
+        raise TypeError(f"order must be str, not {type(order).__name__}")
+    if order.upper() not in ("C", "F", "A", "K"):
+        raise ValueError(f"order must be one of 'C', 'F', 'A', or 'K' (got {order!r})")
+    return order.upper()
+
+
 def _copy(value: Any, order: str = "K", subok: bool = False) -> Any:
     node = _node(value)
+    order = memory_order(order) or "K"
     if order in ("F", "A") and node.ndim > 1:  # numpy's layout: numpy's copy
         return record_call(np.copy, "copy", (value,), {"order": order})
     return fresh_copy(node, scalar=False)

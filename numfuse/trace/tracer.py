@@ -523,7 +523,9 @@ class Tracer:
         if record is not None and record.kind is Kind.WRITER:  # x.sort(): into a copy
             return lambda *args, **kwargs: self._write(record.function, record.name, args,
                                                        kwargs)
+
         def method(*args: Any, **kwargs: Any) -> Any:
+            assert function is not None  # (given out only for a method numfuse knows)
             if function in FUNCTIONS:
                 return FUNCTIONS[function](self, *args, **kwargs)
             return record_call(function, name, (self, *args), kwargs)
@@ -550,6 +552,7 @@ class Tracer:
     # --- array methods ----------------------------------------------------------
     def astype(self, dtype: Any, order: str = "K", casting: str = "unsafe",
                subok: bool = True, copy: bool = True) -> Tracer:
+        order = memory_order(order) or "K"
         if order in ("F", "A") and self.node.ndim > 1:  # numpy's layout: numpy's copy
             return record_call(np.ndarray.astype, "astype", (self, dtype),
                                {"order": order, "casting": casting, "copy": copy})
@@ -608,6 +611,7 @@ class Tracer:
     def copy(self, order: str = "K") -> Any:
         if self.sequence:
             self._as_sequence("list.copy")
+        order = memory_order(order) or "K"
         if order in ("F", "A") and self.node.ndim > 1:  # numpy's layout: numpy's copy
             return record_call(np.ndarray.copy, "ndarray.copy", (self,), {"order": order})
         # ndarray.copy keeps a 0-d array an array; a numpy scalar's copy is a scalar
@@ -831,6 +835,15 @@ def _scalar_type_name(node: Node) -> str:
 
 # Imported last: these modules and this one use each other's functions at call time.
 from .constants import _constants_only, _eager  # noqa: E402
-from .functions import FUNCTIONS, _copy, _method, astype, clip, fresh_copy, round_  # noqa: E402
+from .functions import (  # noqa: E402
+    FUNCTIONS,
+    _copy,
+    _method,
+    astype,
+    clip,
+    fresh_copy,
+    memory_order,
+    round_,
+)
 from .probes import LINALG_UFUNCS, _moving_axes, record_call  # noqa: E402
 from .ufuncs import _fast_power, _operator, apply_ufunc, assign_item, together  # noqa: E402
