@@ -805,14 +805,15 @@ class Jitted:
 
     def _raise_numpys_error(self, args: tuple[Any, ...], kwargs: dict[str, Any],
                             error: ValueError) -> None:
-        """Arguments whose sizes a kernel could not broadcast: raise the ``ValueError``
-        numpy raises for the function run as written (the operation that fails first, in
-        numpy's words, its warnings before it), else return (numfuse's ``error`` stands)."""
+        """Arguments whose sizes a kernel could not broadcast: raise the error numpy
+        raises for the function run as written (the operation that fails first, in numpy's
+        words, its warnings before it: a ``ValueError``, or the ``IndexError`` of a mask
+        of another shape), else return (numfuse's ``error`` stands)."""
         if "out" in kwargs and self._out_keyword:
             return
         try:
             self.fn(*args, **kwargs)
-        except ValueError as numpys:
+        except (ValueError, IndexError) as numpys:
             raise numpys from None
         except Exception:  # not numpy's broadcast error: numfuse's stands
             return

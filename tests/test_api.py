@@ -2246,3 +2246,18 @@ def test_a_keyword_only_parameter_is_not_taken_by_position():
         with pytest.raises(TypeError, match="positional"):
             jitted(x, 3.0)
     assert_same(jitted(x, k=3.0), x * 3.0)
+
+
+def _masked_zero(x, mask):
+    y = x * 2
+    y[mask] = 0.0
+    return y
+
+
+def test_a_mask_of_another_length_raises_numpys_index_error_on_a_later_call():
+    """Found by a conformance hunt: numpy raises IndexError for a mask of another length
+    than the axis it selects along; numfuse raised its broadcast error (a ValueError)."""
+    jitted, mask = numfuse.jit(_masked_zero), np.array([True, False, True, False])
+    assert_same(jitted(np.arange(4.0), mask), _masked_zero(np.arange(4.0), mask))
+    with pytest.raises(IndexError, match="boolean index did not match"):
+        jitted(np.arange(5.0), mask)
