@@ -527,3 +527,21 @@ def test_var_and_std_of_a_dask_array_over_all_or_some_axes(fn):
     expected = fn(values)
     np.testing.assert_allclose(np.asarray(result), expected, rtol=1e-6)
     assert np.asarray(result).dtype == expected.dtype
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: x.flatten() * 2,
+    lambda x: x.reshape(-1) + 1,
+    lambda x: x.reshape(12) + 1,
+    lambda x: np.nan_to_num(x) * 2,
+], ids=["flatten", "reshape-minus-one", "reshape-int", "nan-to-num"])
+def test_calls_dask_takes_are_handed_to_it_in_its_forms(fn):
+    """Found by a conformance hunt: ``x.flatten()``, ``x.reshape(12)`` and
+    ``np.nan_to_num(x)`` reached dask with every default spelt out (``order=``, a bare
+    int shape, ``copy=``), which dask's own functions refuse."""
+    values = np.arange(12.0).reshape(3, 4)
+    x = da.from_array(values, chunks=2)
+    result = numfuse.jit(fn)(x)
+    assert isinstance(result, da.Array)
+    assert_same(result.compute(), fn(values))
+    assert_same(numfuse.jit(fn)(values), fn(values))

@@ -184,8 +184,12 @@ def _nan_to_num(x: Any, copy: bool = True, nan: Any = 0.0, posinf: Any = None,
                 neginf: Any = None) -> Any:
     """``np.nan_to_num``; with ``copy=False`` numpy writes into ``x`` (an array the
     function made; an argument is refused as every write into one is) and returns it."""
-    result = record_call(np.nan_to_num, "nan_to_num", (x,),
-                         {"copy": True, "nan": nan, "posinf": posinf, "neginf": neginf})
+    # (the options given only: dask's nan_to_num takes none of the others)
+    options = {key: value for key, value, default in (
+        ("nan", nan, 0.0), ("posinf", posinf, None), ("neginf", neginf, None))
+        if value is not default and not (key == "nan" and type(value) is float
+                                         and value == 0.0)}
+    result = record_call(np.nan_to_num, "nan_to_num", (x,), options)
     if copy or not isinstance(x, Tracer):
         return result
     if _immutable(x.node):  # a number has no memory to write into

@@ -484,6 +484,8 @@ class Tracer:
 
     def reshape(self, *shape: Any, **kwargs: Any) -> Any:
         target = shape[0] if len(shape) == 1 else shape
+        if isinstance(target, (int, np.integer)):
+            target = (target,)  # (numpy's meaning; dask's reshape takes a tuple only)
         return record_call(np.reshape, "reshape", (self, target), kwargs)
 
     def transpose(self, *axes: Any) -> Any:
@@ -491,7 +493,9 @@ class Tracer:
         return record_call(np.transpose, "transpose", arguments, {})
 
     def flatten(self, order: str = "C") -> Any:
-        return _copy(record_call(np.ravel, "ravel", (self,), {"order": order}))
+        # (order given only when not numpy's default: dask's ravel takes none)
+        return _copy(record_call(np.ravel, "ravel", (self,),
+                                 {} if order == "C" else {"order": order}))
 
     def compress(self, condition: Any, axis: int | None = None) -> Any:
         return np.compress(condition, self, axis=axis)
@@ -573,7 +577,8 @@ class Tracer:
         return _method("imag", self)
 
     def byteswap(self, inplace: bool = False) -> Any:
-        swapped = record_call(_byteswap, "ndarray.byteswap", (self,), {})
+        swapped = record_call(np.ndarray.byteswap if self.node.ndim else _byteswap,
+                              "ndarray.byteswap", (self,), {})
         if not inplace:
             return swapped
         self[...] = swapped  # numpy swaps the bytes in place and returns the array
@@ -694,8 +699,8 @@ class _Flat:
         return self.array.size
 
 
-# ``x.view(dtype)`` and ``x.byteswap()`` as numpy calls: the methods of the value (a
-# numpy scalar's too: numpy's ``np.ndarray.view`` takes arrays only).
+# ``x.view(dtype)`` and ``x.byteswap()`` (of a 0-d value) as numpy calls: the methods of
+# the value (a numpy scalar's too: numpy's ``np.ndarray.view`` takes arrays only).
 def _view(value: Any, *args: Any) -> Any:
     return value.view(*args)
 
