@@ -531,6 +531,27 @@ def _output_specs(step: KernelStep, operands: Sequence[Any]) -> tuple[OutputSpec
                  in zip(step.out_dtypes, step.kernel.generated.core_outputs, strict=True))
 
 
+def _fitting(step: KernelStep, operands: Sequence[Any],
+             outs: Sequence[Any]) -> list[Any]:
+    """``outs`` (arrays for the step's outputs to be written into, numpy's ``out=``) but
+    those of another shape than the output's, None: the output is then made and copied
+    into its array by the caller, with numpy's broadcasting and errors (a (3, 5) array
+    for a (5, 3) result had been written as if it were one)."""
+    specs = _output_specs(step, operands)
+    if specs is None:
+        return list(outs)
+    restore = step.operands.restore
+    fitting = []
+    for out, spec in zip(outs, specs, strict=True):
+        if out is not None and spec is not None:
+            shape = spec[0] if restore is None else \
+                restore(np.broadcast_to(np.empty((), spec[1]), spec[0])).shape
+            if out.shape != shape:
+                out = None
+        fitting.append(out)
+    return fitting
+
+
 def _outputs_of(specs: tuple[OutputSpec, ...]) -> tuple[Any, ...]:
     return tuple(None if spec is None else memory.empty(*spec) for spec in specs)
 
@@ -598,6 +619,8 @@ class LocalRunner:
             return
         operands = [values[slot] if prepare is None else prepare(values[slot])
                     for slot, prepare, _core in layout.operands]
+        if outs is not None:
+            outs = _fitting(step, operands, outs)
         shape = None  # the loop's shape when its operands run as one long 1-d loop
         if layout.flatten and (outs is None or all(out is None or out.flags.c_contiguous
                                                    for out in outs)):

@@ -722,3 +722,20 @@ def test_an_item_of_a_list_argument_returned_as_it_is_is_a_python_number():
             result, expected = jitted(np.ones(2), bounds), bounded(np.ones(2), bounds)
             assert [type(item) for item in result[1:]] == [type(item) for item in expected[1:]]
             assert result[1:] == expected[1:]
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (15,), (5, 1), (2, 5, 3), (5, 3)])
+def test_an_out_of_another_shape_is_numpys_broadcast_or_error(shape):
+    """Found by a conformance hunt: ``out=`` of the result's size but another shape, (3, 5)
+    for a (5, 3) result, was written as if it were one; it now takes the result as
+    ``np.copyto`` does (broadcast into a larger one, numpy's ValueError otherwise)."""
+    x = np.arange(15.0).reshape(5, 3)
+    jitted, out = numfuse.jit(lambda v: v * 2), np.zeros(shape)
+    try:
+        np.copyto(np.zeros(shape), x * 2)
+    except ValueError:
+        with pytest.raises(ValueError, match="could not broadcast"):
+            jitted(x, out=out)
+        return
+    assert jitted(x, out=out) is out
+    assert_same(out, np.broadcast_to(x * 2, shape))
