@@ -455,9 +455,12 @@ def empty(shape: Sequence[int], dtype: Any) -> np.ndarray:
         return np.empty(shape, dtype)
     with _pool.lock:
         block = _pool._take(size)
-    if block is None:  # no block could be mapped
-        return np.empty(shape, dtype)
-    return np.ndarray(shape, dtype, block.mapping)
+        if block is not None:
+            # made under the lock: until the array references the mapping, the block
+            # looks free to another thread's allocation (or the trimmer), which would lend
+            # it a second time
+            return np.ndarray(shape, dtype, block.mapping)
+    return np.empty(shape, dtype)  # no block could be mapped
 
 
 def _size_of(shape: tuple[int, ...], dtype: np.dtype, settings: PoolSettings) -> int:

@@ -11,6 +11,7 @@ import pickle
 import platform
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -507,3 +508,37 @@ def test_with_glibc_its_heap_serves_arrays_up_to_32_mib_and_the_pool_larger_ones
                                    text=True, check=True).stdout.strip()
               for name in ("numpy", "numfuse")}
     assert mapped == {"numpy": "1", "numfuse": "0"}  # an 8 MB array: mapped, or the heap's
+
+
+def test_a_block_is_never_lent_to_two_threads_at_once(monkeypatch):
+    """Found by a conformance hunt: a block was taken under the pool's lock but the array
+    on it made after, and in between it looked free to another thread's allocation (or
+    the trimmer), which lent it again: a held result was overwritten by another thread's
+    call.  Here another thread allocates as soon as the lock is released."""
+    memory.pool(min_bytes=256 << 10)
+    shape = (100_000,)
+    warm = memory.empty(shape, np.float64)
+    del warm  # a free block of the size class, to be lent
+    others: list[np.ndarray] = []
+
+    class Releasing:
+        """The pool's lock; its first release lets another thread allocate at once."""
+
+        def __init__(self, lock):
+            self.lock, self.released = lock, False
+
+        def __enter__(self):
+            return self.lock.__enter__()
+
+        def __exit__(self, *exc):
+            self.lock.__exit__(*exc)
+            if not self.released:
+                self.released = True
+                helper = threading.Thread(
+                    target=lambda: others.append(memory.empty(shape, np.float64)))
+                helper.start()
+                helper.join(10)
+
+    monkeypatch.setattr(memory._pool, "lock", Releasing(memory._pool.lock))
+    mine = memory.empty(shape, np.float64)
+    assert len(others) == 1 and not np.shares_memory(mine, others[0])
