@@ -989,6 +989,13 @@ class Jitted:
         if module is not None and module.__name__ != "__main__" and \
                 _lookup(module, _name(self)) is self:
             return _name(self)
+        if module is not None and _lookup(module, _name(self)) is self and \
+                getattr(self.fn, "__qualname__", None) == _name(self):
+            # a script's ``@numfuse.jit def f``: pickle finds the function by its name, the
+            # jitted object's now, so it is named as that object's attribute (``f.fn``),
+            # which a process started by multiprocessing finds (cloudpickle, as for any
+            # function of a script, pickles it by value)
+            self.fn.__qualname__ = f"{_name(self)}.fn"
         return Jitted, (self.fn, self.static_argnums, self.cache, self.threads,
                         self.fastmath, self.background)
 

@@ -9,6 +9,8 @@ import dataclasses
 import functools
 import mmap
 import os
+import subprocess
+import sys
 import types
 import warnings
 
@@ -2261,3 +2263,34 @@ def test_a_mask_of_another_length_raises_numpys_index_error_on_a_later_call():
     assert_same(jitted(np.arange(4.0), mask), _masked_zero(np.arange(4.0), mask))
     with pytest.raises(IndexError, match="boolean index did not match"):
         jitted(np.arange(5.0), mask)
+
+
+_SCRIPT_PICKLING = """
+import multiprocessing, pickle
+import numpy as np, numfuse
+
+@numfuse.jit
+def scaled(x):
+    return x * 2 + 1
+
+if __name__ == "__main__":
+    x = np.arange(4.0)
+    scaled(x)
+    again = pickle.loads(pickle.dumps(scaled))
+    assert isinstance(again, numfuse.Jitted) and (again(x) == x * 2 + 1).all()
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        assert (pool.map(scaled, [x])[0] == x * 2 + 1).all()
+    print("ok")
+"""
+
+
+def test_a_jitted_function_of_a_script_pickles_with_pickle(tmp_path):
+    """Found by a conformance hunt: ``@numfuse.jit`` in a script (``__main__``) could not
+    be pickled by pickle ("not the same object as __main__.f"), so a process pool could
+    not take it; its function is found through the jitted object (``f.fn``)."""
+    script = tmp_path / "script.py"
+    script.write_text(_SCRIPT_PICKLING)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
