@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import os
 import threading
 import types
 from typing import Any, Protocol
@@ -178,6 +179,10 @@ def region_graph(region: Region) -> Graph:
 # Kernels unpickled in this process, by source name: each source compiles once.
 _unpickled: dict[str, Any] = {}
 _unpickled_lock = threading.Lock()
+if hasattr(os, "register_at_fork"):  # (as the backend's lock: see there)
+    os.register_at_fork(before=_unpickled_lock.acquire,
+                        after_in_parent=_unpickled_lock.release,
+                        after_in_child=_unpickled_lock.release)
 
 
 def _unpickled_kernel(region: Region, generated: KernelSource, compiler: Any) -> Kernel:

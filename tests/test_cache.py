@@ -513,3 +513,38 @@ def test_a_pickled_jitted_function_keeps_cache_false():
     restored = pickle.loads(pickle.dumps(numfuse.jit(_double, cache=False)))
     assert restored.cache is False
     assert_same(restored(X), X * 2)
+
+
+_FORK_WHILE_UNPICKLING = """
+import os, pickle, threading, time
+import numpy as np, numfuse
+
+x = np.linspace(0, 1, 100)
+blobs = [pickle.dumps(numfuse.compile(lambda v, i=i: np.sin(v * (i + 0.5)) + v ** 3, x,
+                                      cache=False).kernels[0]) for i in range(6)]
+unpickling = threading.Thread(target=lambda: [pickle.loads(blob) for blob in blobs])
+unpickling.start()
+time.sleep(0.05)  # the thread is compiling an unpickled kernel
+pid = os.fork()
+if pid == 0:
+    import faulthandler
+    faulthandler.dump_traceback_later(60, exit=True)
+    jitted = numfuse.jit(lambda v: np.tanh(v) * 7.25 - v)
+    os._exit(0 if np.allclose(jitted(x), np.tanh(x) * 7.25 - x) else 1)
+status = os.waitpid(pid, 0)[1]
+unpickling.join()
+print(status)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
+def test_a_fork_while_another_thread_unpickles_a_kernel_leaves_the_child_working(tmp_path):
+    """Found by a conformance hunt: a fork while another thread compiled an unpickled
+    kernel left the compiler's lock held in the child, which hung at its first compile."""
+    script = tmp_path / "fork.py"
+    script.write_text(_FORK_WHILE_UNPICKLING)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=240, check=False,
+                          env={**os.environ, "NUMFUSE_CACHE_DIR": str(tmp_path / "cache")})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "0"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 import threading
 import warnings
 from functools import cache
@@ -31,6 +32,12 @@ __all__ = ["CacheWarning", "CompiledGufunc", "ObjectCode", "asm", "compile_gufun
            "compile_object", "kernel_symbol", "llvm_ir", "loaded_from_disk", "thread_count"]
 
 _lock = threading.RLock()
+# A fork while another thread compiles (or unpickles) a kernel waits for it: the child has
+# only the forking thread, and a lock another thread held would stay held there forever
+# (its cache entry's file lock too).
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_lock.acquire, after_in_parent=_lock.release,
+                        after_in_child=_lock.release)
 
 
 class CompiledGufunc:
