@@ -50,7 +50,7 @@ from .errors import (
 )
 from .graph import Graph, verify
 from .inspection import Explanation, explain, kernel_vector_report
-from .kernel import Kernel
+from .kernel import Kernel, kernel_key
 from .partition import Plan, partition
 from .passes import simplify
 from .runtime import (
@@ -64,7 +64,7 @@ from .runtime import (
 from .threads import checked as threads_checked
 from .trace import Tracer, trace_graph
 
-_kernel_cache: dict[str, Any] = {}
+_kernel_cache: dict[tuple[str, tuple[int, ...]], Any] = {}
 # Kinds of arguments (Jitted._calls) a jitted function keeps call plans for; calls with
 # arguments of other shapes beyond these run through their signature's Compiled.
 CALL_CACHE_SIZE = 256
@@ -200,7 +200,8 @@ def _build_kernels(function: str, plan: Plan, sources: Sequence[KernelSource],
     kernels, events = [], []
     for region, source in zip(plan.regions, sources, strict=True):
         with _kernel_lock:
-            gufunc = _kernel_cache.get(source.name)
+            key = kernel_key(source)
+            gufunc = _kernel_cache.get(key)
             compile_time = None
             if gufunc is None:
                 start = time.perf_counter()
@@ -212,7 +213,7 @@ def _build_kernels(function: str, plan: Plan, sources: Sequence[KernelSource],
                         f"{function} ({type(error).__name__}: {error}); please report it "
                         f"with the kernel's source:\n{source.source}") from error
                 compile_time = time.perf_counter() - start
-                _kernel_cache[source.name] = gufunc
+                _kernel_cache[key] = gufunc
         kernel = Kernel(region, source, gufunc, backend)
         kernels.append(kernel)
         if compile_time is not None:

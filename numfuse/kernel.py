@@ -176,8 +176,18 @@ def region_graph(region: Region) -> Graph:
     return Graph(tuple(arguments), outputs, treedef=(tuple, (LEAF,) * len(outputs)))
 
 
-# Kernels unpickled in this process, by source name: each source compiles once.
-_unpickled: dict[str, Any] = {}
+def kernel_key(source: KernelSource) -> tuple[str, tuple[int, ...]]:
+    """What tells compiled kernels apart: the source's name and its operands' numpy types
+    (``int64`` and ``longlong`` are one machine type and one source, but numpy's results
+    have the type of the loop numpy picked: each its own gufunc)."""
+    program = source.program
+    return source.name, () if program is None else tuple(
+        operand.dtype.num for operand in program.operands)
+
+
+# Kernels unpickled in this process, by source and types (``kernel_key``): each compiles
+# once.
+_unpickled: dict[tuple[str, tuple[int, ...]], Any] = {}
 _unpickled_lock = threading.Lock()
 if hasattr(os, "register_at_fork"):  # (as the backend's lock: see there)
     os.register_at_fork(before=_unpickled_lock.acquire,
@@ -189,9 +199,10 @@ def _unpickled_kernel(region: Region, generated: KernelSource, compiler: Any) ->
     if isinstance(compiler, str):
         compiler = importlib.import_module(compiler)
     with _unpickled_lock:
-        gufunc = _unpickled.get(generated.name)
+        key = kernel_key(generated)
+        gufunc = _unpickled.get(key)
         if gufunc is None:
-            gufunc = _unpickled[generated.name] = compiler.compile_gufunc(generated)
+            gufunc = _unpickled[key] = compiler.compile_gufunc(generated)
     return Kernel(region, generated, gufunc, compiler)
 
 

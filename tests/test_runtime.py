@@ -739,3 +739,15 @@ def test_an_out_of_another_shape_is_numpys_broadcast_or_error(shape):
         return
     assert jitted(x, out=out) is out
     assert_same(out, np.broadcast_to(x * 2, shape))
+
+
+def test_kernels_of_one_source_and_other_numpy_types_are_other_gufuncs():
+    """Found by a conformance hunt: ``int64`` and ``longlong`` are one machine type, so
+    their kernels have one source; the gufunc compiled for a ``longlong`` function served
+    another function's ``int64`` arrays, whose results came back ``longlong``."""
+    first = numfuse.jit(lambda x: x * 3)
+    assert first(np.arange(5, dtype=np.longlong)).dtype.char == "q"
+    second = numfuse.jit(lambda x: x * 3)
+    result = second(np.arange(5))
+    assert result.dtype.char == (np.arange(5) * 3).dtype.char
+    assert type(result[0]) is type((np.arange(5) * 3)[0])
