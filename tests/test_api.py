@@ -23,6 +23,7 @@ import numfuse.api
 from numfuse import memory
 from numfuse.api import _MISS as MISS
 from numfuse.errors import ObjectValuesError, UnsupportedOperationError
+from numfuse.kernel import kernel_key
 
 X = np.linspace(-2.0, 3.0, 7)
 M = np.arange(12.0).reshape(3, 4) - 4.5
@@ -1354,7 +1355,7 @@ def test_functions_with_the_same_structure_share_a_compiled_kernel():
     two = numfuse.compile(second, X[:3], 9.0).kernels[0]
     assert one.name == two.name
     assert one.gufunc is two.gufunc
-    assert numfuse.api._kernel_cache[one.name] is one.compiled
+    assert numfuse.api._kernel_cache[kernel_key(one.generated)] is one.compiled
 
 
 def test_another_dtype_is_another_kernel():
