@@ -718,12 +718,18 @@ class Jitted:
         try:
             return run(values)
         except CallShapeError as error:
+            if _beyond_int64(args):  # (numpy's own call made a uint64 or object array)
+                return self._general_call(args, {})
             return self._per_shape(args, {}, error)
         except BroadcastError as error:
             self._raise_numpys_error(args, {}, error)
             raise
         except OverflowError:
             return self._general_call(args, {})
+        except TypeError:
+            if _beyond_int64(args):
+                return self._general_call(args, {})
+            raise
 
     def _into(self, program: Program, args: tuple[Any, ...], options: dict[str, Any]) -> Any:
         """A generated call's run of ``program`` for the positional ``args`` of its kind
@@ -1446,6 +1452,12 @@ def _numpy_may_run(error: Exception) -> bool:
     if isinstance(error, UnsupportedDtypeError) and not isinstance(error, ObjectValuesError):
         return False  # an argument's dtype: the error says how to convert it
     return not isinstance(error, SignatureMismatchError)
+
+
+def _beyond_int64(args: Sequence[Any]) -> bool:
+    """Whether a Python int argument is beyond int64: a signature of Python ints ran with
+    it (a kernel refuses it; a numpy call makes another array of it than tracing found)."""
+    return any(type(value) is int and not -(2**63) <= value < 2**63 for value in args)
 
 
 def _numpy_runs(args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[str, str] | None:

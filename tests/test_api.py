@@ -2295,3 +2295,23 @@ def test_a_jitted_function_of_a_script_pickles_with_pickle(tmp_path):
                           timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+@pytest.mark.parametrize("fn", [
+    lambda v: np.asarray(v),
+    lambda v: np.full(2, v),
+    lambda v: np.stack([v, 1]),
+    lambda v: np.sum([v, 1]),
+], ids=["asarray", "full", "stack", "sum-of-list"])
+def test_a_python_int_beyond_int64_after_small_ones_runs_with_numpy(fn):
+    """Found by a conformance hunt: once compiled for small Python ints, a call with 2**63
+    (or beyond 64 bits) gave a numpy call another array than tracing found, and raised
+    CallShapeError or TypeError; numpy runs such calls, as it does a first one."""
+    jitted = numfuse.jit(fn)
+    assert_same(jitted(5), fn(5))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for value in (2**63, 2**64 + 3, 7):
+            got, expected = jitted(value), fn(value)
+            assert np.asarray(got).dtype == np.asarray(expected).dtype
+            assert np.array_equal(got, expected)
