@@ -957,3 +957,18 @@ def test_the_gradient_of_a_reshape_in_the_operands_order_is_refused():
         numfuse.grad(fn)(np.ones((2, 3)))
     assert_same(numfuse.grad(lambda x: np.sum(x.reshape(-1, order="F") * np.arange(6.0)))(
         np.ones((2, 3))), np.arange(6.0).reshape(3, 2).T)
+
+
+def test_a_pullback_differentiates_at_the_primals_vjp_was_given():
+    """Found by a conformance hunt: the pullback read the primals when called, so a
+    change the caller made to its array in between changed the gradient; and a cotangent
+    of another shape than its result was taken."""
+    weights = np.array([1.0, 2.0, 3.0])
+    _out, pullback = numfuse.vjp(lambda w: np.sum(w**2), weights)
+    weights[:] = 10.0
+    (gradient,) = pullback(np.float64(1.0))
+    assert_same(gradient, np.array([2.0, 4.0, 6.0]))
+    _out, pullback = numfuse.vjp(lambda x: x * 2, np.ones(3))
+    with pytest.raises(ValueError, match="cotangent of shape"):
+        pullback(np.ones(4))
+    assert_same(pullback(np.ones(3))[0], np.full(3, 2.0))

@@ -204,9 +204,14 @@ def vjp(fn: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[A
     function of the primals and the cotangents: it computes ``fn`` again, fused with its
     backward pass."""
     forward = _cached(fn, "forward", lambda: Jitted(fn, background=False))
+    # the primals as they are now: the pullback differentiates at these values even when
+    # the caller changes its arrays (or swaps a dict's entries) before calling it
+    primals = tuple(pytree.map_leaves(
+        lambda leaf: leaf.copy() if isinstance(leaf, np.ndarray) else leaf, primal,
+        pytree.is_not_dict) for primal in primals)
     result = forward(*primals)
     out, aux = _split(result, has_aux, _name(fn), "vjp")
-    out_treedef = pytree.flatten(out)[1]
+    out_leaves, out_treedef = pytree.flatten(out)
     floats = [_is_float(primal) for primal in primals]
 
     def pullback(cotangents: Any) -> tuple[Any, ...]:
@@ -214,6 +219,11 @@ def vjp(fn: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[A
         if treedef != out_treedef:
             raise TypeError(f"numfuse.vjp({_name(fn)}): the cotangents must have the "
                             "structure of the function's results")
+        for cotangent, result in zip(leaves, out_leaves, strict=True):
+            if np.shape(cotangent) != np.shape(result):
+                raise ValueError(f"numfuse.vjp({_name(fn)}): a cotangent of shape "
+                                 f"{np.shape(cotangent)} for a result of shape "
+                                 f"{np.shape(result)}: they must be equal")
         pulled = _cached(fn, (len(primals), has_aux, tuple(floats)),
                          lambda: _pullback(fn, len(primals), has_aux, floats))
         grads = iter(pulled(*primals, *leaves))
