@@ -972,3 +972,19 @@ def test_a_pullback_differentiates_at_the_primals_vjp_was_given():
     with pytest.raises(ValueError, match="cotangent of shape"):
         pullback(np.ones(4))
     assert_same(pullback(np.ones(3))[0], np.full(3, 2.0))
+
+
+def test_a_pullback_of_a_tuple_of_arrays_of_several_shapes():
+    """Found by a conformance hunt: ``vjp`` of a tuple of weights of different shapes (an
+    MLP's) raised ValueError, making an array of the tuple to tell whether it is float."""
+    def loss(params, x):
+        w1, w2 = params
+        return np.sum(np.tanh(x @ w1) @ w2)
+
+    params, x = (np.full((3, 4), 0.1), np.full(4, 0.2)), np.ones((2, 3))
+    _out, pullback = numfuse.vjp(loss, params, x)
+    (first, second), gx = pullback(np.float64(1.0))
+    expected = numfuse.grad(loss, argnums=(0, 1))(params, x)
+    assert_same(first, expected[0][0])
+    assert_same(second, expected[0][1])
+    assert_same(gx, expected[1])

@@ -233,8 +233,9 @@ def vjp(fn: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[A
 
 
 def _is_float(primal: Any) -> bool:
-    leaves = pytree.leaves(primal, pytree.is_not_dict)
-    return all(np.asarray(leaf).dtype.kind == "f" for leaf in leaves)
+    """Whether every value of ``primal`` (its containers' leaves: arrays of several
+    shapes in a list are fine) is a float."""
+    return all(np.asarray(leaf).dtype.kind == "f" for leaf in pytree.leaves(primal))
 
 
 def _cached(fn: Any, key: Any, make: Callable[[], Jitted]) -> Jitted:
