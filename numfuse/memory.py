@@ -397,20 +397,29 @@ def _heap_serves(nbytes: int) -> bool:
     has freed a mapped block that large (numpy's temporaries do it in most programs):
     malloc and free one.  Measured in a benchmark interleaving other libraries, logp/grad
     at 1e5: 2.0x numpy into the pool's blocks, 2.8-3.0x into the heap's.  False where the
-    C library is not glibc (nothing is done)."""
+    C library is not glibc (nothing is done), or where glibc still maps such blocks (its
+    thresholds set by the environment: ``MALLOC_TRIM_THRESHOLD_``)."""
     try:
         libc = ctypes.CDLL(None)
         libc.gnu_get_libc_version  # noqa: B018  (glibc's own function: glibc's rules)
         libc.malloc.restype = ctypes.c_void_p
         libc.malloc.argtypes = [ctypes.c_size_t]
         libc.free.argtypes = [ctypes.c_void_p]
+        libc.sbrk.restype = ctypes.c_void_p
+        libc.sbrk.argtypes = [ctypes.c_ssize_t]
     except (OSError, AttributeError, TypeError):
         return False
     block = libc.malloc(nbytes)
     if not block:
         return False
     libc.free(block)
-    return True
+    # whether glibc now takes such blocks from its heap (below its end): not where its
+    # thresholds are set (MALLOC_TRIM_THRESHOLD_ and the like, as dask's workers have
+    # them, or mallopt), which keeps it mapping and unmapping them: the pool serves them
+    probe = libc.malloc(1 << 20)
+    heap = bool(probe) and probe < (libc.sbrk(0) or 0)
+    libc.free(probe)
+    return heap
 
 
 
