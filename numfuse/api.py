@@ -136,6 +136,8 @@ class Compiled:
                     "keys, lengths or nesting; call numfuse.compile again for these arguments.")
             args = tuple(leaves)
         if _holds_dask_array(args, {}):
+            if out is not None:
+                raise TypeError(_DASK_OUT)
             from .dask import call_compiled
 
             return call_compiled(self, args)
@@ -784,6 +786,8 @@ class Jitted:
         if any(isinstance(value, Tracer) for value in (*args, *kwargs.values())):
             return self.fn(*args, **kwargs)  # called while tracing: inline it
         if _holds_dask_array(args, kwargs):
+            if kwargs.get("out") is not None and self._out_keyword:
+                raise TypeError(_DASK_OUT)
             from .dask import call_jitted
 
             return call_jitted(self, args, kwargs)
@@ -1352,6 +1356,11 @@ def _one_array_twice(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
                 return True
             seen.add(id(value))
     return False
+
+
+_DASK_OUT = ("out= takes numpy arrays to write the results into; the results of dask "
+             "arguments are dask arrays, computed when asked: assign them instead (or "
+             "compute the arguments first).")
 
 
 def _holds_dask_array(args: Sequence[Any], kwargs: dict[str, Any]) -> bool:

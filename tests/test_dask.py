@@ -545,3 +545,17 @@ def test_calls_dask_takes_are_handed_to_it_in_its_forms(fn):
     assert isinstance(result, da.Array)
     assert_same(result.compute(), fn(values))
     assert_same(numfuse.jit(fn)(values), fn(values))
+
+
+def test_out_with_dask_arguments_is_refused_saying_why():
+    """Found by a conformance hunt: ``out=`` with dask arguments was ignored by a
+    Compiled (the array stayed zeros) and passed to the function by a jitted one (an
+    unexpected keyword)."""
+    values = np.arange(6.0)
+    x = da.from_array(values, chunks=3)
+    out = np.zeros(6)
+    with pytest.raises(TypeError, match="out= takes numpy arrays"):
+        numfuse.jit(lambda v: v * 2)(x, out=out)
+    with pytest.raises(TypeError, match="out= takes numpy arrays"):
+        numfuse.compile(lambda v: v * 2, values)(x, out=out)
+    assert not out.any()
