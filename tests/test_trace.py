@@ -2838,15 +2838,3 @@ def test_order_arguments_are_checked_and_read_as_numpy_reads_them(order):
             got = numfuse.jit(fn)(x)
         assert_same(got, expected)
         assert got.flags.f_contiguous == expected.flags.f_contiguous
-
-
-def test_the_imaginary_part_of_a_real_array_is_numpys_read_only_zeros():
-    """Found by conformance hunts: ``x.imag`` of a real array came back writeable, where
-    numpy gives read-only zeros."""
-    x = np.arange(3.0)
-    for fn in (lambda v: v.imag, lambda v: np.imag(v)):
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", numfuse.NumpyFallbackWarning)
-            got = numfuse.jit(fn)(x)
-        assert_same(got, fn(x))
-        assert not got.flags.writeable

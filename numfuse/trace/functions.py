@@ -175,11 +175,7 @@ def _real(value: Any) -> Any:
 
 
 def _imag(value: Any) -> Any:
-    if isinstance(value, Tracer) and value.node.dtype.kind != "c":
-        # numpy's imaginary part of a real array: zeros it makes read-only
-        result = record_call(np.imag, "imag", (value,), {})
-    else:
-        result = _method("imag", value)
+    result = _method("imag", value)
     _share(value, result)
     return result
 

@@ -574,7 +574,7 @@ class Tracer:
 
     @property
     def imag(self) -> Tracer:
-        return FUNCTIONS[np.imag](self)
+        return _method("imag", self)
 
     def byteswap(self, inplace: bool = False) -> Any:
         swapped = record_call(np.ndarray.byteswap if self.node.ndim else _byteswap,
