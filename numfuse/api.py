@@ -716,12 +716,12 @@ class Jitted:
         """``run(values)``, a run of the call of the positional ``args``: compiled per
         shape from now on when a size did not follow the arguments as traced, numpy's
         error when the arguments do not broadcast, numpy's run for a Python int beyond
-        64 bits (``_numpy_runs``)."""
+        int64 (``_numpy_runs``)."""
         try:
             return run(values)
         except CallShapeError as error:
-            if _beyond_int64(args):  # (numpy's own call made a uint64 or object array)
-                return self._general_call(args, {})
+            if _numpy_runs(args, {}) is not None:  # a Python int beyond int64: numpy's
+                return self._general_call(args, {})  # call made a uint64 or object array
             return self._per_shape(args, {}, error)
         except BroadcastError as error:
             self._raise_numpys_error(args, {}, error)
@@ -729,7 +729,7 @@ class Jitted:
         except OverflowError:
             return self._general_call(args, {})
         except TypeError:
-            if _beyond_int64(args):
+            if _numpy_runs(args, {}) is not None:
                 return self._general_call(args, {})
             raise
 
@@ -1461,12 +1461,6 @@ def _numpy_may_run(error: Exception) -> bool:
     if isinstance(error, UnsupportedDtypeError) and not isinstance(error, ObjectValuesError):
         return False  # an argument's dtype: the error says how to convert it
     return not isinstance(error, SignatureMismatchError)
-
-
-def _beyond_int64(args: Sequence[Any]) -> bool:
-    """Whether a Python int argument is beyond int64: a signature of Python ints ran with
-    it (a kernel refuses it; a numpy call makes another array of it than tracing found)."""
-    return any(type(value) is int and not -(2**63) <= value < 2**63 for value in args)
 
 
 def _numpy_runs(args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[str, str] | None:
