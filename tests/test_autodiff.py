@@ -713,6 +713,23 @@ def test_vjp_of_a_function_with_array_results():
         pullback(cotangent)
 
 
+def test_vjp_of_a_jitted_function():
+    x = RNG.standard_normal(5)
+    out, pullback = numfuse.vjp(numfuse.jit(lambda x: np.sin(x) * x), x)
+    np.testing.assert_allclose(out, np.sin(x) * x)
+    (dx,) = pullback(np.ones(5))
+    np.testing.assert_allclose(dx, np.cos(x) * x + np.sin(x))
+
+
+def test_vjp_of_a_dict_with_an_integer_leaf():
+    params = {"w": np.arange(3.0), "n": 2, "b": 1.5}
+    _out, pullback = numfuse.vjp(lambda p: np.sum(p["w"] * p["n"]) + p["b"], params)
+    (grads,) = pullback(1.0)
+    np.testing.assert_array_equal(grads["w"], [2.0, 2.0, 2.0])
+    assert grads["n"] is None
+    np.testing.assert_array_equal(grads["b"], 1.0)
+
+
 def test_vjp_with_aux_and_an_integer_primal():
     x = RNG.standard_normal(4)
     out, pullback, aux = numfuse.vjp(lambda x, k: (x * k, np.max(x)), x, np.arange(4),

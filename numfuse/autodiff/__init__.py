@@ -200,9 +200,11 @@ _vjp_cache: weakref.WeakKeyDictionary[Any, dict[Any, Jitted]] = weakref.WeakKeyD
 def vjp(fn: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[Any, ...]:
     """``(fn(*primals), pullback)`` (``(out, pullback, aux)`` with ``has_aux``), where
     ``pullback(cotangents)`` takes cotangents shaped as ``fn``'s results and returns one
-    cotangent per primal (None for an integer or boolean one).  The pullback is a jitted
-    function of the primals and the cotangents: it computes ``fn`` again, fused with its
-    backward pass."""
+    cotangent per primal (None for an integer or boolean one, and for each such leaf of a
+    container).  The pullback is a jitted function of the primals and the cotangents: it
+    computes ``fn`` again, fused with its backward pass."""
+    if isinstance(fn, Jitted):  # differentiated as the function it compiles
+        fn = fn.fn
     forward = _cached(fn, "forward", lambda: Jitted(fn, background=False))
     # the primals as they are now: the pullback differentiates at these values even when
     # the caller changes its arrays (or swaps a dict's entries) before calling it
@@ -212,7 +214,8 @@ def vjp(fn: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[A
     result = forward(*primals)
     out, aux = _split(result, has_aux, _name(fn), "vjp")
     out_leaves, out_treedef = pytree.flatten(out)
-    floats = [_is_float(primal) for primal in primals]
+    # per primal, which of its leaves are floats (differentiated)
+    floats = [tuple(_is_float(leaf) for leaf in pytree.leaves(primal)) for primal in primals]
 
     def pullback(cotangents: Any) -> tuple[Any, ...]:
         leaves, treedef = pytree.flatten(cotangents)
@@ -227,7 +230,7 @@ def vjp(fn: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[A
         pulled = _cached(fn, (len(primals), has_aux, tuple(floats)),
                          lambda: _pullback(fn, len(primals), has_aux, floats))
         grads = iter(pulled(*primals, *leaves))
-        return tuple(next(grads) if is_float else None for is_float in floats)
+        return tuple(next(grads) if any(mask) else None for mask in floats)
 
     return (out, pullback, aux) if has_aux else (out, pullback)
 
@@ -248,28 +251,31 @@ def _cached(fn: Any, key: Any, make: Callable[[], Jitted]) -> Jitted:
 
 
 def _pullback(fn: Callable[..., Any], count: int, has_aux: bool,
-              floats: Sequence[bool]) -> Jitted:
+              floats: Sequence[tuple[bool, ...]]) -> Jitted:
     """The jitted backward pass of ``fn``: arguments are the primals, then the leaves of
-    the cotangents; results the cotangents of the float primals."""
+    the cotangents; results the cotangents of the primals with float leaves (``floats``:
+    per primal, which leaves are), None for each other leaf."""
     name = _name(fn)
 
     def pulled(*values: Any) -> Any:
         args, cotangents = values[:count], values[count:]
-        targets = [pytree.flatten(args[position]) for position in range(count)
-                   if floats[position]]
+        targets = [(*pytree.flatten(args[position]), floats[position])
+                   for position in range(count) if any(floats[position])]
         with tracing_phase("forward"):
             result = fn(*args)
         out, _aux = _split(result, has_aux, name, "vjp")
         seeds = [(leaf.node, cotangent) for leaf, cotangent in zip(
             pytree.leaves(out), cotangents, strict=True)
             if isinstance(leaf, Tracer) and differentiable(leaf.node)]
-        nodes = [leaf.node for leaves, _ in targets for leaf in leaves if leaf is not None]
+        nodes = [leaf.node for leaves, _, mask in targets
+                 for leaf, is_float in zip(leaves, mask, strict=True) if is_float]
         with tracing_phase("backward"):
             found = backward(seeds, nodes)
             supply = iter([value if value is not None else broadcast_to_node(0.0, node)
                            for value, node in zip(found, nodes, strict=True)])
-        return tuple(pytree.unflatten(treedef, [next(supply) for _ in leaves])
-                     for leaves, treedef in targets)
+        return tuple(pytree.unflatten(treedef, [next(supply) if is_float else None
+                                                for is_float in mask])
+                     for _leaves, treedef, mask in targets)
 
     functools.update_wrapper(pulled, fn)
     pulled.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
