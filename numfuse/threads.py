@@ -909,7 +909,7 @@ class ThreadPolicy:
         that one thread runs faster, until its next due single-threaded call)."""
         _helpers()  # made before the clock starts: the first split must not time it
         start = time.perf_counter()
-        results = run(*arguments)
+        results = run(*arguments, threads=threads)
         elapsed = time.perf_counter() - start
         if not known.judged(elapsed, expected / known.cost):
             return results  # restored by a slowed single-threaded call: stopped again
@@ -944,13 +944,14 @@ class ThreadPolicy:
                    for value, core in zip(operands, self.cores, strict=True) if core)
 
     def _chunked(self, operands: list[Any], rows: tuple[int, ...], length: int,
-                 outs: Sequence[Any] | None, pieces: int) -> Any:
+                 outs: Sequence[Any] | None, pieces: int, threads: int = 1) -> Any:
         """A kernel folding reductions along rows of ``length`` >= ``chunk_from``:
         each row cut into chunks of ``REDUCTION_CHUNK`` elements (the last one shorter),
         one partial per chunk, the partials of each row combined in chunk order.  The
         chunks are handed out to threads as ``pieces`` ranges of chunks (1: all in this
         thread), each range one gufunc call on its chunks as rows (reshaped views) plus
-        one for the shorter last chunk; the partials are the same however many pieces."""
+        one for the shorter last chunk, on up to ``threads`` threads; the partials are the
+        same however many pieces."""
         step = self.step
         full, tail = reduction_units(length)
         units = full + (tail > 0)
@@ -962,7 +963,7 @@ class ThreadPolicy:
         pieces = max(1, min(pieces, units))
         bounds = [round(index * units / pieces) for index in range(pieces + 1)]
         if pieces > 1 and not rows and self._chunked_natively(operands, outputs, length,
-                                                              bounds):
+                                                              bounds, threads):
             return self._combined(outputs)
 
         calls: list[list[tuple[list[Any], tuple[Any, ...]]]] = []  # sliced beforehand
@@ -983,7 +984,7 @@ class ThreadPolicy:
             if pieces == 1:
                 work(0)
             else:
-                run_chunks(work, pieces, self._threads())
+                run_chunks(work, pieces, threads)
             return self._combined(outputs)
 
     def _combined(self, outputs: list[Any]) -> Any:
@@ -993,7 +994,7 @@ class ThreadPolicy:
         return tuple(results) if len(results) > 1 else results[0]
 
     def _chunked_natively(self, operands: list[Any], outputs: list[Any], length: int,
-                          bounds: list[int]) -> bool:
+                          bounds: list[int], threads: int) -> bool:
         """``_chunked``'s calls on one row, run natively (``run_native``) when the loop
         function can take them; False (nothing run) otherwise."""
         loop = self.loop
@@ -1020,11 +1021,11 @@ class ThreadPolicy:
             if last > full:  # the shorter last chunk
                 pieces.append((full, 1, 0, tail))
         self._run_natively(loop.chunks(addresses, outer_steps, core_steps, pieces,
-                                       (arrays, outputs)))
+                                       (arrays, outputs)), threads)
         return True
 
-    def _run_natively(self, chunks: NativeChunks) -> None:
-        raised = spinning.flag_names(run_native(chunks, self._threads()))
+    def _run_natively(self, chunks: NativeChunks, threads: int) -> None:
+        raised = spinning.flag_names(run_native(chunks, threads))
         if raised:
             report_flags(raised, self.name)
 
@@ -1057,10 +1058,10 @@ class ThreadPolicy:
 
     def _split(self, operands: list[Any], ranks: tuple[int, ...], rows: tuple[int, ...],
                length: int, outs: Sequence[Any] | None, along_core: bool,
-               bounds: list[int]) -> Any:
-        """Run the call in chunks of the core axis (or of the first row axis) on threads,
-        writing into preallocated outputs; per-chunk partial reductions are combined.
-        ``ranks`` are the operands' numbers of core dimensions."""
+               bounds: list[int], threads: int = 1) -> Any:
+        """Run the call in chunks of the core axis (or of the first row axis) on up to
+        ``threads`` threads, writing into preallocated outputs; per-chunk partial
+        reductions are combined.  ``ranks`` are the operands' numbers of core dimensions."""
         step = self.step
         count = len(bounds) - 1
         outputs: list[Any] = []
@@ -1074,7 +1075,8 @@ class ThreadPolicy:
                 outputs.append(None if along_core else np.empty(rows, dtype))
             else:
                 outputs.append(np.empty((*rows, length), dtype))
-        if self._split_natively(operands, rows, length, outputs, along_core, bounds):
+        if self._split_natively(operands, rows, length, outputs, along_core, bounds,
+                                threads):
             return tuple(outputs) if len(outputs) > 1 else outputs[0]
         partials: list[Any] = [None] * count
         depth = len(rows)
@@ -1105,7 +1107,7 @@ class ThreadPolicy:
             partials[index] = result if isinstance(result, tuple) else (result,)
 
         with FlagsReportedOnce(self.name):
-            run_chunks(work, count, self._threads())
+            run_chunks(work, count, threads)
         results = []
         for position, target in enumerate(outputs):
             if target is not None or step.placeholder:
@@ -1117,7 +1119,8 @@ class ThreadPolicy:
         return tuple(results) if len(results) > 1 else results[0]
 
     def _split_natively(self, operands: list[Any], rows: tuple[int, ...], length: int,
-                        outputs: list[Any], along_core: bool, bounds: list[int]) -> bool:
+                        outputs: list[Any], along_core: bool, bounds: list[int],
+                        threads: int) -> bool:
         """``_split``'s chunks run natively (``run_native``) when the loop function can
         take them, into ``outputs``; False (nothing run) otherwise."""
         loop = self.loop
@@ -1131,7 +1134,8 @@ class ThreadPolicy:
         pieces = [(0, outer, start, stop - start) if along_core else
                   (start, stop - start, 0, length)
                   for start, stop in itertools.pairwise(bounds)]
-        self._run_natively(loop.chunks(addresses, outer_steps, core_steps, pieces, arrays))
+        self._run_natively(loop.chunks(addresses, outer_steps, core_steps, pieces, arrays),
+                           threads)
         return True
 
     def _threads(self) -> int:

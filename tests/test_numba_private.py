@@ -52,3 +52,15 @@ def test_other_versions_are_reported_with_what_to_install(version):
 
 def test_thread_count_reads_numba_without_starting_its_pool():
     assert numba_private.thread_count() >= 1
+
+
+def test_thread_count_follows_numbas_setting_once_its_pool_runs():
+    numba.get_num_threads()  # starts numba's pool
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        assert numba_private.thread_count() == 1
+        numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+        assert numba_private.thread_count() == numba.config.NUMBA_NUM_THREADS
+    finally:
+        numba.set_num_threads(before)

@@ -519,12 +519,17 @@ def test_exploring_calls_are_spread_over_every_position_of_a_batch():
         assert {count % 8 for count in chosen} == set(range(8))
 
 
+def _split_for(seconds: float, threads: int) -> None:
+    """A stand-in for a split call (``ThreadPolicy._split``) taking ``seconds``."""
+    time.sleep(seconds)
+
+
 def test_a_slow_split_among_fast_ones_does_not_stop_splitting_but_slow_ones_do():
     known = threads.SizeClass(1e-9)
     expected = 0.02  # seconds on one thread
 
     def split(seconds):
-        threads.ThreadPolicy._timed_split(known, expected, 2, time.sleep, seconds)
+        threads.ThreadPolicy._timed_split(known, expected, 2, _split_for, seconds)
 
     split(0.013)  # about 1.5x faster than one thread
     split(0.05)  # slowed once (a page fault, another process for a moment)
@@ -549,7 +554,7 @@ def test_a_retry_is_judged_by_its_best_split_the_first_waking_the_helpers():
     for index, slept in enumerate(seconds):
         if index:
             known.trials -= 1
-        threads.ThreadPolicy._timed_split(known, expected, 2, time.sleep, slept)
+        threads.ThreadPolicy._timed_split(known, expected, 2, _split_for, slept)
         if index == 0:
             assert known.doubt is None and known.retry == 4 * threads.RETRY_EVERY
     assert known.gain >= threads.MIN_GAIN and known.retry == threads.RETRY_EVERY
@@ -560,14 +565,14 @@ def test_a_retry_is_judged_by_its_best_split_the_first_waking_the_helpers():
     for index in range(threads.RETRY_SPLITS):  # every split slow: the other core is busy
         if index:
             known.trials -= 1
-        threads.ThreadPolicy._timed_split(known, expected, 2, time.sleep, 0.03)
+        threads.ThreadPolicy._timed_split(known, expected, 2, _split_for, 0.03)
     assert known.gain < threads.MIN_GAIN and known.doubt is not None
     assert known.retry == 2 * threads.RETRY_EVERY  # backed off once, for the whole retry
 
     known = threads.SizeClass(expected / 1000)
     known.measured, known.gain, known.recent = True, 1.0, [1.0]
     known.trials = threads.RETRY_SPLITS - 1
-    threads.ThreadPolicy._timed_split(known, expected, 2, time.sleep,
+    threads.ThreadPolicy._timed_split(known, expected, 2, _split_for,
                                       expected / threads.RETRY_GIVES_UP * 1.5)
     assert known.trials == 0 and known.doubt is not None  # far too slow: the retry ends
 
@@ -582,7 +587,7 @@ def test_splits_slowed_with_everything_else_are_judged_against_a_call_as_slow():
         known = threads.SizeClass(expected / 1000)
         known.measured = True
         for _ in range(threads.GAIN_WINDOW):
-            threads.ThreadPolicy._timed_split(known, expected, 2, time.sleep, seconds)
+            threads.ThreadPolicy._timed_split(known, expected, 2, _split_for, seconds)
         return known
 
     known = slowed_splits(0.025)  # slower than the estimate: not paying, in doubt

@@ -160,5 +160,9 @@ def thread_count() -> int:
     from numba.np.ufunc import parallel
 
     if getattr(parallel, "_is_initialized", False):
-        return int(numba.get_num_threads())
+        # its thread pool's own count, read directly: get_num_threads() takes numba's
+        # start-up locks at every call (6x the time)
+        count = getattr(parallel, "_get_num_threads", None)
+        found = int(count()) if count is not None else 0
+        return found if found > 0 else int(numba.get_num_threads())
     return int(setting("NUMBA_NUM_THREADS"))
