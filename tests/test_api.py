@@ -9,14 +9,17 @@ import dataclasses
 import functools
 import mmap
 import os
+import random
 import subprocess
 import sys
 import types
 import warnings
+from random import random as _imported_random
 
 import numpy as np
 import pytest
 from conftest import assert_like_numpy, assert_same, check, line_of, numpy_result
+from numpy.random import rand as _imported_rand
 
 import numfuse
 import numfuse.api
@@ -2003,6 +2006,59 @@ def test_a_random_generator_argument_makes_numpy_run_the_function():
                         _bootstrap_mean(x, np.random.default_rng(seed)))
 
 
+class _Dropout:
+    def __init__(self, seed):
+        self.rng = np.random.default_rng(seed)
+
+    def __call__(self, x):
+        return x * (self.rng.random(x.shape) >= 0.5) * 2.0
+
+
+_GLOBAL_RNG = np.random.default_rng(7)
+
+
+def _with_imported_rand(x):
+    return x + _imported_rand()
+
+
+def _with_imported_random(x):
+    return x + _imported_random()
+
+
+def _with_a_global_generator(x):
+    return x + _GLOBAL_RNG.random()
+
+
+def _with_a_layer(x, layer):
+    return layer(x)
+
+
+def test_draws_from_generators_numfuse_does_not_replace_make_numpy_run_the_function():
+    """Found by a conformance hunt: numbers drawn while tracing from a generator held by
+    an argument object (``self.rng``), a global one, or numpy's and Python's global ones
+    through names imported from their modules came back at every call.  numpy runs such
+    functions, and draws what it would have drawn without numfuse."""
+    global _GLOBAL_RNG
+    x = np.zeros(4)
+    for fn in (_with_imported_rand, _with_imported_random, _with_a_global_generator):
+        np.random.seed(3), random.seed(3)
+        _GLOBAL_RNG = np.random.default_rng(7)
+        jitted = numfuse.jit(fn)
+        with pytest.warns(numfuse.NumpyFallbackWarning, match="random numbers"):
+            got = [jitted(x) for _ in range(3)]
+        np.random.seed(3), random.seed(3)
+        _GLOBAL_RNG = np.random.default_rng(7)
+        for value, expected in zip(got, [fn(x) for _ in range(3)], strict=True):
+            assert_same(value, expected)
+    jitted = numfuse.jit(_with_a_layer)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = [jitted(np.ones(8), layer) for layer in [_Dropout(0)] * 3]
+    layer = _Dropout(0)
+    for value in got:
+        assert_same(value, _with_a_layer(np.ones(8), layer))
+
+
 def test_the_fallback_made_an_error_raises_the_reason():
     with warnings.catch_warnings():
         warnings.simplefilter("error", numfuse.NumpyFallbackWarning)
@@ -2233,6 +2289,44 @@ def test_an_options_objects_arrays_and_dicts_changed_in_place_are_seen():
         assert_same(jitted(x, options), _weighted(x, options))
         assert_same(jitted(x, options), _weighted(x, options))
     assert len(jitted.compiled) == 3
+
+
+@dataclasses.dataclass(slots=True)
+class _SlottedScale:
+    s: float
+
+
+class _PrivateSlots:
+    __slots__ = ("__b", "a")
+
+    def __init__(self, a, b):
+        self.a, self.__b = a, b
+
+    def __eq__(self, other):
+        return True  # equal to any other: told apart by the fields alone
+
+    def __hash__(self):
+        return 0
+
+    def b(self):
+        return self.__b
+
+
+def test_an_options_object_with_slots_is_told_apart_by_its_slots_values():
+    """Found by a conformance hunt: an object without ``__dict__`` (``dataclass(slots=True)``,
+    ``__slots__``) was keyed by itself alone: a field changed after the first call was not
+    seen, and ``Opt(100)`` compiled for int8 arrays served ``Opt(100.0)``."""
+    x = np.array([1, 2, 3], np.int8)
+    scaled = numfuse.jit(lambda x, o: x * o.s)
+    options = _SlottedScale(2.0)
+    assert_same(scaled(x, options), x * 2.0)
+    options.s = 5.0
+    assert_same(scaled(x, options), x * 5.0)
+    assert_same(scaled(x, _SlottedScale(100)), x * 100)
+    assert_same(scaled(x, _SlottedScale(100.0)), x * 100.0)
+    shifted = numfuse.jit(lambda x, o: x * o.a + o.b())
+    assert_same(shifted(x, _PrivateSlots(1, 2)), x + 2)
+    assert_same(shifted(x, _PrivateSlots(1, 2.5)), x + 2.5)
 
 
 def _scaled(x, *, k=2.0):

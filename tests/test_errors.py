@@ -442,9 +442,9 @@ def test_printing_or_formatting_a_value_runs_with_numpy_at_every_call(capsys):
 def test_in_place_on_a_view_of_the_functions_own_array_advises_writing_through_it():
     def shifted(x):
         y = x * 2
-        tail = y[1:]
+        head, tail = y[:1], y[1:]
         tail += 1
-        return y
+        return y, head
 
     with pytest.raises(numfuse.UnsupportedOperationError,
                        match=r"(?s)view of an array the function made.*y\[1:\] \+= w"):

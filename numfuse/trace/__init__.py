@@ -28,10 +28,11 @@ import contextvars
 import functools
 import inspect
 import os
+import random
 import sys
 import types
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -164,6 +165,100 @@ def traced_now() -> Callable[..., Any] | None:
 # ------------------------------------------------------------------------------ trace
 
 
+def _generators(fn: Callable[..., Any], values: Iterable[Any]) -> list[tuple[Any, Any]]:
+    """The random generators a traced function may draw from without a numpy function
+    numfuse replaces (``patches``): numpy's global one (``from numpy.random import rand``,
+    scipy's distributions), Python's, and the generators among the globals and closure
+    cells of the function (and of the functions it wraps) and its static arguments (and
+    their fields: ``self.rng``); each with its state now."""
+    found: dict[int, Any] = {id(np.random.mtrand._rand): np.random.mtrand._rand,
+                             id(random._inst): random._inst}  # type: ignore[attr-defined]
+    candidates = list(values)
+    layers: list[Any] = []
+    layer: Any = fn
+    while layer is not None and len(layers) < 16:  # fn, and the functions it wraps
+        layers.append(layer)
+        layer = getattr(layer, "__wrapped__", None)
+    for layer in layers:
+        code = getattr(layer, "__code__", None)
+        namespace = getattr(layer, "__globals__", {})
+        if code is not None:
+            candidates += [namespace[name] for name in code.co_names if name in namespace]
+        candidates += [cell.cell_contents for cell in getattr(layer, "__closure__", None)
+                       or () if _filled(cell)]
+    for candidate in candidates:
+        fields = getattr(candidate, "__dict__", None)
+        for value in (candidate, *(fields.values() if isinstance(fields, dict) and
+                                   not isinstance(candidate, (type, types.ModuleType))
+                                   else ())):
+            if isinstance(value, (np.random.Generator, np.random.RandomState,
+                                  np.random.BitGenerator, random.Random)):
+                found.setdefault(id(value), value)
+    return [(generator, _state(generator)) for generator in found.values()]
+
+
+def _filled(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018
+    except ValueError:  # a cell with no value yet
+        return False
+    return True
+
+
+def _state(generator: Any) -> Any:
+    if isinstance(generator, random.Random):
+        return generator.getstate()
+    if isinstance(generator, np.random.RandomState):
+        return generator.get_state(legacy=False)
+    bits = generator if isinstance(generator, np.random.BitGenerator) else \
+        generator.bit_generator
+    return bits.state
+
+
+def _restore(generator: Any, state: Any) -> None:
+    if isinstance(generator, random.Random):
+        generator.setstate(state)
+    elif isinstance(generator, np.random.RandomState):
+        generator.set_state(state)
+    else:
+        bits = generator if isinstance(generator, np.random.BitGenerator) else \
+            generator.bit_generator
+        bits.state = state
+
+
+def _check_no_draws(generators: list[tuple[Any, Any]]) -> None:
+    """Raise when tracing drew numbers from one of ``generators`` (their states before):
+    a compiled function would return those numbers at every call.  Their states are
+    restored first, so that numpy, running the function instead, draws what it would
+    have drawn."""
+    drawn = [generator for generator, state in generators
+             if not _same_state(_state(generator), state)]
+    if not drawn:
+        return
+    for generator, state in generators:
+        _restore(generator, state)
+    kind = type(drawn[0])
+    raise UnsupportedOperationError(
+        f"drawing random numbers from a {kind.__module__}.{kind.__qualname__} inside a "
+        "traced function",
+        "numfuse traces the function once, so the numbers drawn then would come back at "
+        "every call: numpy runs this function as written; to fuse it, draw the numbers "
+        "outside and pass them as an argument.")
+
+
+def _same_state(now: Any, before: Any) -> bool:
+    """Whether two generator states (dicts of numbers and arrays, or tuples) are equal."""
+    if isinstance(now, dict) and isinstance(before, dict):
+        return now.keys() == before.keys() and all(
+            _same_state(now[key], before[key]) for key in now)
+    if isinstance(now, np.ndarray) or isinstance(before, np.ndarray):
+        return bool(np.array_equal(now, before))
+    if isinstance(now, tuple) and isinstance(before, tuple):
+        return len(now) == len(before) and all(
+            _same_state(a, b) for a, b in zip(now, before, strict=True))
+    return bool(now == before)
+
+
 def trace_graph(fn: Callable[..., Any], specs: Sequence[ArgSpec],
                 static: dict[int, Any] | None = None,
                 shapes: Sequence[tuple[int, ...]] | None = None) -> Graph:
@@ -190,6 +285,7 @@ def trace_graph(fn: Callable[..., Any], specs: Sequence[ArgSpec],
     if shapes is not None:
         examples.update((node, tuple(shape)) for node, shape in zip(inputs, shapes, strict=True)
                         if len(shape) == node.ndim)
+    generators = _generators(fn, static.values())
     token = _examples.set(examples)
     user = _user_globals.set(_own_globals(fn))
     current = _traced_now.set(fn)
@@ -215,6 +311,7 @@ def trace_graph(fn: Callable[..., Any], specs: Sequence[ArgSpec],
     if raised:
         # the function caught what numfuse raised and went on: not numpy's path
         raise raised[0]
+    _check_no_draws(generators)
     for index, original in originals.items():
         if _changed(static[index], original):
             raise UnsupportedOperationError(

@@ -28,25 +28,30 @@ def _eager(fn: Callable[..., Any], args: Any, kwargs: dict[str, Any]) -> Any:
     numfuse; a write into a constant (``a[0] = 1``, ``np.add.at(a, i, 1)``, ``a.fill(0)``)
     gives it the written value."""
     copies: list[tuple[Tracer, np.ndarray]] = []
-
-    def unwrap(item: Any) -> Any:
-        if isinstance(item, Tracer):
-            value = item.node.value.value
-            if not isinstance(value, np.ndarray):
-                return value
-            copies.append((item, value.copy()))
-            return copies[-1][1]
-        if isinstance(item, list) or (isinstance(item, tuple) and not hasattr(item, "_fields")):
-            return type(item)(unwrap(part) for part in item)
-        return item
-
-    result = fn(*unwrap(tuple(args)), **{key: unwrap(value) for key, value in kwargs.items()})
+    result = fn(*_unwrapped(tuple(args), copies),
+                **{key: _unwrapped(value, copies) for key, value in kwargs.items()})
     for tracer, copy in copies:
         if copy.tobytes() != tracer.node.value.value.tobytes():
             if not tracer.writable:
                 _inplace("writing into a constant a view was taken of")
             tracer.node = const_node(copy)
     return _wrapped(result, copies)
+
+
+def _unwrapped(item: Any, copies: list[tuple[Tracer, np.ndarray]]) -> Any:
+    """``item`` with the values of its constant tracers, an array's a copy noted in
+    ``copies``.  (A function of the module, not a closure of ``_eager``: a closure calling
+    itself is a reference cycle, which kept the tracers alive, and a view of a constant
+    then seemed alive long after its statement.)"""
+    if isinstance(item, Tracer):
+        value = item.node.value.value
+        if not isinstance(value, np.ndarray):
+            return value
+        copies.append((item, value.copy()))
+        return copies[-1][1]
+    if isinstance(item, list) or (isinstance(item, tuple) and not hasattr(item, "_fields")):
+        return type(item)(_unwrapped(part, copies) for part in item)
+    return item
 
 
 def _wrapped(value: Any, copies: Sequence[tuple[Tracer, np.ndarray]]) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import dis
+import itertools
 import operator
 import sys
 import types
@@ -39,8 +40,8 @@ class Tracer:
     """A traced value: records every operation applied to it into the graph."""
 
     __array_priority__ = 1000
-    __slots__ = ("__weakref__", "bases", "item_types", "node", "owned", "python_items",
-                 "sequence", "views")
+    __slots__ = ("__weakref__", "bases", "item_types", "node", "origin", "owned",
+                 "python_items", "sequence", "views")
 
     def __new__(cls, node: Node, *args: Any, **kwargs: Any) -> Tracer:
         # a Python number (weak, 0-d) has a Python number's attributes only
@@ -61,6 +62,8 @@ class Tracer:
         self.owned = owned
         self.views: list[weakref.ref[Tracer]] = []  # values that may share its memory
         self.bases: tuple[Tracer, ...] = ()  # the arrays whose memory this one may share
+        # a view made by indexing another tracer: that tracer and the key (``write_through``)
+        self.origin: tuple[Tracer, Any] | None = None
 
     @property
     def writable(self) -> bool:
@@ -390,6 +393,21 @@ class Tracer:
             raise TypeError(f"'{_scalar_type_name(self.node)}' object does not support item "
                             "assignment")
         if not self.writable_from(value):
+            if self.write_through(key, value):
+                return
+            if not self.owned and any(base.owned for base in self.bases):
+                if self.indexed_chain() is not None:
+                    raise UnsupportedOperationError(
+                        "item assignment into a view of an array the function made while "
+                        "another view of that array is alive (u = y[:1]; v = y[1:]; "
+                        "v[0] = w)",
+                        "numpy's other view would see the write; write through the array "
+                        "itself (y[1] = w), or copy the other view first "
+                        "(`u = y[:1].copy()`).")
+                raise UnsupportedOperationError(
+                    "item assignment into a view of an array the function made, taken "
+                    "other than by indexing (y.T[0] = w)",
+                    "write through the array itself (y[:, 0] = w).")
             if self.owned:
                 raise UnsupportedOperationError(
                     "item assignment into an array the function made while a view of it "
@@ -402,6 +420,44 @@ class Tracer:
             _eager(operator.setitem, (self, key, value), {})
             return
         self.node = assign_item(self.node, key, value)
+
+    def indexed_chain(self) -> list[Tracer] | None:
+        """This view, the array it was indexed from, and so on up to an array the
+        function made (``owned``); None when a link is no indexing or the last array is
+        none the function made."""
+        chain = [self]
+        while not chain[-1].owned:
+            origin = chain[-1].origin
+            if origin is None:
+                return None
+            chain.append(origin[0])
+        return chain
+
+    def write_through(self, key: Any, value: Any) -> bool:
+        """``self[key] = value`` where this is a view, made by indexing, of an array the
+        function made (``y[0][1] = v``; ``row = y[1]; row[0] = v``; views of views):
+        written into that array and every view between, when nothing else that may
+        share its memory is alive (but ``value`` itself, a temporary: numpy reads it
+        before it writes).  False (nothing written) otherwise."""
+        chain = self.indexed_chain()
+        if chain is None or len(chain) == 1:  # (not a view: an array the function made)
+            return False
+        frame = sys._getframe(2)
+        # (before Python 3.13 a frame's f_locals is a snapshot kept on the frame, which
+        # ``_named`` made at an earlier write: read again, it drops the names deleted
+        # since, and the views they held die)
+        frame.f_locals  # noqa: B018
+        for tracer in chain:
+            for reference in tracer.views:
+                alive = reference()
+                if alive is not None and not any(alive is member for member in chain) \
+                        and (alive is not value or _named(value, frame)):
+                    return False
+        self.node = assign_item(self.node, key, value)
+        for written, base in itertools.pairwise(chain):
+            assert written.origin is not None
+            base.node = assign_item(base.node, written.origin[1], written)
+        return True
 
     def _write(self, fn: Callable[..., Any], name: str, operands: Sequence[Any],
                kwargs: dict[str, Any]) -> None:
@@ -424,6 +480,9 @@ class Tracer:
             raise TypeError(f"list indices must be integers or slices, not "
                             f"{type(key).__name__}")
         item = record_call(operator.getitem, "getitem", (self, key), {})
+        if isinstance(item, Tracer) and not item.owned and \
+                any(base is self for base in item.bases):
+            item.origin = (self, key)
         if self.sequence and isinstance(item, Tracer) and (
                 isinstance(key, slice) or (index and item.node.ndim)):
             item.sequence = True  # a list's slice, or an item that is a list, is a list

@@ -50,18 +50,25 @@ def _in_place(ufunc: np.ufunc, forward: Callable[[Any, Any], Any],
         if not self.writable:
             # (a view of a constant the function made, np.zeros((4, 4))[1:], is one too)
             if not self.owned and (self.node.op == "getitem" or self.node.kind == CONST) \
-                    and self.bases and all(base.owned for base in self.bases):
-                if augmented_item(self):
-                    # y[1:] += v: the items of y[1:], computed as an in-place operator
-                    # computes them (numpy's casting and shape rules), which the item
-                    # assignment that follows writes into y
-                    return _store(ufunc, (self, other), result, Tracer(self.node, owned=True))
-                raise UnsupportedOperationError(  # v = y[1:]; v += 1
+                    and self.bases and all(base.owned for base in self.bases) \
+                    and augmented_item(self):
+                # y[1:] += v: the items of y[1:], computed as an in-place operator
+                # computes them (numpy's casting and shape rules), which the item
+                # assignment that follows writes into y
+                return _store(ufunc, (self, other), result, Tracer(self.node, owned=True))
+            if not self.owned and self.indexed_chain() is not None:
+                # v = y[1:]; v += 1: the items computed so, written into v and through it
+                # into y (when no other view of y is alive)
+                stored = _store(ufunc, (self, other), result, Tracer(self.node, owned=True))
+                if self.write_through(Ellipsis, stored):
+                    return self
+                raise UnsupportedOperationError(  # another view of y alive
                     f"in-place {symbol} on a view of an array the function made, held in a "
-                    f"variable (v = y[1:]; v {symbol} w)",
-                    f"write through the array itself instead, y[1:] {symbol} w (numfuse "
-                    "writes into a view only by item assignment), or copy first "
-                    "(`v = v.copy()`).")
+                    f"variable while another view of that array is alive (v = y[1:]; "
+                    f"u = y[:1]; v {symbol} w)",
+                    f"numpy's other view would see the write; write through the array "
+                    f"itself instead (y[1:] {symbol} w), or copy the other view first "
+                    "(`u = u.copy()`).")
             return _inplace(symbol)
         return _store(ufunc, (self, other), result, self)
 
