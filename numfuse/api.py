@@ -976,19 +976,31 @@ class Jitted:
         (``x.reshape(b[0], -1)``): such lists are static values from now on."""
         sequences = frozenset(index for index, value in enumerate(args)
                               if _int_sequence(value)) - self.auto_static
-        if not (sequences and not kwargs and len(args) == self._n_positional):
-            self._adapt(error)
-            return self._run(args, kwargs)
-        if not self.per_shape:
-            self._adapt(error)
-            try:
+        try:
+            if not (sequences and not kwargs and len(args) == self._n_positional):
+                self._adapt(error)
                 return self._run(args, kwargs)
-            except CallShapeError:
-                pass
-        with self._lock:
-            self.auto_static = self.auto_static | sequences
-            self._forget_calls()
-        return self._run(args, kwargs)
+            if not self.per_shape:
+                self._adapt(error)
+                try:
+                    return self._run(args, kwargs)
+                except CallShapeError:
+                    pass
+            with self._lock:
+                self.auto_static = self.auto_static | sequences
+                self._forget_calls()
+            return self._run(args, kwargs)
+        except CallShapeError as again:
+            # a size tracing could not foresee even per shape (a mask as long as the
+            # distinct values of an argument indexing another): numpy's call
+            if not self.numpy_runs:
+                raise
+            key = self._keyed(args)[0]
+            with self._lock:
+                self.compiled.pop(key, None)
+                self._forget_calls()
+            self._fall_back(args, again)  # numpy's for arguments of this kind from now on
+            return self._with_numpy(args, kwargs)
 
     def __reduce__(self) -> Any:
         """Pickle by name when importable as such, else as the function and options,

@@ -2059,6 +2059,28 @@ def test_draws_from_generators_numfuse_does_not_replace_make_numpy_run_the_funct
         assert_same(value, _with_a_layer(np.ones(8), layer))
 
 
+def _present_classes_weights(x, y):
+    return x[np.unique(y) != 0]
+
+
+def test_a_result_size_no_compilation_foresees_makes_numpy_run_the_function():
+    """Found by a conformance hunt: a mask as long as an argument's distinct values
+    indexing another argument raised CallShapeError at every call, compiled per shape
+    or not, where numpy returns the selection."""
+    x, y = np.arange(5.0) + 10, np.arange(1.0, 6.0)
+    jitted = numfuse.jit(_present_classes_weights)
+    with pytest.warns(numfuse.NumpyFallbackWarning, match="CallShapeError"):
+        assert_same(jitted(x, y), _present_classes_weights(x, y))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(2):
+            assert_same(jitted(x, y), _present_classes_weights(x, y))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", numfuse.NumpyFallbackWarning)
+        with pytest.raises(numfuse.CallShapeError):
+            numfuse.jit(_present_classes_weights)(x, y)
+
+
 def test_the_fallback_made_an_error_raises_the_reason():
     with warnings.catch_warnings():
         warnings.simplefilter("error", numfuse.NumpyFallbackWarning)
