@@ -30,6 +30,7 @@ import inspect
 import os
 import random
 import sys
+import threading
 import types
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -230,13 +231,18 @@ def _check_no_draws(generators: list[tuple[Any, Any]]) -> None:
     """Raise when tracing drew numbers from one of ``generators`` (their states before):
     a compiled function would return those numbers at every call.  Their states are
     restored first, so that numpy, running the function instead, draws what it would
-    have drawn."""
+    have drawn — unless another thread of the program may have drawn meanwhile (its
+    numbers would come again)."""
     drawn = [generator for generator, state in generators
              if not _same_state(_state(generator), state)]
     if not drawn:
         return
-    for generator, state in generators:
-        _restore(generator, state)
+    current = threading.current_thread()
+    if not any(thread is not current and not thread.daemon and
+               not thread.name.startswith("numfuse-")  # (its compile thread draws none)
+               for thread in threading.enumerate()):
+        for generator, state in generators:
+            _restore(generator, state)
     kind = type(drawn[0])
     raise UnsupportedOperationError(
         f"drawing random numbers from a {kind.__module__}.{kind.__qualname__} inside a "
