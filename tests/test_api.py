@@ -12,6 +12,7 @@ import os
 import random
 import subprocess
 import sys
+import threading
 import types
 import warnings
 from random import random as _imported_random
@@ -2040,23 +2041,31 @@ def test_draws_from_generators_numfuse_does_not_replace_make_numpy_run_the_funct
     functions, and draws what it would have drawn without numfuse."""
     global _GLOBAL_RNG
     x = np.zeros(4)
+    # the states are restored only where no other thread could have drawn meanwhile
+    restored = not any(thread is not threading.current_thread() and not thread.daemon and
+                       not thread.name.startswith("numfuse-")
+                       for thread in threading.enumerate())
     for fn in (_with_imported_rand, _with_imported_random, _with_a_global_generator):
         np.random.seed(3), random.seed(3)
         _GLOBAL_RNG = np.random.default_rng(7)
         jitted = numfuse.jit(fn)
         with pytest.warns(numfuse.NumpyFallbackWarning, match="random numbers"):
             got = [jitted(x) for _ in range(3)]
-        np.random.seed(3), random.seed(3)
-        _GLOBAL_RNG = np.random.default_rng(7)
-        for value, expected in zip(got, [fn(x) for _ in range(3)], strict=True):
-            assert_same(value, expected)
+        assert len({value.tobytes() for value in got}) == 3  # fresh numbers at each call
+        if restored:
+            np.random.seed(3), random.seed(3)
+            _GLOBAL_RNG = np.random.default_rng(7)
+            for value, expected in zip(got, [fn(x) for _ in range(3)], strict=True):
+                assert_same(value, expected)
     jitted = numfuse.jit(_with_a_layer)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        got = [jitted(np.ones(8), layer) for layer in [_Dropout(0)] * 3]
-    layer = _Dropout(0)
-    for value in got:
-        assert_same(value, _with_a_layer(np.ones(8), layer))
+        got = [jitted(np.ones(64), layer) for layer in [_Dropout(0)] * 3]
+    assert len({value.tobytes() for value in got}) == 3  # a new mask at each call
+    if restored:
+        layer = _Dropout(0)
+        for value in got:
+            assert_same(value, _with_a_layer(np.ones(64), layer))
 
 
 def _present_classes_weights(x, y):
