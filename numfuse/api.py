@@ -1178,7 +1178,7 @@ def _value_key(value: Any) -> Any:
         return (dict, tuple((_value_key(key), _value_key(item)) for key, item in value.items()))
     if type(value) is np.ndarray and value.nbytes <= _ARRAY_KEY_BYTES:
         return (np.ndarray, value.dtype.str, value.shape, value.tobytes())
-    state = _fields(value)
+    state = pytree.fields(value)
     if state:
         # an options object: its fields' values too (Opt(2) == Opt(2.0), but an int
         # and a float compute otherwise)
@@ -1188,26 +1188,6 @@ def _value_key(value: Any) -> Any:
     except TypeError:
         return _Equal(value)
     return value
-
-
-_UNSET = object()  # a slot with no value
-
-
-def _fields(value: Any) -> dict[str, Any]:
-    """The fields of an object (not a class): its ``__dict__``'s, and its slots' values
-    (``__slots__`` of its classes: a ``dataclass(slots=True)`` has no ``__dict__``)."""
-    if isinstance(value, type):
-        return {}
-    state = getattr(value, "__dict__", None)
-    fields = dict(state) if isinstance(state, dict) else {}
-    for cls in type(value).__mro__:
-        slots = cls.__dict__.get("__slots__", ())
-        for name in (slots,) if isinstance(slots, str) else slots:
-            if name not in ("__dict__", "__weakref__") and type(name) is str:
-                if name.startswith("__") and not name.endswith("__"):
-                    name = f"_{cls.__name__.lstrip('_')}{name}"  # a private name, mangled
-                fields.setdefault(name, getattr(value, name, _UNSET))
-    return fields
 
 
 class _Equal:

@@ -188,3 +188,24 @@ def is_flat_tuple(treedef: Any, count: int) -> bool:
     """Whether ``treedef`` is a plain tuple of ``count`` leaves."""
     return (treedef is not LEAF and treedef[0] is tuple and len(treedef[1]) == count
             and all(item is LEAF for item in treedef[1]))
+
+
+_UNSET = object()  # the value of a slot never assigned
+
+
+def fields(value: Any) -> dict[str, Any]:
+    """The fields of an object (none for a class): its ``__dict__``'s, and the values of
+    its classes' ``__slots__`` (a ``dataclass(slots=True)`` has no ``__dict__``), private
+    names mangled as Python stores them."""
+    if isinstance(value, type):
+        return {}
+    state = getattr(value, "__dict__", None)
+    found = dict(state) if isinstance(state, dict) else {}
+    for cls in type(value).__mro__:
+        slots = cls.__dict__.get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            if name not in ("__dict__", "__weakref__") and type(name) is str:
+                if name.startswith("__") and not name.endswith("__"):
+                    name = f"_{cls.__name__.lstrip('_')}{name}"
+                found.setdefault(name, getattr(value, name, _UNSET))
+    return found

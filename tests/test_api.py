@@ -12,7 +12,6 @@ import os
 import random
 import subprocess
 import sys
-import threading
 import types
 import warnings
 from random import random as _imported_random
@@ -28,6 +27,7 @@ from numfuse import memory
 from numfuse.api import _MISS as MISS
 from numfuse.errors import ObjectValuesError, UnsupportedOperationError
 from numfuse.kernel import kernel_key
+from numfuse.trace import others_may_draw
 
 X = np.linspace(-2.0, 3.0, 7)
 M = np.arange(12.0).reshape(3, 4) - 4.5
@@ -2042,9 +2042,7 @@ def test_draws_from_generators_numfuse_does_not_replace_make_numpy_run_the_funct
     global _GLOBAL_RNG
     x = np.zeros(4)
     # the states are restored only where no other thread could have drawn meanwhile
-    restored = not any(thread is not threading.current_thread() and not thread.daemon and
-                       not thread.name.startswith("numfuse-")
-                       for thread in threading.enumerate())
+    restored = not others_may_draw()
     for fn in (_with_imported_rand, _with_imported_random, _with_a_global_generator):
         np.random.seed(3), random.seed(3)
         _GLOBAL_RNG = np.random.default_rng(7)

@@ -188,10 +188,8 @@ def _generators(fn: Callable[..., Any], values: Iterable[Any]) -> list[tuple[Any
         candidates += [cell.cell_contents for cell in getattr(layer, "__closure__", None)
                        or () if _filled(cell)]
     for candidate in candidates:
-        fields = getattr(candidate, "__dict__", None)
-        for value in (candidate, *(fields.values() if isinstance(fields, dict) and
-                                   not isinstance(candidate, (type, types.ModuleType))
-                                   else ())):
+        fields = {} if isinstance(candidate, types.ModuleType) else pytree.fields(candidate)
+        for value in (candidate, *fields.values()):
             if isinstance(value, (np.random.Generator, np.random.RandomState,
                                   np.random.BitGenerator, random.Random)):
                 found.setdefault(id(value), value)
@@ -237,10 +235,7 @@ def _check_no_draws(generators: list[tuple[Any, Any]]) -> None:
              if not _same_state(_state(generator), state)]
     if not drawn:
         return
-    current = threading.current_thread()
-    if not any(thread is not current and not thread.daemon and
-               not thread.name.startswith("numfuse-")  # (its compile thread draws none)
-               for thread in threading.enumerate()):
+    if not others_may_draw():
         for generator, state in generators:
             _restore(generator, state)
     kind = type(drawn[0])
@@ -250,6 +245,14 @@ def _check_no_draws(generators: list[tuple[Any, Any]]) -> None:
         "numfuse traces the function once, so the numbers drawn then would come back at "
         "every call: numpy runs this function as written; to fuse it, draw the numbers "
         "outside and pass them as an argument.")
+
+
+def others_may_draw() -> bool:
+    """Whether another thread of the program may draw random numbers now: one that is no
+    daemon nor numfuse's own (its compile thread draws none)."""
+    current = threading.current_thread()
+    return any(thread is not current and not thread.daemon and
+               not thread.name.startswith("numfuse-") for thread in threading.enumerate())
 
 
 def _same_state(now: Any, before: Any) -> bool:

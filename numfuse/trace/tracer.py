@@ -395,19 +395,7 @@ class Tracer:
         if not self.writable_from(value):
             if self.write_through(key, value):
                 return
-            if not self.owned and any(base.owned for base in self.bases):
-                if self.indexed_chain() is not None:
-                    raise UnsupportedOperationError(
-                        "item assignment into a view of an array the function made while "
-                        "another view of that array is alive (u = y[:1]; v = y[1:]; "
-                        "v[0] = w)",
-                        "numpy's other view would see the write; write through the array "
-                        "itself (y[1] = w), or copy the other view first "
-                        "(`u = y[:1].copy()`).")
-                raise UnsupportedOperationError(
-                    "item assignment into a view of an array the function made, taken "
-                    "other than by indexing (y.T[0] = w)",
-                    "write through the array itself (y[:, 0] = w).")
+            self.refuse_view_write("item assignment", "v[0] = w", "y[1] = w")
             if self.owned:
                 raise UnsupportedOperationError(
                     "item assignment into an array the function made while a view of it "
@@ -432,6 +420,23 @@ class Tracer:
                 return None
             chain.append(origin[0])
         return chain
+
+    def refuse_view_write(self, operation: str, write: str, through: str) -> None:
+        """When this is a view of an array the function made that ``write_through``
+        could not write (``operation``, as ``write`` into ``v = y[1:]``; written through
+        the array itself, it is ``through``): raise why.  Return otherwise."""
+        if self.owned or not any(base.owned for base in self.bases):
+            return
+        if self.indexed_chain() is not None:
+            raise UnsupportedOperationError(
+                f"{operation} into a view of an array the function made while another "
+                f"view of that array is alive (u = y[:1]; v = y[1:]; {write})",
+                f"numpy's other view would see the write; write through the array itself "
+                f"({through}), or copy the other view first (`u = y[:1].copy()`).")
+        raise UnsupportedOperationError(
+            f"{operation} into a view of an array the function made, taken other than by "
+            "indexing (y.T[0] = w)",
+            "write through the array itself (y[:, 0] = w), or copy the view first.")
 
     def write_through(self, key: Any, value: Any) -> bool:
         """``self[key] = value`` where this is a view, made by indexing, of an array the

@@ -49,9 +49,10 @@ def _in_place(ufunc: np.ufunc, forward: Callable[[Any, Any], Any],
             return _store(ufunc, (self, other), result, self, checked=True)
         if not self.writable:
             # (a view of a constant the function made, np.zeros((4, 4))[1:], is one too)
-            if not self.owned and (self.node.op == "getitem" or self.node.kind == CONST) \
-                    and self.bases and all(base.owned for base in self.bases) \
-                    and augmented_item(self):
+            indexed = not self.owned and (self.node.op == "getitem" or
+                                          self.node.kind == CONST) \
+                and bool(self.bases) and all(base.owned for base in self.bases)
+            if indexed and augmented_item(self):
                 # y[1:] += v: the items of y[1:], computed as an in-place operator
                 # computes them (numpy's casting and shape rules), which the item
                 # assignment that follows writes into y
@@ -62,13 +63,10 @@ def _in_place(ufunc: np.ufunc, forward: Callable[[Any, Any], Any],
                 stored = _store(ufunc, (self, other), result, Tracer(self.node, owned=True))
                 if self.write_through(Ellipsis, stored):
                     return self
-                raise UnsupportedOperationError(  # another view of y alive
-                    f"in-place {symbol} on a view of an array the function made, held in a "
-                    f"variable while another view of that array is alive (v = y[1:]; "
-                    f"u = y[:1]; v {symbol} w)",
-                    f"numpy's other view would see the write; write through the array "
-                    f"itself instead (y[1:] {symbol} w), or copy the other view first "
-                    "(`u = u.copy()`).")
+                indexed = True
+            if indexed:
+                self.refuse_view_write(f"in-place {symbol}", f"v {symbol} w",
+                                       f"y[1:] {symbol} w")
             return _inplace(symbol)
         return _store(ufunc, (self, other), result, self)
 
