@@ -462,6 +462,20 @@ def test_integer_power_with_a_negative_exponent_in_the_data_raises_like_numpy(dt
     assert_matches("power", jitted(base, np.abs(exponent))[0], base ** np.abs(exponent), [base])
 
 
+@pytest.mark.parametrize("exponent", [-1, np.int8(-2)])
+def test_a_constant_negative_integer_power_raises_only_when_an_element_meets_it(exponent):
+    """numpy returns an empty array for ``empty ** -1``; the check was made at trace time
+    on a sample element, so it raised for every array."""
+    jitted = numfuse.jit(lambda x: (x + 1) ** exponent)
+    for dtype in ("int8", "int16", "int64"):
+        empty = np.zeros(0, dtype)
+        assert_same(jitted(empty), (empty + 1) ** exponent)
+        with pytest.raises(ValueError, match="Integers to negative integer powers"):
+            np.power(np.ones(2, dtype), exponent)
+        with pytest.raises(ValueError, match="Integers to negative integer powers"):
+            jitted(np.ones(2, dtype))
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_float_floor_divide_and_remainder_of_nan_raise_no_flag(dtype):
     """Found by fuzzing: ``x // nan`` and ``x % nan`` warned "invalid value"; numpy's
