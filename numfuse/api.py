@@ -375,6 +375,15 @@ class Jitted:
         self._variadic = any(kind in (inspect.Parameter.VAR_POSITIONAL,
                                       inspect.Parameter.VAR_KEYWORD) for kind in self._kinds)
         self._traced = fn if self._variadic else _by_parameter(fn, self._signature)
+        # Defaults whose contents can change in place (a dict, a list, an options object),
+        # given as keyword arguments when left out: the function sees them as they are now,
+        # as numpy's does (an array default: ``_bind``).
+        self._live_defaults = [
+            (index if param.kind is param.POSITIONAL_OR_KEYWORD else None, name,
+             param.default)
+            for index, (name, param) in enumerate(self._signature.parameters.items())
+            if param.kind in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY)
+            and type(param.default) is not np.ndarray and _changes_in_place(param.default)]
         functools.update_wrapper(self, fn)  # type: ignore[arg-type]
         # Whether the function compares values with ``is`` (``if X is Y``): one array
         # given as two arguments is then numpy's to run (tracing sees two values).
@@ -791,6 +800,9 @@ class Jitted:
             from .dask import call_jitted
 
             return call_jitted(self, args, kwargs)
+        for index, name, default in self._live_defaults:
+            if (index is None or index >= len(args)) and name not in kwargs:
+                kwargs = {**kwargs, name: default}
         if kwargs and self._variadic:
             bound = self._keywords(args, kwargs)
             if bound is not None:
@@ -1155,6 +1167,17 @@ def _int_sequence(value: Any) -> bool:
 # A static value's arrays up to this size are told apart by their contents (an options
 # object's weights changed in place); larger ones by identity.
 _ARRAY_KEY_BYTES = 1 << 16
+
+
+def _changes_in_place(value: Any) -> bool:
+    """Whether a value's contents can change while it stays the same object: an array,
+    a list, dict or set, an object with fields, or a tuple holding one."""
+    if value is None or isinstance(value, (int, float, complex, str, bytes, np.generic,
+                                           type, types.FunctionType, types.ModuleType)):
+        return False
+    if type(value) is tuple or type(value) is frozenset:
+        return any(_changes_in_place(item) for item in value)
+    return isinstance(value, (np.ndarray, list, dict, set)) or bool(pytree.fields(value))
 
 
 def _value_key(value: Any) -> Any:

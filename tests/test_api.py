@@ -666,6 +666,34 @@ def test_defaults_the_caller_leaves_out_are_the_functions_own():
     assert_same(jitted(X, offset=2.0), picky(X, offset=2.0))
 
 
+@dataclasses.dataclass
+class _Scale:
+    factor: float = 2.0
+
+
+def test_defaults_changed_in_place_are_seen_as_numpy_sees_them():
+    """A dict default, an array inside a tuple default, a list default and an options
+    object default were read once, while tracing: later changes were not seen."""
+    options = {"scale": 2.0}
+    pair = (np.ones(3), 2)
+    offsets = [1.0, 2.0, 3.0]
+    scale = _Scale()
+
+    def fn(x, opts=options, w=pair, offs=offsets, *, by=scale):
+        return x[:3] * opts["scale"] * w[0] + w[1] + np.asarray(offs) * by.factor
+
+    jitted = numfuse.jit(fn)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", numfuse.errors.NumpyFallbackWarning)
+        assert_same(jitted(X), fn(X))
+        options["scale"] = 5.0
+        pair[0][:] = 7.0
+        offsets[1] = -4.0
+        scale.factor = 0.5
+        assert_same(jitted(X), fn(X))
+        assert_same(jitted(X, {"scale": 1.0}), fn(X, {"scale": 1.0}))
+
+
 def test_ndarray_subclasses_with_their_own_semantics_run_as_written(tmp_path):
     """``np.matrix`` multiplies matrices with ``*`` and masked arrays skip masked elements:
     numpy runs the function (warning once per type); a memmap computes as an ndarray."""

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import kernel_lib
 from ..calls import (
     TRACED,
     ElementwiseCall,
@@ -33,7 +34,6 @@ from ..graph import (
     Shape,
     broadcast_shapes,
 )
-from .. import kernel_lib
 from ..ops import OPS, DtypeOrWeak, OpDef, evaluate, template_for
 from . import errstate
 
