@@ -1109,9 +1109,14 @@ def _generally(jitted: Jitted, /, *args: Any, **kwargs: Any) -> Any:
 
 
 def _int_tuple(value: Any) -> bool:
-    """A tuple of Python ints (or of such tuples): a shape, an axis, pad widths."""
-    return type(value) is tuple and all(type(item) is int or _int_tuple(item)
-                                        for item in value)
+    """A tuple (or namedtuple) of Python ints (or of such tuples): a shape, an axis, pad
+    widths."""
+    return (type(value) is tuple or _namedtuple(value)) and all(
+        type(item) is int or _int_tuple(item) for item in value)
+
+
+def _namedtuple(value: Any) -> bool:
+    return isinstance(value, tuple) and hasattr(type(value), "_fields")
 
 
 # The most items a list of Python numbers of mixed types may hold to be a static value
@@ -1407,11 +1412,11 @@ def _holds_dask_array(args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
 
 
 def _structured(value: Any) -> bool:
-    """Whether an argument is a container of arguments: a dict, or a list or tuple holding
-    an array or a dict (an MLP's weights; ``(np.float32(2), x)``).  Its leaves are the
+    """Whether an argument is a container of arguments: a dict, a namedtuple, or a list or
+    tuple holding an array or a dict (an MLP's weights; ``(np.float32(2), x)``).  Its leaves are the
     arguments; a list or tuple of numbers stays one argument (an array)."""
-    if isinstance(value, dict):
-        return True
+    if isinstance(value, dict) or (_namedtuple(value) and not _int_tuple(value)):
+        return True  # (a namedtuple is read by field names, never as an array)
     return isinstance(value, (list, tuple)) and any(
         isinstance(item, np.ndarray) or _structured(item) for item in value)
 

@@ -2192,6 +2192,29 @@ def test_a_result_not_made_again_from_its_items_runs_with_numpy():
     assert_same(numfuse.jit(lambda x: pair(x.sum(), x))(x), pair(x.sum(), x))
 
 
+_Bounds = collections.namedtuple("_Bounds", "low high")
+
+
+@pytest.mark.parametrize(("fn", "first", "second"), [
+    (lambda x, p: np.clip(x, p.low, p.high), _Bounds(0.5, 1.5), _Bounds(1.0, 2.5)),
+    (lambda x, p: (x * p[0], p), _Bounds(2.0, np.float32(1.0)), _Bounds(3.0, np.float32(2))),
+    (lambda x, p: x * p.low + p.high, _Bounds(3, 4), _Bounds(-1, 2)),
+    (lambda x, p: np.zeros(p) + x[0], _Bounds(2, 3), _Bounds(1, 4)),
+    (lambda x, p: x[:4].reshape(p), _Bounds(1, 4), _Bounds(2, 2)),
+    (lambda x, ps: x * ps[0].low + ps[1].high, [_Bounds(2.0, 1.0), _Bounds(3.0, 4.0)],
+     [_Bounds(-2.0, 0.5), _Bounds(1.0, 8.0)]),
+])
+def test_a_namedtuple_argument_is_read_by_its_fields(fn, first, second):
+    """A namedtuple of numbers was taken as an array: its fields raised AttributeError
+    (numpy ran the function) and a returned one came back as an array; a namedtuple of
+    ints is static as a tuple of ints is (a shape)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", numfuse.NumpyFallbackWarning)
+        jitted = numfuse.jit(fn)
+        for bounds in (first, second, first):
+            assert_same(jitted(X, bounds), fn(X, bounds))
+
+
 @pytest.mark.parametrize(("fn", "x", "items"), [
     (lambda x, bounds: np.stack([np.clip(x[:, j], low, high)
                                  for j, (low, high) in enumerate(bounds)], axis=1),
