@@ -1524,6 +1524,28 @@ def test_numpy_functions_given_a_list_of_traced_values_take_it_as_an_array():
 numpy_mean, numpy_norm = np.mean, np.linalg.norm
 
 
+@pytest.mark.parametrize("fn", [
+    lambda a, b: np.lexsort([a, b]),
+    lambda a, b: np.unique([a[0], b[0], a[1]]),
+    lambda a, b: np.partition([a[0], b[0], a[1]], 1),
+    lambda a, b: np.nonzero([a[0] > 1, b[0] > 1]),
+    lambda a, b: np.isclose([a[0], b[0]], 1.0),
+    lambda a, b: np.clip(a[:3], [b[0], 0.0, 0.0], 5.0),
+    lambda a, b: np.dot(a[:2], [b[0], b[1]]),
+    lambda a, b: np.interp([a[0], 1.5], [0.0, 5.0], [1.0, b[0]]),
+    lambda a, b: np.searchsorted(np.sort(a), [b[0], b[1]]),
+], ids=["lexsort", "unique", "partition", "nonzero", "isclose", "clip-bounds", "dot-second",
+        "interp", "searchsorted"])
+def test_a_list_of_traced_values_in_any_argument_is_an_array(fn):
+    """Found by a conformance hunt: lists of traced values made numpy run the function
+    (only the first argument of a few functions was taken as an array)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", numfuse.NumpyFallbackWarning)
+        jitted = numfuse.jit(fn)
+        for a, b in [(X, X[::-1] * 0.5), (X * 3.0 - 2.0, X)]:
+            assert_same(jitted(a, b), fn(a, b))
+
+
 def test_clip_of_python_number_values_and_int_argument_bounds_as_numpy():
     """numpy's own TestClip.test_out_of_bound_pyints, with the bounds as arguments; and a
     Python number clipped is a (strong) array first, as numpy makes it."""

@@ -61,7 +61,11 @@ _LIST_DATA = {name: getattr(np, name) for name in (
     "sort", "argsort", "diff", "nansum", "nanprod", "nanmean", "nanstd", "nanvar",
     "nanmax", "nanmin", "nanmedian", "nanargmax", "nanargmin", "nanpercentile",
     "nanquantile", "transpose", "reshape", "ravel", "squeeze", "round", "around", "clip",
-    "flip", "roll", "trace", "cov", "corrcoef", "count_nonzero", "average")}
+    "flip", "roll", "trace", "cov", "corrcoef", "count_nonzero", "average", "lexsort",
+    "unique", "partition", "argpartition", "nonzero", "flatnonzero", "argwhere", "isclose",
+    "allclose", "dot", "vdot", "inner", "outer", "cross", "interp", "searchsorted",
+    "polyval", "convolve", "correlate", "digitize", "bincount", "histogram", "trapezoid")
+    if hasattr(np, name)}
 _LIST_DATA_LINALG = {"norm": np.linalg.norm}
 _WRAPPED = {**_CONVERSIONS, **_CREATIONS, **_LIST_DATA}
 _conversion_lock = threading.Lock()
@@ -472,8 +476,9 @@ def _converter(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 class _ListTaker:
-    """``original`` (see ``_LIST_DATA``), its data made an array first when it is a list
-    or tuple holding traced values.  It compares and hashes as ``original``, so that a
+    """``original`` (see ``_LIST_DATA``), each of its arguments that is a list or tuple
+    holding traced values made an array first (data: ``np.clip(x, [lo, 0.0], hi)``,
+    ``np.lexsort([a, b])``).  It compares and hashes as ``original``, so that a
     dict keyed by numpy's functions finds it (``is`` still tells them apart)."""
 
     def __init__(self, original: Callable[..., Any]) -> None:
@@ -481,8 +486,9 @@ class _ListTaker:
         functools.update_wrapper(self, original)  # type: ignore[arg-type]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if args and isinstance(args[0], (list, tuple)) and has_tracer(args[0]):
-            args = (_converter("array", _CONVERSIONS["array"])(args[0]), *args[1:])
+        if any(map(_traced_list, args)) or any(map(_traced_list, kwargs.values())):
+            args = tuple(map(_traced_array, args))
+            kwargs = {name: _traced_array(value) for name, value in kwargs.items()}
         return self.original(*args, **kwargs)
 
     def __eq__(self, other: object) -> bool:
@@ -494,6 +500,17 @@ class _ListTaker:
 
     def __repr__(self) -> str:
         return repr(self.original)
+
+
+def _traced_list(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and has_tracer(value)
+
+
+def _traced_array(value: Any) -> Any:
+    """A list or tuple holding traced values as a traced array (``np.array``), else
+    ``value``."""
+    return _converter("array", _CONVERSIONS["array"])(value) if _traced_list(value) \
+        else value
 
 
 def _list_taker(original: Callable[..., Any]) -> Callable[..., Any]:
