@@ -450,6 +450,21 @@ def test_a_division_branch_computed_for_a_zero_divisor_raises_no_flag(fn, size):
     assert_like_numpy(fn, x, y)
 
 
+@pytest.mark.parametrize("fn", [
+    lambda m: np.sum(1.0 / m), lambda m: 1.0 / m.astype(np.int8),
+    lambda m: np.sum(np.float32(1.0) / m.astype(np.int16)), lambda m: 2.0 % m,
+    lambda m: 3.0 // m,
+])
+@pytest.mark.parametrize("size", [1, 3, 15, 40])
+def test_a_division_by_a_bool_made_a_number_raises_numpys_flags(fn, size):
+    """Found by a conformance hunt: knowing a bool 0 or 1, LLVM made a division by it a
+    choice of two constants in the scalar loop, so arrays under 16 elements lost the
+    "divide by zero" flag."""
+    mask = np.zeros(size, bool)
+    mask[::2] = True
+    assert_like_numpy(fn, mask)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
 @pytest.mark.parametrize("name", ["log", "log2", "log10", "log1p"])
 def test_logarithms_of_extreme_values_raise_only_numpys_flags(name, dtype):

@@ -911,9 +911,12 @@ class Emitter:
             return Value(BOOL, builder.icmp_unsigned("!=", value.ir,
                                                      ir.Constant(value.ir.type, 0)))
         if source.kind == "b":
-            if dtype.kind == "f":
-                return Value(dtype, builder.uitofp(value.ir, target))
-            return Value(dtype, builder.zext(value.ir, target))
+            made = builder.uitofp if dtype.kind == "f" else builder.zext
+            converted = Value(dtype, made(value.ir, target))
+            # a kernel's bool made a number is hidden: knowing it 0 or 1, LLVM makes a
+            # division by it (``1.0 / mask``) a choice of two constants, which raises no
+            # "divide by zero" (the vector loop keeps the division: short arrays lost it)
+            return self.opaque(converted) if self.guarded else converted
         if source.kind in "iu" and dtype.kind in "iu":
             if dtype.itemsize < source.itemsize:
                 return Value(dtype, builder.trunc(value.ir, target))
