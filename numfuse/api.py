@@ -167,7 +167,8 @@ class Compiled:
                 )
         for index, value in self.static.items():
             given = operands[index]
-            if given is not value and (type(given) is not type(value) or given != value):
+            if given is not value and (type(given) is not type(value) or
+                                       _value_key(given) != _value_key(value)):
                 raise SignatureMismatchError(
                     f"static {labels[index]} of {_name(self.fn)} was {value!r} when compiled "
                     f"and is {operands[index]!r} now; compile again for the new value."
@@ -436,6 +437,16 @@ class Jitted:
         self._guards.clear()
         self._latest(None)
 
+    def _data_instance(self, args: tuple[Any, ...]) -> set[int]:
+        """The instance argument's position when it holds an array or a number: the
+        function bound as a method is also called directly (a helper offered as a class
+        attribute), and that argument is then data, not static."""
+        index = self._instance_argument
+        if index is None or index >= len(args) or not isinstance(
+                args[index], (np.ndarray, np.generic, int, float, complex, list)):
+            return set()
+        return {index}
+
     def _static_key(self, index: int, value: Any) -> Any:
         """What identifies a static argument's value among compilations."""
         if index == self._instance_argument:  # (its attributes: read when traced)
@@ -443,7 +454,11 @@ class Jitted:
                 hash(value)
             except TypeError:
                 return ("static", type(value), _Identity(value))
-            return ("static", type(value), value)
+            if type(value).__eq__ is object.__eq__:
+                return ("static", type(value), value)
+            # compared by value (a frozen dataclass): its fields' values too, as for other
+            # static values (Scale(2) == Scale(2.0), but an int and a float compute otherwise)
+            return ("static", type(value), _value_key(value))
         return ("static", type(value), _value_key(value))
 
     def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
@@ -501,7 +516,7 @@ class Jitted:
         # array or list comes in its place (np.percentile(x, q) with q = [25, 75])
         # and a tuple of ints is always static: numpy reads it as numbers (an index x[t]
         # is x[0, 1], not x[[0, 1]]; a shape, axes), never as an array
-        fixed = set(self.static_argnums) | {
+        fixed = set(self.static_argnums) - self._data_instance(args) | {
             index for index, value in enumerate(args)
             if _int_tuple(value) or _mixed_numbers(value)} | {
             index for index in tried[1]
@@ -1185,32 +1200,52 @@ def _changes_in_place(value: Any) -> bool:
     return isinstance(value, (np.ndarray, list, dict, set)) or bool(pytree.fields(value))
 
 
-def _value_key(value: Any) -> Any:
+def _value_key(value: Any, _open: frozenset[int] = frozenset()) -> Any:
     """What tells a static value apart from others (hashable): floats by their bits
-    (``-0.0`` is not ``0.0``, a NaN is itself), lists as tuples marked apart, a dict by
-    its items, a small array by its contents, a slice by its parts, an object by its
-    fields' values too, an unhashable one by ``==`` (``_Equal``)."""
-    if isinstance(value, (float, np.floating)):
-        return float(value).hex()
-    if isinstance(value, (complex, np.complexfloating)):
-        return (complex(value).real.hex(), complex(value).imag.hex())
+    (``-0.0`` is not ``0.0``, a NaN is itself), numpy scalars by their dtype too
+    (``np.int8(3)`` is not ``np.int64(3)``, a datetime's unit counts), lists as tuples
+    marked apart, a dict by its items, a small array by its dtype and contents (an object
+    array by its items' keys), a slice by its parts, an object by its fields' values too,
+    a bound method by its instance's, a function by identity, an unhashable one by ``==``
+    (``_Equal``).  An object met again inside itself (a cycle) is keyed by identity."""
+    if type(value) is float:
+        return value.hex()
+    if type(value) is complex:
+        return (value.real.hex(), value.imag.hex())
+    if type(value) is bool:  # (True == 1, but a bool and an int compute otherwise)
+        return (bool, value)
+    if isinstance(value, np.generic) and value.dtype.kind != "O":
+        return (np.generic, value.dtype, value.tobytes())
+    if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, np.ufunc, type,
+                          Jitted)):
+        return _Identity(value)
+    if id(value) in _open:
+        return _Identity(value)
+    inner = _open | {id(value)}
     if type(value) in (list, tuple):
-        items = tuple(_value_key(item) for item in value)
+        items = tuple(_value_key(item, inner) for item in value)
         return (list, items) if type(value) is list else items
     if isinstance(value, slice):
-        return (slice, _value_key(value.start), _value_key(value.stop),
-                _value_key(value.step))
+        return (slice, _value_key(value.start, inner), _value_key(value.stop, inner),
+                _value_key(value.step, inner))
     if isinstance(value, (set, frozenset)):
-        return (type(value), frozenset(_value_key(item) for item in value))
+        return (type(value), frozenset(_value_key(item, inner) for item in value))
     if type(value) is dict:  # (its items now: a change in place is a new value)
-        return (dict, tuple((_value_key(key), _value_key(item)) for key, item in value.items()))
+        return (dict, tuple((_value_key(key, inner), _value_key(item, inner))
+                            for key, item in value.items()))
     if type(value) is np.ndarray and value.nbytes <= _ARRAY_KEY_BYTES:
-        return (np.ndarray, value.dtype.str, value.shape, value.tobytes())
+        if value.dtype.hasobject:
+            return (np.ndarray, value.dtype, value.shape,
+                    tuple(_value_key(item, inner) for item in value.ravel().tolist()))
+        return (np.ndarray, value.dtype, value.shape, value.tobytes())
+    if isinstance(value, types.MethodType):  # (its instance's fields count)
+        return (types.MethodType, _Identity(value.__func__), _value_key(value.__self__, inner))
     state = pytree.fields(value)
     if state:
         # an options object: its fields' values too (Opt(2) == Opt(2.0), but an int
         # and a float compute otherwise)
-        value = (value, _value_key(tuple(sorted(state.items(), key=lambda item: item[0]))))
+        value = (value, _value_key(tuple(sorted(state.items(), key=lambda item: item[0])),
+                                   inner))
     try:
         hash(value)
     except TypeError:

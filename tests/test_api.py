@@ -1211,6 +1211,126 @@ def test_instances_with_a_hash_share_compilations_by_value():
     assert len(Mutable.forward.compiled) == 3
 
 
+def test_value_compared_instances_are_told_apart_by_their_fields_types_and_bits():
+    """Found by a conformance hunt: a frozen dataclass instance was keyed by ``==``, so
+    ``Scale(2)`` reused ``Scale(2.0)``'s compilation (float64 for int32 arrays) and
+    ``Scale(0.0)`` reused ``Scale(-0.0)``'s."""
+    @dataclasses.dataclass(frozen=True)
+    class Scale:
+        factor: float
+
+        @numfuse.jit
+        def apply(self, a):
+            return a * self.factor
+
+    ints = np.arange(4, dtype=np.int32)
+    for factor in (2.0, 2, -0.0, 0.0, 2.0):
+        assert_same(Scale(factor).apply(ints), ints * factor)
+    assert len(Scale.apply.compiled) == 4
+
+
+def test_a_jitted_function_reached_through_an_instance_keeps_array_arguments_data():
+    """Found by a conformance hunt: reaching a jitted helper through an instance (a class
+    attribute; even ``hasattr``) made its first argument static for every later direct
+    call: an array changed in place was not seen, each new array compiled again."""
+    add = numfuse.jit(lambda a, b: a + b)
+
+    class Model:
+        combine = add
+
+    assert hasattr(Model(), "combine")
+    x = np.zeros(3)
+    assert_same(add(x, 1.0), x + 1.0)
+    x[:] = 5.0
+    assert_same(add(x, 1.0), x + 1.0)
+    assert_same(add(np.ones(3), 1.0), np.ones(3) + 1.0)
+    assert len(add.compiled) == 1
+
+
+class _Cycle:
+    def __init__(self, scale):
+        self.scale = scale
+        self.me = self
+
+    def apply(self, a):
+        return a * self.scale
+
+
+def test_callables_and_cyclic_objects_as_static_arguments():
+    """Found by a conformance hunt: a jitted function already called, passed to another,
+    and an object holding itself raised RecursionError while being keyed; a bound
+    method's instance changed later was not seen."""
+    square = numfuse.jit(lambda v: v * v)
+    apply = numfuse.jit(lambda fn, a: fn(a) + 1)
+    assert_same(apply(square, X), X * X + 1)
+    square(X)
+    assert_same(apply(square, X), X * X + 1)
+    looped = _Cycle(2.0)
+    assert_same(apply(looped.apply, X), X * 2.0 + 1)
+    looped.scale = 5.0
+    assert_same(apply(looped.apply, X), X * 5.0 + 1)
+    assert_same(numfuse.jit(lambda c, a: a * c.scale)(looped, X), X * 5.0)
+
+
+@pytest.mark.parametrize(("first", "second"), [
+    ((np.int64(3),), (np.int8(3),)),
+    ((np.float64(0.5),), (np.float32(0.5),)),
+    ((True,), (1,)),
+    ((np.datetime64("2020-01-01", "D"),), (np.datetime64("2020-01-01T00", "h"),)),
+])
+def test_static_numpy_scalars_are_told_apart_by_their_dtype(first, second):
+    """Found by a conformance hunt: numpy scalars in a static tuple were keyed by value
+    (``np.int8(3) == np.int64(3)``, a datetime of another unit), and ``True`` as ``1``."""
+    def fn(x, s):
+        if isinstance(s[0], np.datetime64):
+            return x + ((s[0] + 1) - s[0]).astype("m8[m]").astype(np.int64)
+        return x * s[0]
+
+    jitted = numfuse.jit(fn, static_argnums=1)
+    for value in (first, second, first):
+        for x in (np.array([1.0, 2.0], np.float32), np.array([True, False])):
+            assert_same(jitted(x, value), fn(x, value))
+
+
+def test_an_options_objects_structured_and_object_arrays_are_keyed_by_dtype_and_items():
+    """Found by a conformance hunt: a structured array was keyed by ``dtype.str`` (``|V8``
+    for any fields of 8 bytes) and an object array by its items' addresses."""
+    options = types.SimpleNamespace(table=np.array([(1.5,)], dtype=[("a", "f8")]))
+
+    def fn(x, o):
+        return x * o.table["a"][0]
+
+    jitted = numfuse.jit(fn)
+    x = np.array([1.0, 2.0])
+    assert_same(jitted(x, options), fn(x, options))
+    options.table = options.table.view([("a", "i8")])
+    assert_same(jitted(x, options), fn(x, options))
+    boxes = np.empty(1, object)
+    boxes[0] = [1.5]
+    held = types.SimpleNamespace(table=boxes)
+    picked = numfuse.jit(lambda x, o: x * o.table[0][0])
+    assert_same(picked(x, held), x * 1.5)
+    boxes[0][0] = 2.5
+    assert_same(picked(x, held), x * 2.5)
+
+
+def test_compiled_compares_static_arguments_by_their_keys():
+    """Found by a conformance hunt: ``Compiled`` accepted a static value equal by ``==``
+    (``0.0`` for ``-0.0``, ``Opt(2)`` for ``Opt(2.0)``), raised numpy's "truth value is
+    ambiguous" for a static array and refused the NaN it was compiled for."""
+    fn = numfuse.jit(lambda a, s: a * s, static_argnums=(1,))
+    ones = np.ones(3)
+    with pytest.raises(numfuse.SignatureMismatchError):
+        numfuse.compile(fn, ones, -0.0)(ones, 0.0)
+    nan = numfuse.compile(fn, ones, float("nan"))
+    assert_same(nan(ones, float("nan")), ones * np.nan)
+    table = np.array([1.0, 2.0, 3.0])
+    by_table = numfuse.compile(fn, ones, table)
+    assert_same(by_table(ones, table.copy()), ones * table)
+    with pytest.raises(numfuse.SignatureMismatchError):
+        by_table(ones, table * 2)
+
+
 class _Centering:
     @numfuse.jit
     def fit_transform(self, X):
