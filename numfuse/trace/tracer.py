@@ -396,13 +396,7 @@ class Tracer:
             if self.write_through(key, value):
                 return
             self.refuse_view_write("item assignment", "v[0] = w", "y[1] = w")
-            if self.owned:
-                raise UnsupportedOperationError(
-                    "item assignment into an array the function made while a view of it "
-                    "held in a variable is alive (v = y[:-1]; y[1:] = v)",
-                    "numpy's view would see the write; index the array itself "
-                    "(y[1:] = y[:-1]), copy the view (`v = y[:-1].copy()`), or `del v` "
-                    "first.")
+            self.refuse_write_under_view("item assignment", "y[1:] = v")
             _inplace("item assignment (x[...] = v)")
         if _constants_only((self, key, value), {}):
             _eager(operator.setitem, (self, key, value), {})
@@ -437,6 +431,16 @@ class Tracer:
             f"{operation} into a view of an array the function made, taken other than by "
             "indexing (y.T[0] = w)",
             "write through the array itself (y[:, 0] = w), or copy the view first.")
+
+    def refuse_write_under_view(self, operation: str, write: str) -> None:
+        """When this is an array the function made with a view of it alive (``operation``
+        written as ``write``): raise why.  Return otherwise."""
+        if self.owned:
+            raise UnsupportedOperationError(
+                f"{operation} into an array the function made while a view of it held in "
+                f"a variable is alive (v = y[:-1] or v = y.real; {write})",
+                "numpy's view would see the write; index the array itself "
+                "(y[1:] = y[:-1]), copy the view (`v = y[:-1].copy()`), or `del v` first.")
 
     def write_through(self, key: Any, value: Any) -> bool:
         """``self[key] = value`` where this is a view, made by indexing, of an array the
@@ -632,13 +636,13 @@ class Tracer:
 
     @property
     def real(self) -> Tracer:
-        if self.node.dtype.kind != "c":  # numpy's: the array itself
-            return self
-        return _method("real", self)
+        result: Tracer = _real(self)  # (a view of this array, as np.real's)
+        return result
 
     @property
     def imag(self) -> Tracer:
-        return _method("imag", self)
+        result: Tracer = _imag(self)
+        return result
 
     def byteswap(self, inplace: bool = False) -> Any:
         swapped = record_call(np.ndarray.byteswap if self.node.ndim else _byteswap,
@@ -907,7 +911,9 @@ from .constants import _constants_only, _eager  # noqa: E402
 from .functions import (  # noqa: E402
     FUNCTIONS,
     _copy,
+    _imag,
     _method,
+    _real,
     astype,
     clip,
     fresh_copy,
