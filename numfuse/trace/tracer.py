@@ -912,7 +912,6 @@ from .functions import (  # noqa: E402
     FUNCTIONS,
     _copy,
     _imag,
-    _method,
     _real,
     astype,
     clip,
