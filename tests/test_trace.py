@@ -500,7 +500,7 @@ def _imaginary_part_before_an_item_write(x):
                                 _imaginary_part_before_an_item_write])
 def test_writes_that_a_live_view_would_see_are_refused(fn):
     with pytest.raises(numfuse.UnsupportedOperationError,
-                       match="in-place|item assignment into an array the function made"):
+                       match=r"in-place|item assignment into an array the function made"):
         numfuse.jit(fn)(X)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", numfuse.NumpyFallbackWarning)
