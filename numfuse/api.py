@@ -570,7 +570,7 @@ class Jitted:
                 self._adapt(error, tried)
                 return self._specialize_bound(args, wait, numpy_runs)
             except UnsupportedDtypeError as error:
-                if wait or not self.numpy_runs:
+                if (wait and not numpy_runs) or not self.numpy_runs:
                     raise
                 # numpy's object loops, its dates or strings: the call runs the function
                 # as written (warning once it has run)
@@ -583,7 +583,8 @@ class Jitted:
                     "Compute that part outside the jitted function to fuse the rest.")
                 if reason not in self._warned:
                     self._warned.add(reason)
-                    self._unwarned.append((key, self._running_numpy(*reason), RuntimeWarning))
+                    self._unwarned.append((key, self._running_numpy(*reason),
+                                           NumpyFallbackWarning))
                 return None, operands
             except (TypeError, ValueError, IndexError, CallShapeError) as error:
                 # A list of ints traced as an array where numpy wants the numbers (a
@@ -691,7 +692,7 @@ class Jitted:
             self._warn_once(("was called with one array as two arguments, and compares "
                              "values with `is`, which the traced function could not",
                              "Pass a copy (y.copy()) to fuse it."))
-            return self.fn(*args, **kwargs)
+            return self._as_written(args, kwargs)
         if not kwargs:
             # Arguments of a kind that ran before (the call cache, see ``_calls``): their
             # plan has everything decided.  Arguments of the latest such kind never get
@@ -832,7 +833,7 @@ class Jitted:
                 raise TypeError(f"{_name(self.fn)} {reason[0]}: a gradient is only "
                                 f"traced, never run by numpy. {reason[1]}")
             self._warn_once(reason)
-            return self.fn(*args, **kwargs)
+            return self._as_written(args, kwargs)
         try:
             return self._run(args, kwargs)
         except CallShapeError as error:
@@ -840,6 +841,15 @@ class Jitted:
         except BroadcastError as error:
             self._raise_numpys_error(args, kwargs, error)
             raise
+
+    def _as_written(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The function run by numpy as written, its results stored into numfuse's
+        ``out=`` when given (a function with no parameter of that name)."""
+        if "out" in kwargs and self._out_keyword:
+            given = dict(kwargs)
+            out = given.pop("out")
+            return _copied_into(self.fn(*args, **given), out)
+        return self.fn(*args, **kwargs)
 
     def _raise_numpys_error(self, args: tuple[Any, ...], kwargs: dict[str, Any],
                             error: ValueError) -> None:
@@ -863,7 +873,7 @@ class Jitted:
         if reason in self._warned:
             return
         self._warned.add(reason)
-        warnings.warn(self._running_numpy(*reason), RuntimeWarning,
+        warnings.warn(self._running_numpy(*reason), NumpyFallbackWarning,
                       stacklevel=outside_numfuse())
 
     def _running_numpy(self, what: str, advice: str) -> str:

@@ -100,7 +100,7 @@ _FRESH = frozenset((
     "nanquantile", "cumulative_sum", "cumulative_prod", "trapezoid", "polyval", "append",
     "insert", "delete", "matmul", "take_along_axis", "count_nonzero", "isin", "ediff1d",
     "piecewise", "apply_along_axis", "linalg.cholesky", "linalg.eigvalsh", "linalg.matrix_rank",
-    "linalg.cond", "meshgrid", "gradient", "histogram", "histogram2d", "linalg.eigh",
+    "linalg.cond", "meshgrid", "gradient", "linalg.eigh",
     "linalg.qr", "linalg.svd", "linalg.slogdet", "linalg.lstsq", "linspace", "logspace",
     "geomspace", "triu", "tril", "take", "nan_to_num", "vander", "choose", "select", "resize",
     "sort_complex", "lexsort", "argpartition", "partition", "unwrap", "block",

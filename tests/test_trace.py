@@ -1544,6 +1544,31 @@ def test_numpy_functions_given_a_list_of_traced_values_take_it_as_an_array():
 numpy_mean, numpy_norm = np.mean, np.linalg.norm
 
 
+def test_fftfreq_sizes_are_static_and_histogram_edges_are_the_bins_array():
+    """Found by a conformance hunt: numpy's own check (``n should be an integer``)
+    refused the traced int, so numpy ran the function."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", numfuse.NumpyFallbackWarning)
+        spectrum = numfuse.jit(lambda x, n, d: x[:n] * np.fft.fftfreq(n, d))
+        half = numfuse.jit(lambda x, n: x[: n // 2 + 1] + np.fft.rfftfreq(n))
+        for n, d in ((4, 0.5), (5, 0.25)):
+            assert_same(spectrum(X, n, d), X[:n] * np.fft.fftfreq(n, d))
+            assert_same(half(X, n), X[: n // 2 + 1] + np.fft.rfftfreq(n))
+        edges = np.linspace(-2.0, 3.0, 4)
+
+        def histogram_edges_written(x, bins):
+            bins = bins * 1.0
+            counts, found = np.histogram(x, bins)
+            found *= 10  # (numpy's edges are bins itself)
+            return counts, bins
+
+    # numpy returns the bins array itself as the edges: a write into them is numpy's
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", numfuse.NumpyFallbackWarning)
+        assert_same(numfuse.jit(histogram_edges_written)(X, edges),
+                    histogram_edges_written(X, edges))
+
+
 @pytest.mark.parametrize("fn", [
     lambda a, b: np.lexsort([a, b]),
     lambda a, b: np.unique([a[0], b[0], a[1]]),

@@ -560,7 +560,7 @@ def record_call(fn: Callable[..., Any], name: str, args: Sequence[Any],
         return _eager(fn, args, kwargs)
     # the nodes of the arguments beside the data (the first argument): an index, axis=,
     # a count, a split point
-    beside = nodes[len(tracers_in(args[0])) if args else 0:]
+    beside = nodes[len(tracers_in(args[0])) if args and fn not in _SIZE_FIRST else 0:]
     if not isinstance(fn, (np.ufunc, PythonComplexOperator, Written)) \
             and fn not in _SCALAR_DATA:
         # a scalar argument as axis=, n=, q=...: the value may decide the result's shape
@@ -706,6 +706,9 @@ def _is_python_number(value: Any) -> bool:
 
 # Calls that take a traced scalar as data (an index, a fill value), not as a parameter.
 _SCALAR_DATA = frozenset({operator.getitem, np.full, np.full_like})
+# Calls whose first argument is a size, not data (``np.fft.fftfreq(n, d)``): a scalar
+# argument there is static too.
+_SIZE_FIRST = frozenset({np.fft.fftfreq, np.fft.rfftfreq})
 
 
 def _call_tracer(call: NumpyCall, nodes: Sequence[Node], first: Any, second: Any,
