@@ -1314,6 +1314,24 @@ def test_an_options_objects_structured_and_object_arrays_are_keyed_by_dtype_and_
     assert_same(picked(x, held), x * 2.5)
 
 
+def test_out_of_a_call_numpy_runs_receives_its_results():
+    """Found by a conformance hunt: numfuse's out= was passed on to the function when numpy
+    ran it (TypeError: unexpected keyword 'out'), and a string constant raised
+    UnsupportedDtypeError with out= only; such fallbacks warned with a plain
+    RuntimeWarning, which the fallback filter missed."""
+    x = np.array([1.0, 2.0, 3.0])
+    dates = np.array(["2020-01-01", "NaT", "2020-01-03"], "M8[D]")
+    cases = [(lambda d, x: x + np.isnat(d), (dates, x)), (lambda x: (x == "a") + x, (x,)),
+             (lambda x: x * 2, (np.array([2**70, 1], dtype=object),))]
+    for fn, args in cases:
+        expected = fn(*args)
+        out = np.empty_like(expected)
+        with pytest.warns(numfuse.NumpyFallbackWarning):
+            result = numfuse.jit(fn)(*args, out=out)
+        assert result is out
+        assert_same(out, expected)
+
+
 def test_compiled_compares_static_arguments_by_their_keys():
     """Found by a conformance hunt: ``Compiled`` accepted a static value equal by ``==``
     (``0.0`` for ``-0.0``, ``Opt(2)`` for ``Opt(2.0)``), raised numpy's "truth value is
