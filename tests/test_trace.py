@@ -455,6 +455,24 @@ def test_fresh_results_of_numpy_calls_are_written_as_numpy(fn):
     check(fn, np.array([[1.0, np.nan, 3.0], [np.inf, -2.0, 0.5]]))
 
 
+@pytest.mark.parametrize("write", [
+    lambda s: s.fill(0), lambda s: np.put(s, 0, 7), lambda s: s.put(0, 7),
+    lambda s: np.copyto(s, 0), lambda s: np.putmask(s, True, 0),
+    lambda s: np.place(s, True, 0), lambda s: np.add.at(s, (), 1),
+], ids=["fill", "np.put", "put", "copyto", "putmask", "place", "add.at"])
+@pytest.mark.parametrize("make", [lambda x: x.max(), lambda x: x[0] * 1],
+                         ids=["reduced", "indexed"])
+def test_writing_functions_on_a_numpy_scalar_do_as_numpy(write, make):
+    """Found by a conformance hunt: ``m = x.max(); m.fill(0)`` changed the scalar (numpy
+    fills a copy) and ``np.copyto(m, 0)`` wrote where numpy raises TypeError."""
+    def fn(x):
+        scalar = make(x)
+        write(scalar)
+        return scalar
+
+    assert_like_numpy(fn, X)
+
+
 def test_a_view_numpy_einsum_returns_is_not_written():
     def diagonal_plus_one(x):
         d = np.einsum("ii->i", x)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import dis
+import functools
 import itertools
 import operator
 import sys
@@ -33,7 +34,7 @@ from ..graph import (
 )
 from ..ops import OpDef
 from ..registry import METHODS, Kind, lookup, numpy_name
-from .nodes import _advice_for, const_node, elementwise
+from .nodes import _advice_for, _sample, const_node, elementwise
 
 
 class Tracer:
@@ -472,6 +473,17 @@ class Tracer:
                kwargs: dict[str, Any]) -> None:
         """``fn(self, *operands, **kwargs)`` writing into this array (``np.add.at``,
         ``np.put``, ``np.copyto``...): numpy applies it to a copy at run time."""
+        if _immutable(self.node):
+            # a numpy scalar or a Python number: numpy raises its TypeError, or writes into
+            # a copy (np.float64(3).fill(0) leaves 3.0)
+            stand_ins = [np.zeros(item.node.shape, item.node.dtype)
+                         if isinstance(item, Tracer) else item for item in operands]
+            sample = _sample(self.node)
+            sample = sample[()] if isinstance(sample, np.ndarray) else sample
+            method = isinstance(fn, types.MethodDescriptorType)  # (x.fill: the scalar's)
+            (getattr(sample, fn.__name__) if method else functools.partial(fn, sample))(
+                *stand_ins, **kwargs)
+            return
         if not self.writable:
             _inplace(f"np.{name}")
         written = record_call(Written(fn), name, (self, *operands), kwargs)
