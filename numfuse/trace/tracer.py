@@ -476,7 +476,8 @@ class Tracer:
         if _immutable(self.node):
             # a numpy scalar or a Python number: numpy raises its TypeError, or writes into
             # a copy (np.float64(3).fill(0) leaves 3.0)
-            stand_ins = [np.zeros(item.node.shape, item.node.dtype)
+            stand_ins = [np.zeros([1 if size is None else size for size in item.node.shape],
+                                  item.node.dtype)
                          if isinstance(item, Tracer) else item for item in operands]
             sample = _sample(self.node)
             sample = sample[()] if isinstance(sample, np.ndarray) else sample
