@@ -689,10 +689,9 @@ class Jitted:
 
     def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
         if self._identity and self.numpy_runs and _one_array_twice(args, kwargs):
-            self._warn_once(("was called with one array as two arguments, and compares "
-                             "values with `is`, which the traced function could not",
-                             "Pass a copy (y.copy()) to fuse it."))
-            return self._as_written(args, kwargs)
+            return self._as_written(args, kwargs, (
+                "was called with one array as two arguments, and compares values with `is`, "
+                "which the traced function could not", "Pass a copy (y.copy()) to fuse it."))
         if not kwargs:
             # Arguments of a kind that ran before (the call cache, see ``_calls``): their
             # plan has everything decided.  Arguments of the latest such kind never get
@@ -832,8 +831,7 @@ class Jitted:
             if not self.numpy_runs:
                 raise TypeError(f"{_name(self.fn)} {reason[0]}: a gradient is only "
                                 f"traced, never run by numpy. {reason[1]}")
-            self._warn_once(reason)
-            return self._as_written(args, kwargs)
+            return self._as_written(args, kwargs, reason)
         try:
             return self._run(args, kwargs)
         except CallShapeError as error:
@@ -842,14 +840,19 @@ class Jitted:
             self._raise_numpys_error(args, kwargs, error)
             raise
 
-    def _as_written(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def _as_written(self, args: tuple[Any, ...], kwargs: dict[str, Any],
+                    reason: tuple[str, str]) -> Any:
         """The function run by numpy as written, its results stored into numfuse's
-        ``out=`` when given (a function with no parameter of that name)."""
+        ``out=`` when given (a function with no parameter of that name); then the warning
+        of ``reason``, once (none when numpy raises an error of its own)."""
         if "out" in kwargs and self._out_keyword:
             given = dict(kwargs)
             out = given.pop("out")
-            return _copied_into(self.fn(*args, **given), out)
-        return self.fn(*args, **kwargs)
+            result = _copied_into(self.fn(*args, **given), out)
+        else:
+            result = self.fn(*args, **kwargs)
+        self._warn_once(reason)
+        return result
 
     def _raise_numpys_error(self, args: tuple[Any, ...], kwargs: dict[str, Any],
                             error: ValueError) -> None:
@@ -1589,7 +1592,8 @@ def _numpy_runs(args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[str, str] 
             return (f"was called with a {kind.__qualname__}, whose draws a compiled function "
                     "would make once, while traced, and repeat at every call",
                     "Draw the numbers outside and pass them in to fuse it.")
-        if isinstance(value, (list, tuple)) and not is_setting(value) and _holds_objects(value):
+        if isinstance(value, (list, tuple)) and not is_setting(value) and \
+                not _int_tuple(value) and _holds_objects(value):
             return ("was called with a list or tuple numpy converts to an array of dtype "
                     "object (Python ints beyond 64 bits, or other objects) or to no array "
                     "(lists of different lengths)",
@@ -1620,7 +1624,12 @@ def _call_signature(fn: Callable[..., Any]) -> inspect.Signature:
     try:
         own = inspect.signature(fn, follow_wrapped=False)
     except (TypeError, ValueError):  # numpy's dispatchers have only the wrapped one's
-        return inspect.signature(fn)
+        try:
+            return inspect.signature(fn)
+        except ValueError:  # a builtin with no signature (max): it takes what it is given
+            return inspect.Signature([
+                inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL),
+                inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD)])
     code = getattr(fn, "__code__", None)
     # numfuse's own wrapper (value_and_grad's): as is
     own_wrapper = code is not None and in_numfuse(code.co_filename)

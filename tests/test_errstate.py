@@ -333,7 +333,13 @@ def test_numpy_scalar_integer_overflow_warns_like_numpy():
 @pytest.mark.xfail(strict=True, reason="README limit: LLVM folds a float operation whose "
                    "operands it can prove constant, and the folded operation raises no flag")
 def test_division_of_values_llvm_proves_zero_warns_like_numpy():
+    _assert_same_outcome(lambda x: 1.0 / (x - x), I64)
+
+
+def test_division_by_a_bool_llvm_proves_false_warns_like_numpy():
+    # (a bool made a number is hidden from LLVM, so the division stays)
     _assert_same_outcome(lambda x: (x != x) / (x != x), I64)
+    _assert_same_outcome(lambda x: 1.0 / np.isinf(x), I64)
 
 
 # ------------------------------------------------- error handling set inside the function

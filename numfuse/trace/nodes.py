@@ -55,7 +55,7 @@ def const_node(value: Any) -> Node:
                                     "computes with it as a Python object (or a float)")
         dtype = np.dtype(bool) if weak is bool else np.asarray(weak(0)).dtype
         return Node("const", CONST, (), dtype, (), Constant(Const(weak(value))),
-                    weak=weak is not bool, scalar=True)
+                    weak=True, scalar=True)
     if isinstance(value, np.generic):
         check_dtype(value.dtype, "constant")
         return Node("const", CONST, (), value.dtype, (), Constant(Const(value)),
