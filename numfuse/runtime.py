@@ -40,6 +40,7 @@ written.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import operator
 import sys
@@ -460,8 +461,8 @@ class KernelStep:
     ``errstate`` is the region's floating-point error handling (None: the caller's).
     """
 
-    __slots__ = ("completions", "donations", "errstate", "inputs", "kernel", "operands",
-                 "out_dtypes", "out_slots", "outputs", "placeholder", "ufunc")
+    __slots__ = ("checked", "completions", "donations", "errstate", "inputs", "kernel",
+                 "operands", "out_dtypes", "out_slots", "outputs", "placeholder", "ufunc")
 
     def __init__(self, kernel: Kernel, slots: dict[Node, int],
                  completion: Callable[[Reduction, Sequence[int], int], ReductionCompletion]
@@ -489,7 +490,14 @@ class KernelStep:
         self.out_dtypes = (np.dtype(np.uint8),) if generated.placeholder else tuple(
             node.dtype for node in outputs)
         ufunc = kernel.gufunc
-        if "power_int" in generated.helpers:
+        if any(node.ndim >= 3 for node in outputs):
+            # numpy allocates a gufunc's outputs in its operands' memory order ("K"): one
+            # reading an array whose leading axes are permuted (img.transpose(1, 0, 2))
+            # would give a result that is not C-contiguous, as numfuse's results are (and
+            # numpy's copies: .copy(), np.ascontiguousarray)
+            ufunc = functools.partial(ufunc, order="C")
+        self.checked = "power_int" in generated.helpers  # (its calls checked afterwards)
+        if self.checked:
             ufunc = _raising_negative_powers(ufunc)
         self.ufunc = ufunc
 

@@ -468,7 +468,7 @@ class LoopFunction:
         kernel = step.kernel
         gufunc = kernel.gufunc
         address = getattr(kernel.compiled, "address", 0)
-        if not address or step.ufunc is not gufunc or len(gufunc.types) != 1 or \
+        if not address or step.checked or len(gufunc.types) != 1 or \
                 step.operands.passes is not None:
             return None
         ranks = tuple(len([name for name in group.split(",") if name.strip()])

@@ -751,3 +751,23 @@ def test_kernels_of_one_source_and_other_numpy_types_are_other_gufuncs():
     result = second(np.arange(5))
     assert result.dtype.char == (np.arange(5) * 3).dtype.char
     assert type(result[0]) is type((np.arange(5) * 3)[0])
+
+
+@pytest.mark.parametrize("fn", [
+    lambda img: img.transpose(1, 0, 2).copy(),
+    lambda img: np.rot90(img).copy(),
+    lambda img: np.ascontiguousarray(img.transpose(1, 0, 2) / 255),
+    lambda img: img.transpose(1, 0, 2).astype(np.float32, order="C"),
+    lambda img: img.transpose(1, 0, 2).copy().ravel("K"),
+], ids=["copy", "rot90-copy", "ascontiguousarray", "astype-C", "ravel-K"])
+@pytest.mark.parametrize("size", [4, 300])
+def test_results_of_permuted_arguments_are_c_contiguous(fn, size):
+    """Found by a conformance hunt: numpy allocated a small kernel's outputs in the order
+    of an argument whose leading axes are permuted, so ``img.transpose(1, 0, 2).copy()``
+    came back not C-contiguous (``ravel("K")`` then read another order)."""
+    img = np.arange(size * 5 * 3, dtype=np.uint8).reshape(size, 5, 3)
+    jitted = numfuse.jit(fn)
+    for _ in range(2):
+        result, expected = jitted(img), fn(img)
+        assert_same(result, expected)
+        assert result.flags.c_contiguous
