@@ -38,6 +38,7 @@ from .dtypes import DEFAULT, ArgSpec, as_operand, compilable, fast_key, is_setti
 from .errors import (
     CallShapeError,
     KernelCompileError,
+    NumfuseError,
     NumpyFallbackWarning,
     ObjectValuesError,
     SignatureMismatchError,
@@ -550,6 +551,10 @@ class Jitted:
             try:
                 warnings.warn(message, NumpyFallbackWarning, stacklevel=outside_numfuse())
             except NumpyFallbackWarning:
+                if not isinstance(error, NumfuseError):
+                    # numpy's own error on the stand-in values tracing used: numpy's error
+                    # on these values, if it raises one, is the one to raise
+                    self._traced(*args)
                 raise error from None
         self._objects.add(key)
         self._unwarned.append((key, message, NumpyFallbackWarning))

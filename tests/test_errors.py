@@ -458,3 +458,12 @@ def test_item_assignment_while_a_named_view_is_alive_says_why():
     with pytest.raises(numfuse.UnsupportedOperationError,
                        match=r"(?s)view of it held in a variable.*`del v`"):
         numfuse.jit(shifted)(X)
+
+
+def test_numpys_own_error_comes_through_the_fallback_filter():
+    """Found by a conformance hunt: with ``NumpyFallbackWarning`` made an error (as these
+    tests run), ``x.sum() @ x.max()`` raised the error tracing met on its stand-in values
+    (a ValueError of matmul on 0-d arrays) instead of numpy's TypeError."""
+    fn = numfuse.jit(lambda x: x.sum() @ x.max())
+    with pytest.raises(TypeError, match="unsupported operand"):
+        fn(X)
