@@ -1005,3 +1005,19 @@ def test_a_pullback_of_a_tuple_of_arrays_of_several_shapes():
     assert_same(first, expected[0][0])
     assert_same(second, expected[0][1])
     assert_same(gx, expected[1])
+
+
+def test_gradients_of_scalar_arguments_are_numpy_scalars_also_when_zero():
+    """Found by a conformance hunt: an argument the loss does not use got a 0-d array as
+    its (zero) gradient, and vjp gave a Python float for a Python float primal pulled back
+    with a Python float cotangent."""
+    x = np.array([1.0, 2.0, 3.0])
+    unused = numfuse.grad(lambda x, s: np.sum(x ** 2), argnums=1)
+    assert_same(unused(x, 2.0), np.float64(0.0))
+    assert_same(unused(x, np.float32(2.0)), np.float32(0.0))
+    assert_same(unused(x, np.array(2.0)), np.array(0.0))
+    _value, gradient = numfuse.value_and_grad(lambda p: np.sum(p["w"] ** 2))({"w": x, "b": 1.5})
+    assert_same(gradient["b"], np.float64(0.0))
+    assert_same(numfuse.vjp(lambda x, s: x * 2, x, 2.0)[1](np.ones(3))[1], np.float64(0.0))
+    assert_same(numfuse.vjp(lambda a: a ** 2, 3.0)[1](1.0), (np.float64(6.0),))
+    assert_same(numfuse.vjp(lambda a: a * 2, np.array(3.0))[1](1.0), (np.array(2.0),))

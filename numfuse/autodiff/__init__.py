@@ -141,10 +141,14 @@ def _differentiated(fn: Callable[..., Any], positions: tuple[int, ...], single: 
 
 def _like_argument(gradient: Tracer, argument: Tracer) -> Tracer:
     """The gradient of a 0-d array argument is a 0-d array (as JAX's), not the numpy
-    scalar a 0-d result of numpy's work would be."""
+    scalar a 0-d result of numpy's work would be; that of a numpy scalar or a Python
+    number a numpy scalar, also when it is zero (a 0-d array of zeros otherwise)."""
     node = argument.node
     if node.ndim == 0 and not node.scalar and not node.weak and gradient.node.scalar:
         return fresh_copy(gradient.node, scalar=False)
+    if node.ndim == 0 and (node.scalar or node.weak) and gradient.node.ndim == 0 and \
+            (not gradient.node.scalar or gradient.node.weak):
+        return fresh_copy(gradient.node, scalar=True)  # (not a Python number either)
     return gradient
 
 
@@ -273,9 +277,11 @@ def _pullback(fn: Callable[..., Any], count: int, has_aux: bool,
             found = backward(seeds, nodes)
             supply = iter([value if value is not None else broadcast_to_node(0.0, node)
                            for value, node in zip(found, nodes, strict=True)])
-        return tuple(pytree.unflatten(treedef, [next(supply) if is_float else None
-                                                for is_float in mask])
-                     for _leaves, treedef, mask in targets)
+        return tuple(pytree.unflatten(treedef, [_like_argument(next(supply), leaf)
+                                                if is_float else None
+                                                for leaf, is_float in zip(leaves, mask,
+                                                                          strict=True)])
+                     for leaves, treedef, mask in targets)
 
     functools.update_wrapper(pulled, fn)
     pulled.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
