@@ -1021,3 +1021,15 @@ def test_gradients_of_scalar_arguments_are_numpy_scalars_also_when_zero():
     assert_same(numfuse.vjp(lambda x, s: x * 2, x, 2.0)[1](np.ones(3))[1], np.float64(0.0))
     assert_same(numfuse.vjp(lambda a: a ** 2, 3.0)[1](1.0), (np.float64(6.0),))
     assert_same(numfuse.vjp(lambda a: a * 2, np.array(3.0))[1](1.0), (np.array(2.0),))
+
+
+def test_a_scalar_second_operand_of_a_product_is_data():
+    """Found by a conformance hunt: ``np.dot(x, s)`` with a scalar argument ``s`` made it
+    static (one compilation per value, and its gradient refused as a constant's)."""
+    x = np.array([1.0, 2.0, 3.0])
+    assert_same(numfuse.grad(lambda x, s: np.sum(np.dot(x, s)), argnums=1)(x, 2.5),
+                np.float64(6.0))
+    jitted = numfuse.jit(lambda x, s: (np.dot(x, s), np.polyval(x, s), np.inner(x, s)))
+    for s in (2.0, 3.0, -1.5):
+        assert_same(jitted(x, s), (np.dot(x, s), np.polyval(x, s), np.inner(x, s)))
+    assert len(jitted.compiled) == 1

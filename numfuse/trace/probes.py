@@ -705,7 +705,8 @@ def _is_python_number(value: Any) -> bool:
 
 
 # Calls that take a traced scalar as data (an index, a fill value), not as a parameter.
-_SCALAR_DATA = frozenset({operator.getitem, np.full, np.full_like})
+_SCALAR_DATA = frozenset({operator.getitem, np.full, np.full_like, np.dot, np.vdot, np.inner,
+                          np.outer, np.kron, np.cross, np.polyval})
 # Calls whose first argument is a size, not data (``np.fft.fftfreq(n, d)``): a scalar
 # argument there is static too.
 _SIZE_FIRST = frozenset({np.fft.fftfreq, np.fft.rfftfreq})
