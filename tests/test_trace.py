@@ -2989,3 +2989,18 @@ def test_order_arguments_are_checked_and_read_as_numpy_reads_them(order):
             got = numfuse.jit(fn)(x)
         assert_same(got, expected)
         assert got.flags.f_contiguous == expected.flags.f_contiguous
+
+
+@pytest.mark.parametrize("fn", [
+    np.linalg.inv, lambda x: np.linalg.solve(x, x), lambda x: np.linalg.matrix_power(x, -1),
+    np.linalg.cholesky, lambda x: np.linalg.solve(x, x[0]),
+], ids=["inv", "solve", "matrix_power", "cholesky", "solve-vector"])
+def test_linear_algebra_of_bool_matrices_traces(fn):
+    """Found by a conformance hunt: the stand-in bool matrices tracing gave numpy were all
+    True (singular), so inv, solve and cholesky of bool matrices ran with numpy."""
+    for size in (2, 3):
+        matrix = np.eye(size, dtype=bool)
+        matrix[-1, 0] = fn is not np.linalg.cholesky  # (cholesky: symmetric)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", numfuse.NumpyFallbackWarning)
+            assert_same(numfuse.jit(fn)(matrix), fn(matrix))

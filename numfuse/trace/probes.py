@@ -201,9 +201,14 @@ def _probe(node: Node, scale: int, varied: bool) -> Any:
                   for size, free in zip(example, node.shape, strict=True))
     if varied:
         values = np.random.default_rng(0).random(shape) + 0.5
-        if len(shape) >= 2 and shape[-1] == shape[-2]:
+        square = len(shape) >= 2 and shape[-1] == shape[-2]
+        if square:
             values = values + np.swapaxes(values, -1, -2) + np.eye(shape[-1]) * 2 * shape[-1]
-        stand_in = values.astype(node.dtype) if node.dtype.kind != "b" else values > 1
+        if node.dtype.kind != "b":
+            stand_in = values.astype(node.dtype)
+        else:  # (square: identities, which inv and cholesky take; all True is singular)
+            stand_in = np.broadcast_to(np.eye(shape[-1], dtype=bool), shape).copy() \
+                if square else values > 1
     else:
         stand_in = np.broadcast_to(np.zeros((), node.dtype), shape)
     return stand_in[()] if node.scalar and not shape else stand_in
