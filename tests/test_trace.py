@@ -3004,3 +3004,12 @@ def test_linear_algebra_of_bool_matrices_traces(fn):
         with warnings.catch_warnings():
             warnings.simplefilter("error", numfuse.NumpyFallbackWarning)
             assert_same(numfuse.jit(fn)(matrix), fn(matrix))
+
+
+@pytest.mark.parametrize("decimals", [2**31, -(2**31) - 1, 2**63, 2**31 - 1, -400, 10**6])
+def test_round_to_decimals_beyond_a_float_is_numpys(decimals):
+    """Found by a conformance hunt: ``np.round(x, 2**31)`` computed its scale factor one
+    multiplication at a time (hanging), where numpy raises OverflowError for a decimals
+    beyond a C int and the factor becomes infinite past the largest float."""
+    for x in (np.arange(5, dtype=np.uint8), X, X.astype(np.float32)):
+        assert_like_numpy(lambda x: np.round(x, decimals), x)

@@ -124,6 +124,8 @@ def power_of_ten(n: int) -> float:
     value = 1e9
     for _ in range(n - 9):
         value *= 10.0
+        if value == math.inf:  # (it stays infinite)
+            break
     return value
 
 
@@ -132,6 +134,8 @@ def round_(a: Any, decimals: int = 0, out: Any = None) -> Any:
     if out is not None:
         raise UnsupportedOperationError("np.round(..., out=...)", "use the returned value.")
     decimals = operator.index(decimals)  # numpy's TypeError for a float
+    if not -(2**31) <= decimals < 2**31:  # numpy's OverflowError: decimals is a C int
+        np.round(np.zeros(1), decimals)
     node = _node(a)
     if node.dtype.kind == "b":
         if decimals != 0:  # numpy scales into a bool array: its casting error, raised here
