@@ -551,7 +551,8 @@ class Jitted:
             try:
                 warnings.warn(message, NumpyFallbackWarning, stacklevel=outside_numfuse())
             except NumpyFallbackWarning:
-                if not isinstance(error, NumfuseError):
+                if isinstance(error, (TypeError, ValueError, IndexError, ArithmeticError)) \
+                        and not isinstance(error, NumfuseError):
                     # numpy's own error on the stand-in values tracing used: numpy's error
                     # on these values, if it raises one, is the one to raise
                     self._traced(*args)
