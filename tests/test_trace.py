@@ -3020,3 +3020,16 @@ def test_round_to_decimals_beyond_a_float_is_numpys(decimals):
             continue
         with np.errstate(all="ignore"):  # (numpy warns once per ufunc, a kernel once)
             check(lambda x: np.round(x, decimals), x)
+
+
+@pytest.mark.parametrize("order", ["C", "K", "A"])
+def test_a_ufuncs_order_of_c_contiguous_results_compiles(order):
+    """Found by a conformance hunt: any ``order=`` made numpy run the function, though
+    numfuse's results are C-contiguous (``"F"`` still runs numpy)."""
+    m = np.arange(6.0).reshape(2, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", numfuse.NumpyFallbackWarning)
+        assert_same(numfuse.jit(lambda m: np.add(m, 1, order=order) * 2)(m),
+                    np.add(m, 1, order=order) * 2)
+    with pytest.raises(numfuse.UnsupportedOperationError, match="order"):
+        numfuse.compile(lambda m: np.add(m, 1, order="F"), m)

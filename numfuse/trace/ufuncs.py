@@ -460,6 +460,10 @@ def _compute_ufunc(ufunc: np.ufunc, inputs: Sequence[Any], kwargs: dict[str, Any
     out_dtype = kwargs.pop("dtype", None)
     kwargs.pop("signature", None)
     kwargs.pop("casting", None)
+    if kwargs.get("order", "K") in ("C", "c", "K", "k", "A", "a", None):
+        kwargs.pop("order", None)  # (the memory order of results numfuse makes: C)
+    if kwargs.get("subok", True) is True:
+        kwargs.pop("subok", None)
     if kwargs:
         raise UnsupportedOperationError(
             f"np.{ufunc.__name__}(..., {', '.join(kwargs)}=...)",
