@@ -395,6 +395,17 @@ STRUCTURAL = {
     "squeeze and expand_dims": (lambda a, v: np.sum(np.squeeze(a[:, :1]) ** 2)
                                 + np.sum(np.expand_dims(v, 0) * a), (X, V)),
     "broadcast_to": (lambda a, v: np.sum(np.broadcast_to(v, (3, 6)) ** 2 * a[:3]), (X, V)),
+    "flip": (lambda a, v: np.sum(np.flip(a, 1) * a ** 2) + np.sum(np.flip(v) * v ** 3),
+             (X, V)),
+    "roll": (lambda a, v: np.sum(np.roll(a, (1, -2), (0, 1)) * a) + np.sum(np.roll(v, 3) * v),
+             (X, V)),
+    "cumsum": (lambda a, v: np.sum(np.cumsum(a, 1) ** 2) + np.sum(np.cumsum(a) * a.ravel())
+               + np.sum(v.cumsum() ** 3), (X, V)),
+    "diff": (lambda a, v: np.sum(np.diff(a) ** 2) + np.sum(np.diff(a, 2, axis=0) ** 3)
+             + np.sum(np.diff(v) * v[1:]), (X, V)),
+    "linalg.norm": (lambda a, v: np.linalg.norm(a) + np.sum(np.linalg.norm(a, axis=1) ** 3)
+                    + np.sum(np.linalg.norm(a, axis=0, keepdims=True) * a)
+                    + np.linalg.norm(v, 2), (X, V)),
 }
 
 
@@ -1033,3 +1044,12 @@ def test_a_scalar_second_operand_of_a_product_is_data():
     for s in (2.0, 3.0, -1.5):
         assert_same(jitted(x, s), (np.dot(x, s), np.polyval(x, s), np.inner(x, s)))
     assert len(jitted.compiled) == 1
+
+
+@pytest.mark.parametrize("fn", [
+    lambda a: np.linalg.norm(a, 1), lambda a: np.sum(np.cumsum(a, dtype=np.float32)),
+    lambda a: np.sum(np.diff(a, prepend=0.0)), lambda a: np.sum(np.cumprod(a)),
+], ids=["norm-1", "cumsum-dtype", "diff-prepend", "cumprod"])
+def test_calls_beyond_the_rules_say_so(fn):
+    with pytest.raises(numfuse.NotDifferentiableError, match="no derivative rule"):
+        numfuse.grad(fn)(V)

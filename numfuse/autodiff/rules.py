@@ -423,6 +423,66 @@ def _stack_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...], kwargs: dict[str, 
             for index, part in enumerate(arrays) if isinstance(part, Tracer)]
 
 
+def _flip_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Pairs:
+    return [(args[0], np.flip(g, _argument(args, kwargs, 1, "axis")))]
+
+
+def _roll_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Pairs:
+    shift = _argument(args, kwargs, 1, "shift")
+    if isinstance(shift, Tracer) or not all(
+            isinstance(item, (int, np.integer)) for item in np.ravel(shift)):
+        raise _Unsupported("by a traced shift")
+    back = tuple(-int(item) for item in shift) if isinstance(shift, (tuple, list)) \
+        else -int(shift)
+    return [(args[0], np.roll(g, back, _argument(args, kwargs, 2, "axis")))]
+
+
+def _cumsum_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]
+                ) -> Pairs:
+    """Each element reaches every later partial sum: the cotangents summed from the end."""
+    if _argument(args, kwargs, 2, "dtype") is not None or \
+            _argument(args, kwargs, 3, "out") is not None:
+        raise _Unsupported("with dtype= or out=")
+    x, axis = args[0], _argument(args, kwargs, 1, "axis")
+    along = 0 if axis is None else axis
+    spread: Any = np.flip(np.cumsum(np.flip(g, along), along), along)
+    return [(x, spread if axis is None and x.node.ndim == 1 else
+             _reshape_back(spread, x) if axis is None else spread)]
+
+
+def _diff_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Pairs:
+    """Each difference takes its later element and gives back its earlier one."""
+    n = _argument(args, kwargs, 1, "n", 1)
+    axis = _argument(args, kwargs, 2, "axis", -1)
+    if _argument(args, kwargs, 3, "prepend", np._NoValue) is not np._NoValue or \
+            _argument(args, kwargs, 4, "append", np._NoValue) is not np._NoValue or \
+            not isinstance(n, (int, np.integer)) or n < 0:
+        raise _Unsupported("with prepend=, append= or a traced n")
+    given: Any = g
+    for _ in range(int(n)):
+        edge = np.zeros_like(np.take(given, [0], axis=axis))
+        given = np.concatenate([edge, given], axis=axis) - \
+            np.concatenate([given, edge], axis=axis)
+    return [(args[0], given)]
+
+
+def _norm_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Pairs:
+    """The 2-norm (Frobenius for a matrix): x / norm, times the cotangent."""
+    x = args[0]
+    order = _argument(args, kwargs, 1, "ord")
+    axis = _argument(args, kwargs, 2, "axis")
+    keepdims = _argument(args, kwargs, 3, "keepdims", False)
+    if order not in (None, 2, "fro") or (order == 2 and ((axis is None and x.node.ndim > 1)
+                                                         or isinstance(axis, tuple))):
+        raise _Unsupported("of another order than the 2-norm (or Frobenius)")
+    cotangent: Any = g
+    norm: Any = ans
+    if axis is not None and not keepdims:
+        axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+        cotangent, norm = np.expand_dims(g, axes), np.expand_dims(ans, axes)
+    return [(x, cotangent * (x / norm))]
+
+
 NUMPY_RULES: dict[str, Rule] = {
     **dict.fromkeys(("sum", "mean", "prod", "max", "min", "amax", "amin", "mean_of",
                      "sum_over_count"), _scalar_reduction_vjp),
@@ -454,4 +514,9 @@ NUMPY_RULES: dict[str, Rule] = {
     "concatenate": _concatenate_vjp,
     "concatenate_piece": _concatenate_piece_vjp,
     "stack": _stack_vjp,
+    "flip": _flip_vjp,
+    "roll": _roll_vjp,
+    "cumsum": _cumsum_vjp,
+    "diff": _diff_vjp,
+    "linalg.norm": _norm_vjp,
 }
