@@ -483,6 +483,88 @@ def _norm_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...], kwargs: dict[str, A
     return [(x, cotangent * (x / norm))]
 
 
+def _joined_vjp(joined: Callable[[Any], Any], axis: int) -> Rule:
+    """hstack, vstack: a concatenation along ``axis`` of the operands as ``joined`` makes
+    them (at least 1-d, 2-d); a 1-d hstack joins along its only axis."""
+    def rule(g: Tracer, ans: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]
+             ) -> Pairs:
+        if set(kwargs) - {"casting"} or kwargs.get("casting", "same_kind") != "same_kind" \
+                or len(args) > 1:
+            raise _Unsupported("with dtype=")
+        parts = [joined(part) for part in args[0]]
+        along = 0 if ans.node.ndim == 1 else axis
+        pieces = _concatenate_vjp(g, ans, (parts, along), {})
+        back = {id(made): part for made, part in zip(parts, args[0], strict=True)}
+        return [(back[id(made)], _reshape_back(piece, back[id(made)]))
+                for made, piece in pieces if id(made) in back]
+    return rule
+
+
+def _take_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Pairs:
+    """A scatter-add at the indices taken (``x[..., indices]`` along ``axis``)."""
+    x, indices = args[0], _argument(args, kwargs, 1, "indices")
+    axis = _argument(args, kwargs, 2, "axis")
+    if _argument(args, kwargs, 4, "mode", "raise") != "raise" or \
+            _argument(args, kwargs, 3, "out") is not None:
+        raise _Unsupported("with out= or mode=")
+    if axis is None:
+        flat = np.ravel(x)
+        return [(x, _reshape_back(_getitem_vjp(g, ans, (flat, indices), {})[0][1], x))]
+    key = (slice(None),) * (int(axis) % x.node.ndim) + (indices,)
+    return _getitem_vjp(g, ans, (x, key), {})
+
+
+def _pad_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Pairs:
+    """Constant padding: the cotangent of the part that was the operand."""
+    x, widths = args[0], _argument(args, kwargs, 1, "pad_width")
+    if _argument(args, kwargs, 2, "mode", "constant") != "constant" or \
+            isinstance(widths, (Tracer, dict)):
+        raise _Unsupported("other than constant padding by fixed widths")
+    pairs = np.broadcast_to(np.asarray(widths, dtype=np.int64), (x.node.ndim, 2))
+    key = tuple(slice(int(before), -int(after) if after else None) for before, after in pairs)
+    return [(x, g[key])]
+
+
+def _sort_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Pairs:
+    """Each element's cotangent is the one at the place sorting moved it to."""
+    x, axis = args[0], _argument(args, kwargs, 1, "axis", -1)
+    if axis is None:
+        flat: Any = np.ravel(x)
+        order = np.argsort(np.argsort(flat, kind="stable"), kind="stable")
+        moved: Any = np.take_along_axis(g, order, 0)  # type: ignore[arg-type]
+        return [(x, _reshape_back(moved, x))]
+    order = np.argsort(np.argsort(x, axis=axis, kind="stable"), axis=axis, kind="stable")
+    return [(x, np.take_along_axis(g, order, axis))]
+
+
+def _einsum_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]
+                ) -> Pairs:
+    """An explicit ``'ij,jk->ik'``: each operand's cotangent is the einsum of the result's
+    with the other operands, into that operand's subscripts."""
+    subscripts, operands = args[0], args[1:]
+    if not isinstance(subscripts, str) or "->" not in subscripts or "." in subscripts or \
+            set(kwargs) - {"optimize"}:
+        raise _Unsupported("other than with explicit subscripts ('ij,jk->ik')")
+    inputs, output = subscripts.replace(" ", "").split("->")
+    terms = inputs.split(",")
+    pairs: Pairs = []
+    for index, operand in enumerate(operands):
+        if not isinstance(operand, Tracer):
+            continue
+        mine = terms[index]
+        others = [term for position, term in enumerate(terms) if position != index]
+        if len(set(mine)) != len(mine):
+            raise _Unsupported("with an index repeated in an operand")
+        # (an index of this operand alone, summed: its cotangent broadcast along it)
+        kept = "".join(letter for letter in mine if letter in output + "".join(others))
+        rest = [other for position, other in enumerate(operands) if position != index]
+        partial = np.einsum(f"{','.join([output, *others])}->{kept}", g, *rest)
+        spread = partial[tuple(slice(None) if letter in kept else np.newaxis
+                               for letter in mine)]
+        pairs.append((operand, spread if kept == mine else spread + np.zeros_like(operand)))
+    return pairs
+
+
 NUMPY_RULES: dict[str, Rule] = {
     **dict.fromkeys(("sum", "mean", "prod", "max", "min", "amax", "amin", "mean_of",
                      "sum_over_count"), _scalar_reduction_vjp),
@@ -519,4 +601,10 @@ NUMPY_RULES: dict[str, Rule] = {
     "cumsum": _cumsum_vjp,
     "diff": _diff_vjp,
     "linalg.norm": _norm_vjp,
+    "hstack": _joined_vjp(np.atleast_1d, 1),
+    "vstack": _joined_vjp(np.atleast_2d, 0),
+    "take": _take_vjp,
+    "pad": _pad_vjp,
+    "sort": _sort_vjp,
+    "einsum": _einsum_vjp,
 }
