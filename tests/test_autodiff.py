@@ -418,6 +418,10 @@ STRUCTURAL = {
     "einsum": (lambda a, v: np.sum(np.einsum("ij,ij->i", a, a) ** 2)
                + np.sum(np.einsum("ij,j->i", a, v) ** 2) + np.einsum("ij->", a ** 2)
                + np.sum(np.einsum("ij,k->jk", a, v) ** 2), (X, V)),
+    "repeat and tile": (lambda a, v: np.sum(np.repeat(a, 3, axis=1) ** 3 * np.arange(18.0))
+                        + np.sum(np.repeat(v, 2) ** 3 * np.arange(12.0))
+                        + np.sum(np.tile(a, (3, 1, 2)) ** 3 * np.arange(12.0))
+                        + np.sum(np.tile(v, 2) * np.arange(12.0)), (X, V)),
     "linalg.norm": (lambda a, v: np.linalg.norm(a) + np.sum(np.linalg.norm(a, axis=1) ** 3)
                     + np.sum(np.linalg.norm(a, axis=0, keepdims=True) * a)
                     + np.linalg.norm(v, 2), (X, V)),

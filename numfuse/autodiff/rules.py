@@ -565,6 +565,42 @@ def _einsum_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...], kwargs: dict[str,
     return pairs
 
 
+def _repeat_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]
+                ) -> Pairs:
+    """Each element's copies give back the sum of their cotangents."""
+    x, repeats = args[0], _argument(args, kwargs, 1, "repeats")
+    axis = _argument(args, kwargs, 2, "axis")
+    if not isinstance(repeats, (int, np.integer)) or repeats < 1:
+        raise _Unsupported("other than by a constant count")
+    along = 0 if axis is None else int(axis) % x.node.ndim
+    total: Any = None
+    for copy in range(int(repeats)):
+        part = g[(slice(None),) * along + (slice(copy, None, int(repeats)),)]
+        total = part if total is None else total + part
+    return [(x, _reshape_back(total, x) if axis is None else total)]
+
+
+def _tile_vjp(g: Tracer, ans: Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Pairs:
+    """Each element's tiles give back the sum of their cotangents."""
+    x, reps = args[0], _argument(args, kwargs, 1, "reps")
+    counts = (reps,) if isinstance(reps, (int, np.integer)) else tuple(reps)
+    if not all(isinstance(count, (int, np.integer)) and count >= 1 for count in counts):
+        raise _Unsupported("other than by constant counts")
+    counts = (1,) * (x.node.ndim - len(counts)) + tuple(int(count) for count in counts)
+    return [(x, record_call(tiles_summed, "tiles_summed", ((g, x),), {"counts": counts}))]
+
+
+def tiles_summed(values: tuple[Any, Any], counts: tuple[int, ...]) -> Any:
+    """The sum of the tiles of ``values[0]``, ``np.tile(values[1], counts)``'s shape, as
+    ``values[1]``'s shape (the backward pass of ``tile``)."""
+    tiled, x = values
+    shape = (1,) * (len(counts) - np.ndim(x)) + np.shape(x)
+    split = [size for count, whole in zip(counts, shape, strict=True)
+             for size in (count, whole)]
+    summed = np.reshape(tiled, split).sum(axis=tuple(range(0, 2 * len(counts), 2)))
+    return np.reshape(summed, np.shape(x))
+
+
 NUMPY_RULES: dict[str, Rule] = {
     **dict.fromkeys(("sum", "mean", "prod", "max", "min", "amax", "amin", "mean_of",
                      "sum_over_count"), _scalar_reduction_vjp),
@@ -607,4 +643,6 @@ NUMPY_RULES: dict[str, Rule] = {
     "pad": _pad_vjp,
     "sort": _sort_vjp,
     "einsum": _einsum_vjp,
+    "repeat": _repeat_vjp,
+    "tile": _tile_vjp,
 }

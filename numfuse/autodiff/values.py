@@ -30,7 +30,8 @@ class NotDifferentiableError(UnsupportedOperationError):
 
 _ADVICE = ("numfuse differentiates elementwise arithmetic and math functions, sum, mean, "
            "prod, max, min, var and std, matmul and dot, reshapes, transposes, indexing, "
-           "concatenate, stack, hstack, vstack, take, pad, sort, einsum, flip, roll, "
+           "concatenate, stack, hstack, vstack, take, pad, repeat, tile, sort, einsum, "
+           "flip, roll, "
            "cumsum, diff and linalg.norm (the 2-norm); "
            "compute this part outside the differentiated function "
            "or pass its result as an argument that is not differentiated.")
