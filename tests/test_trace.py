@@ -1302,9 +1302,10 @@ def _item_assignment_on_scalar(x):
 
 
 @pytest.mark.parametrize(("fn", "operation", "advice"), [
-    (_writes_through_view, "in-place +=", "copy first"),
+    (_writes_through_view, "in-place += into a view of an array the function made, taken "
+     "other than by indexing", "copy the view first"),
     (_writes_after_view, "item assignment", "copy the view"),
-    (_writes_into_real_part, "in-place +=", "copy first"),
+    (_writes_into_real_part, "in-place += into a view", "copy the view first"),
 ])
 def test_writes_that_a_view_would_see_raise(fn, operation, advice):
     with pytest.raises(numfuse.UnsupportedOperationError) as excinfo:

@@ -64,9 +64,9 @@ def _in_place(ufunc: np.ufunc, forward: Callable[[Any, Any], Any],
                 if self.write_through(Ellipsis, stored):
                     return self
                 indexed = True
-            if indexed:
-                self.refuse_view_write(f"in-place {symbol}", f"v {symbol} w",
-                                       f"y[1:] {symbol} w")
+            # (a view of an array the function made, by indexing or not: why numpy runs)
+            self.refuse_view_write(f"in-place {symbol}", f"v {symbol} w",
+                                   f"y[1:] {symbol} w")
             self.refuse_write_under_view(f"in-place {symbol}", f"y {symbol} w")
             return _inplace(symbol)
         return _store(ufunc, (self, other), result, self)
