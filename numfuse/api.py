@@ -1150,7 +1150,7 @@ def _int_tuple(value: Any) -> bool:
 
 
 def _namedtuple(value: Any) -> bool:
-    return isinstance(value, tuple) and hasattr(type(value), "_fields")
+    return pytree.namedtuple_class(type(value))
 
 
 # The most items a list of Python numbers of mixed types may hold to be a static value

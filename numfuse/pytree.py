@@ -98,7 +98,7 @@ def expression(treedef: Any, leaf_texts: Iterator[str], names: dict[str, Any]) -
         return "(" + "".join(part + ", " for part in parts) + ")"
     name = f"_c{len(names)}"
     names[name] = container
-    if issubclass(container, tuple) and hasattr(container, "_fields"):
+    if namedtuple_class(container):
         return f"{name}(" + ", ".join(parts) + ")"  # namedtuple
     return f"{name}([" + ", ".join(parts) + "])"  # other tuple and list subclasses
 
@@ -134,7 +134,7 @@ def _container(container: type, built: list[Any]) -> Any:
         return built
     if container is tuple:
         return tuple(built)
-    if issubclass(container, tuple) and hasattr(container, "_fields"):
+    if namedtuple_class(container):
         return container(*built)  # namedtuple
     return container(built)  # other tuple and list subclasses
 
@@ -191,6 +191,12 @@ def is_flat_tuple(treedef: Any, count: int) -> bool:
 
 
 _UNSET = object()  # the value of a slot never assigned
+
+
+def namedtuple_class(container: type) -> bool:
+    """Whether ``container`` is a namedtuple class (made again from its items one by
+    one, read by field names)."""
+    return issubclass(container, tuple) and hasattr(container, "_fields")
 
 
 def fields(value: Any) -> dict[str, Any]:
